@@ -1,0 +1,341 @@
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Scope is what an API key may do.
+type Scope string
+
+// The key scopes.
+const (
+	// ScopeFull allows every request.
+	ScopeFull Scope = "full"
+	// ScopeRead allows requests that change nothing.
+	ScopeRead Scope = "read"
+)
+
+// ParseScope returns the scope named s (case-insensitive, surrounding space
+// ignored). An unknown name is an ErrInvalid *Error listing the valid scopes.
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(strings.ToLower(strings.TrimSpace(s))); sc {
+	case ScopeFull, ScopeRead:
+		return sc, nil
+	}
+	return "", errorf(ErrInvalid, "invalid scope %q: valid scopes are full, read", s)
+}
+
+// MaxActiveKeys is how many unrevoked keys an organization may hold.
+const MaxActiveKeys = 5
+
+// KeyPrefix starts every API key. A key is KeyPrefix and 32 lowercase hex
+// digits, 36 characters in all.
+const KeyPrefix = "dmk_"
+
+const (
+	keyHexLen       = 32
+	keyLen          = len(KeyPrefix) + keyHexLen
+	keyDisplayedLen = 8 // characters of a key kept for display
+)
+
+// ValidKeyFormat reports whether s has the form of an API key.
+func ValidKeyFormat(s string) bool {
+	if len(s) != keyLen || !strings.HasPrefix(s, KeyPrefix) {
+		return false
+	}
+	for i := len(KeyPrefix); i < len(s); i++ {
+		if !isLowerHex(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// APIKey describes a key. The secret is never stored, only its SHA-256 hash,
+// which this type does not carry.
+type APIKey struct {
+	ID    string `json:"id"`
+	OrgID string `json:"organization_id"`
+	Name  string `json:"name"`
+	// Prefix is the first 8 characters of the key, e.g. "dmk_1a2b".
+	Prefix     string     `json:"prefix"`
+	Scope      Scope      `json:"scope"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+}
+
+// Active reports whether the key has not been revoked.
+func (k *APIKey) Active() bool { return k.RevokedAt == nil }
+
+// keyRecord is how a key is stored.
+type keyRecord struct {
+	ID         string     `json:"id"`
+	OrgID      string     `json:"org_id"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	Scope      Scope      `json:"scope"`
+	Hash       []byte     `json:"sha256"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+// CreateAPIKey creates a key for organization orgID and returns it with its
+// secret, which is shown once and never stored. Errors: ErrNotFound for an
+// unknown organization; ErrInvalid for a name that is empty or over 64
+// characters, or a bad scope; ErrLimit when MaxActiveKeys are active.
+func (db *DB) CreateAPIKey(orgID, name string, scope Scope) (key *APIKey, secret string, err error) {
+	if name, err = cleanName("API key name", name); err != nil {
+		return nil, "", err
+	}
+	if scope, err = ParseScope(string(scope)); err != nil {
+		return nil, "", err
+	}
+	secret = newKeySecret()
+	sum := sha256.Sum256([]byte(secret))
+	rec := &keyRecord{
+		ID: NewID(), OrgID: orgID, Name: name, Prefix: secret[:keyDisplayedLen],
+		Scope: scope, Hash: sum[:], CreatedAt: db.now(),
+	}
+	err = db.bolt.Update(func(tx *bolt.Tx) error {
+		if _, err := getOrg(tx, orgID); err != nil {
+			return err
+		}
+		active, err := countActiveKeys(tx, orgID)
+		if err != nil {
+			return err
+		}
+		if active >= MaxActiveKeys {
+			return errorf(ErrLimit, "limit of %d active API keys reached: revoke one first", MaxActiveKeys)
+		}
+		hashes := tx.Bucket(bucketKeysByHash)
+		if hashes.Get(rec.Hash) != nil {
+			return fmt.Errorf("key hash collision") // 2^-128: a broken random source
+		}
+		if err := putKey(tx, rec); err != nil {
+			return err
+		}
+		if err := hashes.Put(rec.Hash, idKey(rec.ID)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketKeysByOrg).Put(orgTimeIDKey(orgID, rec.CreatedAt, rec.ID), nil)
+	})
+	if err != nil {
+		return nil, "", wrap("create API key", err)
+	}
+	return rec.apiKey(), secret, nil
+}
+
+// newKeySecret returns KeyPrefix and 128 random bits in hex.
+func newKeySecret() string {
+	var b [keyHexLen / 2]byte
+	_, _ = rand.Read(b[:])
+	return KeyPrefix + hex.EncodeToString(b[:])
+}
+
+// ListAPIKeys returns the keys of organization orgID in creation order,
+// revoked ones included. ErrNotFound for an unknown organization.
+func (db *DB) ListAPIKeys(orgID string) ([]*APIKey, error) {
+	keys := []*APIKey{}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		if _, err := getOrg(tx, orgID); err != nil {
+			return err
+		}
+		return forEachOrgKey(tx, orgID, func(rec *keyRecord) error {
+			keys = append(keys, rec.apiKey())
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, wrap("list API keys", err)
+	}
+	return keys, nil
+}
+
+// FindAPIKey returns the key with id, or ErrNotFound.
+func (db *DB) FindAPIKey(id string) (*APIKey, error) {
+	var rec *keyRecord
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = getKey(tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("find API key", err)
+	}
+	return rec.apiKey(), nil
+}
+
+// RevokeAPIKey revokes key id for good and returns it; revoking a revoked key
+// returns it unchanged. ErrNotFound for an unknown key.
+func (db *DB) RevokeAPIKey(id string) (*APIKey, error) {
+	var rec *keyRecord
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		r, err := getKey(tx, id)
+		if err != nil {
+			return err
+		}
+		rec = r
+		if r.RevokedAt != nil {
+			return nil
+		}
+		r.RevokedAt = new(db.now())
+		return putKey(tx, r)
+	})
+	if err != nil {
+		return nil, wrap("revoke API key", err)
+	}
+	return rec.apiKey(), nil
+}
+
+func errInvalidKey() error { return errorf(ErrNotFound, "invalid API key") }
+
+// Authenticate returns the active key whose secret this is and its
+// organization. A malformed, unknown or revoked key is ErrNotFound with the
+// one message "invalid API key", so that callers cannot tell them apart. It
+// runs on every request: one read transaction, three Gets, no write.
+func (db *DB) Authenticate(secret string) (*APIKey, *Organization, error) {
+	if !ValidKeyFormat(secret) {
+		return nil, nil, errInvalidKey()
+	}
+	sum := sha256.Sum256([]byte(secret))
+	var key *keyRecord
+	var org *orgRecord
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketKeysByHash).Get(sum[:])
+		if id == nil {
+			return errInvalidKey()
+		}
+		var err error
+		if key, err = getKey(tx, string(id)); err != nil {
+			return notFoundAs(err, errInvalidKey())
+		}
+		// The index found it already; comparing the stored hash as well
+		// guards against a stale index, in constant time.
+		if subtle.ConstantTimeCompare(key.Hash, sum[:]) != 1 || key.RevokedAt != nil {
+			return errInvalidKey()
+		}
+		org, err = getOrg(tx, key.OrgID)
+		return notFoundAs(err, errInvalidKey())
+	})
+	if err != nil {
+		return nil, nil, wrap("authenticate", err)
+	}
+	return key.apiKey(), org.organization(), nil
+}
+
+// notFoundAs replaces an ErrNotFound error with repl; other errors pass.
+func notFoundAs(err, repl error) error {
+	if err != nil && isKind(err, ErrNotFound) {
+		return repl
+	}
+	return err
+}
+
+// TouchAPIKeys records when keys were last used, in one write transaction:
+// used maps key ids to times. A time replaces the stored one only when later;
+// unknown ids are ignored. The HTTP layer collects uses and flushes them
+// now and then, so that Authenticate never writes.
+func (db *DB) TouchAPIKeys(used map[string]time.Time) error {
+	if len(used) == 0 {
+		return nil
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		// Sorted ids write the bucket in key order.
+		for _, id := range slices.Sorted(maps.Keys(used)) {
+			if err := touchKey(tx, id, used[id].UTC().Truncate(time.Second)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return wrap("touch API keys", err)
+}
+
+func touchKey(tx *bolt.Tx, id string, at time.Time) error {
+	rec, err := getKey(tx, id)
+	if isKind(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rec.LastUsedAt != nil && !at.After(*rec.LastUsedAt) {
+		return nil
+	}
+	rec.LastUsedAt = &at
+	return putKey(tx, rec)
+}
+
+func errKeyNotFound() error { return errorf(ErrNotFound, "API key not found") }
+
+// getKey reads key id; ErrNotFound when it is absent or id malformed.
+func getKey(tx *bolt.Tx, id string) (*keyRecord, error) {
+	if !ValidID(id) {
+		return nil, errKeyNotFound()
+	}
+	raw := tx.Bucket(bucketKeys).Get(idKey(id))
+	if raw == nil {
+		return nil, errKeyNotFound()
+	}
+	rec := new(keyRecord)
+	if err := json.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("decode API key %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+func putKey(tx *bolt.Tx, rec *keyRecord) error {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode API key %s: %w", rec.ID, err)
+	}
+	return tx.Bucket(bucketKeys).Put(idKey(rec.ID), raw)
+}
+
+// forEachOrgKey calls fn for the keys of orgID in creation order.
+func forEachOrgKey(tx *bolt.Tx, orgID string, fn func(*keyRecord) error) error {
+	prefix := orgPrefix(orgID)
+	c := tx.Bucket(bucketKeysByOrg).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		rec, err := getKey(tx, idFromOrgTimeIDKey(k))
+		if err != nil {
+			return err
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func countActiveKeys(tx *bolt.Tx, orgID string) (int, error) {
+	n := 0
+	err := forEachOrgKey(tx, orgID, func(rec *keyRecord) error {
+		if rec.RevokedAt == nil {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+func (rec *keyRecord) apiKey() *APIKey {
+	return &APIKey{
+		ID: rec.ID, OrgID: rec.OrgID, Name: rec.Name, Prefix: rec.Prefix, Scope: rec.Scope,
+		CreatedAt: rec.CreatedAt, LastUsedAt: rec.LastUsedAt, RevokedAt: rec.RevokedAt,
+	}
+}

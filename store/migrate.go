@@ -1,0 +1,93 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SchemaVersion is the layout this program reads and writes. It is stored in
+// the meta bucket under "schema_version" and equals len(migrations).
+const SchemaVersion = 1
+
+// A migration moves the file from version i to i+1, where i is its index in
+// the migrations slice. It runs inside Open's write transaction, after every
+// bucket of allBuckets exists.
+type migration func(tx *bolt.Tx) error
+
+// migrations is indexed by the version a migration starts from. To change
+// stored data: append a func and bump SchemaVersion.
+var migrations = []migration{
+	// 0 -> 1: the initial layout; its buckets come from ensureBuckets.
+	func(*bolt.Tx) error { return nil },
+}
+
+// upgrade creates missing buckets and runs the migrations the file lacks.
+func upgrade(tx *bolt.Tx, migs []migration) error {
+	// Refuse to scribble buckets into some other program's bolt file.
+	if first, _ := tx.Cursor().First(); first != nil && tx.Bucket(bucketMeta) == nil {
+		return errorf(ErrInvalid, "not a dmarcd database: no meta bucket")
+	}
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	v, err := readVersion(tx)
+	if err != nil {
+		return err
+	}
+	if v > len(migs) {
+		return errorf(ErrInvalid, "database schema version %d is newer than this program supports (%d)", v, len(migs))
+	}
+	for i := v; i < len(migs); i++ {
+		if err := migs[i](tx); err != nil {
+			return fmt.Errorf("migrate schema %d to %d: %w", i, i+1, err)
+		}
+	}
+	if v == len(migs) {
+		return nil
+	}
+	return tx.Bucket(bucketMeta).Put(keySchemaVersion, versionValue(len(migs)))
+}
+
+// checkReadable reports why a read-only transaction cannot serve this program:
+// nothing may be created or migrated in that mode.
+func checkReadable(tx *bolt.Tx, want int) error {
+	v, err := readVersion(tx)
+	if err != nil {
+		return err
+	}
+	if v != want {
+		return errorf(ErrInvalid, "database schema version %d, this program needs %d: open it read-write once to upgrade", v, want)
+	}
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return errorf(ErrInvalid, "database lacks bucket %s: open it read-write once to upgrade", name)
+		}
+	}
+	return nil
+}
+
+// readVersion returns the stored schema version, 0 for a file that has a
+// meta bucket but no version yet. A file without a meta bucket is not a
+// dmarcd database.
+func readVersion(tx *bolt.Tx) (int, error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return 0, errorf(ErrInvalid, "not a dmarcd database: no meta bucket")
+	}
+	raw := meta.Get(keySchemaVersion)
+	if raw == nil {
+		return 0, nil
+	}
+	if len(raw) != 8 {
+		return 0, errorf(ErrInvalid, "not a dmarcd database: malformed schema version")
+	}
+	v := binary.BigEndian.Uint64(raw)
+	if v > 1<<31 {
+		return 0, errorf(ErrInvalid, "not a dmarcd database: schema version %d out of range", v)
+	}
+	return int(v), nil
+}

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Organization owns domains, keys and everything reported about them.
+type Organization struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Plan      Plan      `json:"plan"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// orgRecord is how an organization is stored.
+type orgRecord struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Plan      Plan      `json:"plan"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// maxNameLen bounds organization and key names, in characters.
+const maxNameLen = 64
+
+// cleanName trims a display name and checks it: 1..64 characters of valid
+// UTF-8 with no control characters. what names the field in the message.
+func cleanName(what, s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if n := utf8.RuneCountInString(s); n == 0 || n > maxNameLen {
+		return "", errorf(ErrInvalid, "%s must be 1 to %d characters", what, maxNameLen)
+	}
+	if !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return "", errorf(ErrInvalid, "%s must be valid text without control characters", what)
+	}
+	return s, nil
+}
+
+// CreateOrganization creates an organization. The name is trimmed and must be
+// 1..64 characters without control characters and must not look like an id
+// (ErrInvalid), and is unique regardless of case (ErrConflict). An unknown
+// plan is ErrInvalid.
+func (db *DB) CreateOrganization(name string, plan Plan) (*Organization, error) {
+	name, err := cleanName("organization name", name)
+	if err != nil {
+		return nil, err
+	}
+	// Organizations are referred to by id or name; keep the two apart.
+	if ValidID(strings.ToLower(name)) {
+		return nil, errorf(ErrInvalid, "organization name must not look like an id")
+	}
+	if plan, err = ParsePlan(string(plan)); err != nil {
+		return nil, err
+	}
+	rec := &orgRecord{ID: NewID(), Name: name, Plan: plan, CreatedAt: db.now()}
+	err = db.bolt.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketOrgsByName).Get(orgNameKey(name)) != nil {
+			return errorf(ErrConflict, "organization %q already exists", name)
+		}
+		if err := putOrg(tx, rec); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketOrgsByName).Put(orgNameKey(name), idKey(rec.ID))
+	})
+	if err != nil {
+		return nil, wrap("create organization", err)
+	}
+	return rec.organization(), nil
+}
+
+// FindOrganizationByID returns the organization with id, or ErrNotFound.
+func (db *DB) FindOrganizationByID(id string) (*Organization, error) {
+	var rec *orgRecord
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = getOrg(tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("find organization", err)
+	}
+	return rec.organization(), nil
+}
+
+// FindOrganization returns the organization whose id (in any case) or else
+// name (case-insensitive) is ref, or ErrNotFound.
+func (db *DB) FindOrganization(ref string) (*Organization, error) {
+	ref = strings.TrimSpace(ref)
+	if id := strings.ToLower(ref); ValidID(id) {
+		return db.FindOrganizationByID(id)
+	}
+	var rec *orgRecord
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketOrgsByName).Get(orgNameKey(ref))
+		if id == nil {
+			return errOrgNotFound()
+		}
+		var err error
+		rec, err = getOrg(tx, string(id))
+		return err
+	})
+	if err != nil {
+		return nil, wrap("find organization", err)
+	}
+	return rec.organization(), nil
+}
+
+// ListOrganizations returns every organization, sorted by name
+// (case-insensitive).
+func (db *DB) ListOrganizations() ([]*Organization, error) {
+	orgs := []*Organization{}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOrgsByName).ForEach(func(_, id []byte) error {
+			rec, err := getOrg(tx, string(id))
+			if err != nil {
+				return err
+			}
+			orgs = append(orgs, rec.organization())
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, wrap("list organizations", err)
+	}
+	return orgs, nil
+}
+
+// SetOrganizationPlan changes the plan of organization id and returns it.
+// Domains beyond a lower plan's limit stay; new ones are refused. An unknown
+// plan is ErrInvalid, an unknown organization ErrNotFound.
+func (db *DB) SetOrganizationPlan(id string, plan Plan) (*Organization, error) {
+	plan, err := ParsePlan(string(plan))
+	if err != nil {
+		return nil, err
+	}
+	var rec *orgRecord
+	err = db.bolt.Update(func(tx *bolt.Tx) error {
+		r, err := getOrg(tx, id)
+		if err != nil {
+			return err
+		}
+		r.Plan = plan
+		rec = r
+		return putOrg(tx, r)
+	})
+	if err != nil {
+		return nil, wrap("set organization plan", err)
+	}
+	return rec.organization(), nil
+}
+
+// CountOrganizations returns the number of organizations.
+func (db *DB) CountOrganizations() (int, error) {
+	var n int
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		n = countPrefix(tx.Bucket(bucketOrgs), nil)
+		return nil
+	})
+	return n, wrap("count organizations", err)
+}
+
+func errOrgNotFound() error { return errorf(ErrNotFound, "organization not found") }
+
+// getOrg reads organization id; ErrNotFound when it is absent or id malformed.
+func getOrg(tx *bolt.Tx, id string) (*orgRecord, error) {
+	if !ValidID(id) {
+		return nil, errOrgNotFound()
+	}
+	raw := tx.Bucket(bucketOrgs).Get(idKey(id))
+	if raw == nil {
+		return nil, errOrgNotFound()
+	}
+	rec := new(orgRecord)
+	if err := json.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("decode organization %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+func putOrg(tx *bolt.Tx, rec *orgRecord) error {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode organization %s: %w", rec.ID, err)
+	}
+	return tx.Bucket(bucketOrgs).Put(idKey(rec.ID), raw)
+}
+
+func (rec *orgRecord) organization() *Organization {
+	return &Organization{ID: rec.ID, Name: rec.Name, Plan: rec.Plan, CreatedAt: rec.CreatedAt}
+}
