@@ -102,22 +102,24 @@ func (db *DB) CreateDomain(d *Domain) error {
 	if err := rec.validate(); err != nil {
 		return err
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		org, err := getOrg(tx, rec.OrgID)
-		if err != nil {
-			return err
-		}
-		if tx.Bucket(bucketDomainsByName).Get(domainNameKey(rec.OrgID, rec.Name)) != nil {
-			return errorf(ErrConflict, "domain already registered in this organization")
-		}
-		if limit := org.Plan.Limits().MaxDomains; limit >= 0 &&
-			countPrefix(tx.Bucket(bucketDomainsByOrg), orgPrefix(rec.OrgID)) >= limit {
-			return errorf(ErrLimit, "plan limit of %d domains reached", limit)
-		}
-		if tx.Bucket(bucketDomainsByEmail).Get(emailKey(rec.ReportingEmail)) != nil {
-			return errorf(ErrConflict, "reporting email already in use")
-		}
-		return insertDomain(tx, rec)
+	err := db.domainVersions.changing(rec.OrgID, func() error {
+		return db.bolt.Update(func(tx *bolt.Tx) error {
+			org, err := getOrg(tx, rec.OrgID)
+			if err != nil {
+				return err
+			}
+			if tx.Bucket(bucketDomainsByName).Get(domainNameKey(rec.OrgID, rec.Name)) != nil {
+				return errorf(ErrConflict, "domain already registered in this organization")
+			}
+			if limit := org.Plan.Limits().MaxDomains; limit >= 0 &&
+				countPrefix(tx.Bucket(bucketDomainsByOrg), orgPrefix(rec.OrgID)) >= limit {
+				return errorf(ErrLimit, "plan limit of %d domains reached", limit)
+			}
+			if tx.Bucket(bucketDomainsByEmail).Get(emailKey(rec.ReportingEmail)) != nil {
+				return errorf(ErrConflict, "reporting email already in use")
+			}
+			return insertDomain(tx, rec)
+		})
 	})
 	if err != nil {
 		return wrap("create domain", err)
@@ -278,23 +280,25 @@ func (db *DB) UpdateDomain(orgID, id string, fn func(d *Domain) error) (*Domain,
 	}
 	var updated *domainRecord
 	var fnErr error
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		old, err := getOrgDomain(tx, orgID, id)
-		if err != nil {
-			return err
-		}
-		d := old.domain()
-		if fnErr = fn(d); fnErr != nil {
-			return fnErr
-		}
-		rec := recordOf(d)
-		rec.ID, rec.OrgID, rec.Name, rec.ReportingEmail, rec.CreatedAt =
-			old.ID, old.OrgID, old.Name, old.ReportingEmail, old.CreatedAt
-		if err := rec.validate(); err != nil {
-			return err
-		}
-		updated = rec
-		return putDomain(tx, rec)
+	err := db.domainVersions.changing(orgID, func() error {
+		return db.bolt.Update(func(tx *bolt.Tx) error {
+			old, err := getOrgDomain(tx, orgID, id)
+			if err != nil {
+				return err
+			}
+			d := old.domain()
+			if fnErr = fn(d); fnErr != nil {
+				return fnErr
+			}
+			rec := recordOf(d)
+			rec.ID, rec.OrgID, rec.Name, rec.ReportingEmail, rec.CreatedAt =
+				old.ID, old.OrgID, old.Name, old.ReportingEmail, old.CreatedAt
+			if err := rec.validate(); err != nil {
+				return err
+			}
+			updated = rec
+			return putDomain(tx, rec)
+		})
 	})
 	if fnErr != nil {
 		return nil, fnErr
@@ -309,20 +313,22 @@ func (db *DB) UpdateDomain(orgID, id string, fn func(d *Domain) error) (*Domain,
 // entries, then runs every function given to RegisterCascade, all in one
 // transaction. ErrNotFound as FindDomain.
 func (db *DB) DeleteDomain(orgID, id string) error {
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		rec, err := getOrgDomain(tx, orgID, id)
-		if err != nil {
-			return err
-		}
-		if err := removeDomain(tx, rec); err != nil {
-			return err
-		}
-		for _, cascade := range registeredCascades() {
-			if err := cascade(tx, rec.ID); err != nil {
-				return fmt.Errorf("cascade delete of domain %s: %w", rec.ID, err)
+	err := db.domainVersions.changing(orgID, func() error {
+		return db.bolt.Update(func(tx *bolt.Tx) error {
+			rec, err := getOrgDomain(tx, orgID, id)
+			if err != nil {
+				return err
 			}
-		}
-		return nil
+			if err := removeDomain(tx, rec); err != nil {
+				return err
+			}
+			for _, cascade := range registeredCascades() {
+				if err := cascade(tx, rec.ID); err != nil {
+					return fmt.Errorf("cascade delete of domain %s: %w", rec.ID, err)
+				}
+			}
+			return nil
+		})
 	})
 	return wrap("delete domain", err)
 }

@@ -27,6 +27,9 @@ type DB struct {
 	Now func() time.Time
 
 	bolt *bolt.DB
+
+	// domainVersions changes with every domain write (see DomainsVersion).
+	domainVersions versions
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.
