@@ -110,7 +110,7 @@ func (db *DB) CreateAPIKey(orgID, name string, scope Scope) (key *APIKey, secret
 		ID: NewID(), OrgID: orgID, Name: name, Prefix: secret[:keyDisplayedLen],
 		Scope: scope, Hash: sum[:], CreatedAt: db.now(),
 	}
-	err = db.bolt.Update(func(tx *bolt.Tx) error {
+	err = db.updateAuth(func(tx *bolt.Tx) error {
 		if _, err := getOrg(tx, orgID); err != nil {
 			return err
 		}
@@ -183,7 +183,7 @@ func (db *DB) FindAPIKey(id string) (*APIKey, error) {
 // returns it unchanged. ErrNotFound for an unknown key.
 func (db *DB) RevokeAPIKey(id string) (*APIKey, error) {
 	var rec *keyRecord
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.updateAuth(func(tx *bolt.Tx) error {
 		r, err := getKey(tx, id)
 		if err != nil {
 			return err
@@ -206,12 +206,17 @@ func errInvalidKey() error { return errorf(ErrNotFound, "invalid API key") }
 // Authenticate returns the active key whose secret this is and its
 // organization. A malformed, unknown or revoked key is ErrNotFound with the
 // one message "invalid API key", so that callers cannot tell them apart. It
-// runs on every request: one read transaction, three Gets, no write.
+// runs on every request: answers come from a cache that every key and
+// organization write invalidates, else from one read transaction.
 func (db *DB) Authenticate(secret string) (*APIKey, *Organization, error) {
 	if !ValidKeyFormat(secret) {
 		return nil, nil, errInvalidKey()
 	}
 	sum := sha256.Sum256([]byte(secret))
+	if k, o, ok := db.auth.get(sum); ok {
+		return k, o, nil
+	}
+	gen := db.auth.gen.Load() // before the read: see authCache
 	var key *keyRecord
 	var org *orgRecord
 	err := db.bolt.View(func(tx *bolt.Tx) error {
@@ -234,7 +239,9 @@ func (db *DB) Authenticate(secret string) (*APIKey, *Organization, error) {
 	if err != nil {
 		return nil, nil, wrap("authenticate", err)
 	}
-	return key.apiKey(), org.organization(), nil
+	k, o := key.apiKey(), org.organization()
+	db.auth.put(sum, gen, k, o)
+	return k, o, nil
 }
 
 // notFoundAs replaces an ErrNotFound error with repl; other errors pass.
@@ -253,7 +260,7 @@ func (db *DB) TouchAPIKeys(used map[string]time.Time) error {
 	if len(used) == 0 {
 		return nil
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.updateAuth(func(tx *bolt.Tx) error {
 		// Sorted ids write the bucket in key order.
 		for _, id := range slices.Sorted(maps.Keys(used)) {
 			if err := touchKey(tx, id, used[id].UTC().Truncate(time.Second)); err != nil {

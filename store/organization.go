@@ -60,7 +60,7 @@ func (db *DB) CreateOrganization(name string, plan Plan) (*Organization, error) 
 		return nil, err
 	}
 	rec := &orgRecord{ID: NewID(), Name: name, Plan: plan, CreatedAt: db.now()}
-	err = db.bolt.Update(func(tx *bolt.Tx) error {
+	err = db.updateAuth(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketOrgsByName).Get(orgNameKey(name)) != nil {
 			return errorf(ErrConflict, "organization %q already exists", name)
 		}
@@ -141,7 +141,7 @@ func (db *DB) SetOrganizationPlan(id string, plan Plan) (*Organization, error) {
 		return nil, err
 	}
 	var rec *orgRecord
-	err = db.bolt.Update(func(tx *bolt.Tx) error {
+	err = db.updateAuth(func(tx *bolt.Tx) error {
 		r, err := getOrg(tx, id)
 		if err != nil {
 			return err

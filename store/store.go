@@ -30,6 +30,8 @@ type DB struct {
 
 	// domainVersions changes with every domain write (see DomainsVersion).
 	domainVersions versions
+	// auth caches Authenticate (see authCache).
+	auth authCache
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.
