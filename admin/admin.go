@@ -1,0 +1,90 @@
+// Package admin is how the command line administers dmarcd: one Service
+// interface with two implementations, Local over an open store (no server
+// running) and Client over the admin Unix socket of a running server (which
+// holds bbolt's exclusive file lock). The socket server is Handler.
+package admin
+
+import (
+	"context"
+	"io"
+
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// Service is every administrative operation of the CLI. Errors wrap the
+// store's kinds (store.ErrNotFound, ErrConflict, ErrInvalid, ErrLimit) in
+// both implementations, so the CLI reports them alike.
+type Service interface {
+	CreateOrganization(ctx context.Context, name string, plan store.Plan) (*store.Organization, error)
+	ListOrganizations(ctx context.Context) ([]*store.Organization, error)
+	SetOrganizationPlan(ctx context.Context, orgRef string, plan store.Plan) (*store.Organization, error)
+	CreateAPIKey(ctx context.Context, orgRef, name string, scope store.Scope) (*store.APIKey, string, error)
+	ListAPIKeys(ctx context.Context, orgRef string) ([]*store.APIKey, error)
+	RevokeAPIKey(ctx context.Context, id string) (*store.APIKey, error)
+	// Backup writes a consistent copy of the whole database to w.
+	Backup(ctx context.Context, w io.Writer) (int64, error)
+}
+
+// Local is the Service over a store this process has opened.
+type Local struct {
+	DB *store.DB
+	// FlushKeyUsage, when set, is called before keys are listed, so that a
+	// running server's batched last_used_at stamps are shown.
+	FlushKeyUsage func() error
+}
+
+var _ Service = (*Local)(nil)
+
+// CreateOrganization creates an organization with the given plan.
+func (l *Local) CreateOrganization(_ context.Context, name string, plan store.Plan) (*store.Organization, error) {
+	return l.DB.CreateOrganization(name, plan)
+}
+
+// ListOrganizations lists every organization by name.
+func (l *Local) ListOrganizations(context.Context) ([]*store.Organization, error) {
+	return l.DB.ListOrganizations()
+}
+
+// SetOrganizationPlan changes the plan of the organization named or
+// identified by orgRef.
+func (l *Local) SetOrganizationPlan(_ context.Context, orgRef string, plan store.Plan) (*store.Organization, error) {
+	org, err := l.DB.FindOrganization(orgRef)
+	if err != nil {
+		return nil, err
+	}
+	return l.DB.SetOrganizationPlan(org.ID, plan)
+}
+
+// CreateAPIKey creates a key for the organization orgRef and returns it with
+// its secret, which is not stored and cannot be shown again.
+func (l *Local) CreateAPIKey(_ context.Context, orgRef, name string, scope store.Scope) (*store.APIKey, string, error) {
+	org, err := l.DB.FindOrganization(orgRef)
+	if err != nil {
+		return nil, "", err
+	}
+	return l.DB.CreateAPIKey(org.ID, name, scope)
+}
+
+// ListAPIKeys lists the keys of the organization orgRef, revoked ones too.
+func (l *Local) ListAPIKeys(_ context.Context, orgRef string) ([]*store.APIKey, error) {
+	org, err := l.DB.FindOrganization(orgRef)
+	if err != nil {
+		return nil, err
+	}
+	if l.FlushKeyUsage != nil {
+		if err := l.FlushKeyUsage(); err != nil {
+			return nil, err
+		}
+	}
+	return l.DB.ListAPIKeys(org.ID)
+}
+
+// RevokeAPIKey revokes the key with this id, at once and for good.
+func (l *Local) RevokeAPIKey(_ context.Context, id string) (*store.APIKey, error) {
+	return l.DB.RevokeAPIKey(id)
+}
+
+// Backup writes a consistent hot copy of the database.
+func (l *Local) Backup(_ context.Context, w io.Writer) (int64, error) {
+	return l.DB.Backup(w)
+}

@@ -1,0 +1,386 @@
+// Package httpapi serves the REST API of SPEC.md and API.md: routes,
+// authentication, rate limits, request decoding, error bodies and JSON
+// encoding. Business rules live in the packages it calls.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// DNSChecker is what the API needs of DNS: the domain verification and
+// check-dmarc logic of package dnscheck.
+type DNSChecker interface {
+	CheckDMARC(ctx context.Context, domain string) (*dnscheck.CheckResult, error)
+	Verify(ctx context.Context, domain, reportingEmail string) error
+	SuggestRecord(ctx context.Context, domain, reportingEmail string) string
+}
+
+// Config holds what a Server is built from.
+type Config struct {
+	Store           *store.DB
+	DNS             DNSChecker
+	ReportingDomain string            // the domain of every reporting address
+	RateLimit       int               // requests per minute per key; 0 means 100
+	AuthFailLimit   int               // failed authentications per minute per client address; 0 means 30
+	DNSTimeout      time.Duration     // budget of the DNS work of one request; 0 means 10s
+	Logger          *slog.Logger      // nil discards
+	Metrics         *metrics.Registry // nil creates a private one
+	Now             func() time.Time  // nil means the wall clock; injected by tests
+	Ready           func() error      // /readyz; nil means ready
+	Version         string            // shown by /healthz
+}
+
+// Server is the HTTP API. Create it with New.
+type Server struct {
+	cfg      Config
+	store    *store.DB
+	dns      DNSChecker
+	log      *slog.Logger
+	now      func() time.Time
+	router   *httprouter.Router
+	routes   []Route
+	keys     *keyLimiter
+	authFail *failLimiter
+	lastUsed lastUsed
+
+	domainPages *pageCache
+
+	ridPrefix string
+	ridSeq    atomic.Uint64
+
+	requests *metrics.CounterVec
+	latency  *metrics.HistogramVec
+}
+
+// Route is one registered method and path, as httprouter spells it.
+type Route struct {
+	Method, Path string
+	Access       access
+}
+
+// access says who may call a route.
+type access int
+
+const (
+	public    access = iota // no key (OpenAPI document, health)
+	readScope               // any valid key
+	fullScope               // a key with full scope
+)
+
+// New returns a Server with every route registered.
+func New(cfg Config) *Server {
+	if cfg.RateLimit <= 0 {
+		cfg.RateLimit = 100
+	}
+	if cfg.AuthFailLimit <= 0 {
+		cfg.AuthFailLimit = 30
+	}
+	if cfg.DNSTimeout <= 0 {
+		cfg.DNSTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	s := &Server{
+		cfg:         cfg,
+		store:       cfg.Store,
+		dns:         cfg.DNS,
+		log:         cfg.Logger,
+		now:         func() time.Time { return cfg.Now().UTC().Truncate(time.Second) },
+		router:      httprouter.New(),
+		keys:        newKeyLimiter(cfg.RateLimit),
+		authFail:    newFailLimiter(cfg.AuthFailLimit),
+		ridPrefix:   hex.EncodeToString(b[:]),
+		domainPages: newPageCache(4096),
+		requests: cfg.Metrics.Counter("dmarcd_http_requests_total",
+			"HTTP requests served, by route, method and status code.", "route", "method", "status"),
+		latency: cfg.Metrics.Histogram("dmarcd_http_request_duration_seconds",
+			"HTTP request latency in seconds, by route and method.", metrics.DefaultLatencyBuckets, "route", "method"),
+	}
+	s.lastUsed.m = map[string]time.Time{}
+	s.router.NotFound = http.HandlerFunc(s.notFound)
+	s.router.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
+	s.router.PanicHandler = s.panicked
+	s.registerRoutes()
+	return s
+}
+
+// registerRoutes is the whole API on one screen.
+func (s *Server) registerRoutes() {
+	s.handle("GET", "/healthz", public, s.healthz)
+	s.handle("GET", "/readyz", public, s.readyz)
+	s.handle("GET", "/metrics", public, s.metrics)
+	s.handle("GET", "/api/v1/openapi.json", public, s.openAPI)
+
+	s.handle("GET", "/api/v1/domains", readScope, s.listDomains)
+	s.handle("POST", "/api/v1/domains", fullScope, s.createDomain)
+	s.handle("GET", "/api/v1/domains/:id", readScope, s.getDomain)
+	s.handle("DELETE", "/api/v1/domains/:id", fullScope, s.deleteDomain)
+	s.handle("POST", "/api/v1/domains/:id/verify", fullScope, s.verifyDomain)
+	// check-dmarc changes nothing, so read keys may call it (API.md).
+	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)
+}
+
+// Routes returns every registered route, for the OpenAPI consistency test.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+// Handler returns the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s }
+
+// handlerFunc is the shape of every endpoint: it writes a success response
+// itself and returns an error for everything else, which the adapter turns
+// into the API.md error body.
+type handlerFunc func(w http.ResponseWriter, r *request) error
+
+// request carries what authentication established.
+type request struct {
+	*http.Request
+	params httprouter.Params
+	key    *store.APIKey
+	org    *store.Organization
+}
+
+func (s *Server) handle(method, path string, acc access, h handlerFunc) {
+	s.routes = append(s.routes, Route{Method: method, Path: path, Access: acc})
+	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if rec, ok := w.(*recorder); ok {
+			rec.route = path
+		}
+		req := &request{Request: r, params: p}
+		err := s.authenticate(w, req, acc)
+		if err == nil {
+			err = h(w, req)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// authenticate checks the key, the client's failed-authentication budget,
+// the key's rate limit and its scope, in that order, and sets the rate-limit
+// headers.
+func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) error {
+	if acc == public {
+		return nil
+	}
+	now := s.cfg.Now()
+	addr := clientAddr(r.Request)
+	if blocked, until := s.authFail.blocked(addr, now); blocked {
+		w.Header().Set("Retry-After", retryAfter(until.Sub(now)))
+		return errAuthBlocked
+	}
+	key, org, err := s.store.Authenticate(r.Header.Get("X-API-Key"))
+	if err != nil {
+		s.authFail.fail(addr, now)
+		if errors.Is(err, store.ErrNotFound) {
+			return errUnauthorized
+		}
+		return err
+	}
+	q := s.keys.take(key.ID, now)
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(q.limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(q.remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilUnix(q.reset), 10))
+	if !q.allowed {
+		h.Set("Retry-After", retryAfter(q.retryAfter))
+		return errRateLimited
+	}
+	if acc == fullScope && key.Scope != store.ScopeFull {
+		return errInsufficientScope
+	}
+	r.key, r.org = key, org
+	s.lastUsed.mark(key.ID, now)
+	return nil
+}
+
+func ceilUnix(t time.Time) int64 {
+	u := t.Unix()
+	if t.Nanosecond() > 0 {
+		u++
+	}
+	return u
+}
+
+// retryAfter renders a wait as whole seconds, rounded up and at least 1.
+func retryAfter(d time.Duration) string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return strconv.FormatInt(secs, 10)
+}
+
+// clientAddr is the peer's IP address. Proxy headers are not trusted: a
+// client could forge them to escape the failed-authentication limit.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// ServeHTTP assigns the request id, serves the request, then logs it and
+// records its metrics.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rid := r.Header.Get("X-Request-Id")
+	if !validRequestID(rid) {
+		rid = s.ridPrefix + "-" + strconv.FormatUint(s.ridSeq.Add(1), 36)
+	}
+	w.Header().Set("X-Request-Id", rid)
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
+	s.router.ServeHTTP(rec, r)
+	elapsed := time.Since(start)
+	s.requests.With(rec.route, r.Method, strconv.Itoa(rec.status)).Inc()
+	s.latency.With(rec.route, r.Method).Observe(elapsed.Seconds())
+
+	level := slog.LevelInfo
+	if rec.route == "/healthz" || rec.route == "/readyz" || rec.route == "/metrics" {
+		level = slog.LevelDebug
+	}
+	if !s.log.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", rid),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("route", rec.route),
+		slog.Int("status", rec.status),
+		slog.Int64("bytes", rec.bytes),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.String("remote", clientAddr(r)),
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// recorder remembers the status, size and route of a response.
+type recorder struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	route       string
+	wroteHeader bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wroteHeader = true
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, errNotFound(fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
+}
+
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		Message: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, w.Header().Get("Allow"))})
+}
+
+func (s *Server) panicked(w http.ResponseWriter, r *http.Request, v any) {
+	s.log.Error("panic serving request", "request_id", w.Header().Get("X-Request-Id"),
+		"path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	s.writeError(w, r, &Error{Status: http.StatusInternalServerError, Code: "internal"})
+}
+
+// lastUsed batches the last_used_at stamps of keys in memory: writing them
+// on every request would cost an fsync each. Flush writes them in one
+// transaction.
+type lastUsed struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (l *lastUsed) mark(id string, t time.Time) {
+	l.mu.Lock()
+	l.m[id] = t
+	l.mu.Unlock()
+}
+
+// FlushKeyUsage writes the batched last_used_at stamps to the store.
+func (s *Server) FlushKeyUsage() error {
+	s.lastUsed.mu.Lock()
+	m := s.lastUsed.m
+	s.lastUsed.m = make(map[string]time.Time, len(m))
+	s.lastUsed.mu.Unlock()
+	if len(m) == 0 {
+		return nil
+	}
+	for id, t := range m {
+		m[id] = t.UTC().Truncate(time.Second)
+	}
+	return s.store.TouchAPIKeys(m)
+}
+
+// Run flushes key usage every interval until ctx ends, then once more.
+func (s *Server) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := s.FlushKeyUsage(); err != nil {
+				s.log.Error("flushing API key usage", "error", err)
+			}
+			return
+		case <-t.C:
+			if err := s.FlushKeyUsage(); err != nil {
+				s.log.Error("flushing API key usage", "error", err)
+			}
+		}
+	}
+}
