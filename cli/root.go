@@ -1,0 +1,199 @@
+// Package cli holds dmarcd's commands. Each command has a constructor that
+// declares its flags and a run function that does the work, so tests can
+// drive either. Configuration flows one way: flags, then DMARCD_* variables
+// for flags left unset, into option structs passed down; nothing global.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Version is the release version, set at build time with
+// -ldflags "-X github.com/dmarcd/dmarcd/cli.Version=v1.2.3".
+var Version = ""
+
+// Exit codes, documented in the root command's help.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// globalOptions are the flags every command takes.
+type globalOptions struct {
+	DataDir string
+	JSON    bool
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+func (g *globalOptions) dbPath() string     { return filepath.Join(g.DataDir, "dmarcd.db") }
+func (g *globalOptions) socketPath() string { return filepath.Join(g.DataDir, "dmarcd.sock") }
+
+// usageError marks errors in how a command was called (exit code 2).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// Execute runs the command line args and returns the process exit code.
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globalOptions{stdout: stdout, stderr: stderr}
+	root := newRootCommand(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	if g.JSON {
+		msg, _ := json.Marshal(map[string]string{"error": err.Error()})
+		fmt.Fprintln(stderr, string(msg))
+	} else {
+		fmt.Fprintln(stderr, "dmarcd:", err)
+	}
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsageError(err) {
+		fmt.Fprintln(stderr, "Run 'dmarcd --help' (or the command with --help) for usage.")
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// isCobraUsageError recognises the usage errors cobra makes itself, which
+// carry no type of their own.
+func isCobraUsageError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "required flag(s)") || strings.HasPrefix(msg, "unknown command") ||
+		strings.HasPrefix(msg, "if any flags in the group")
+}
+
+func newRootCommand(g *globalOptions) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dmarcd",
+		Short: "Self-hosted DMARC monitoring: report intake, statistics, alerts and a REST API",
+		Long: `dmarcd receives DMARC aggregate and failure reports by mail, stores them in
+one embedded database file, and serves them through an API-key REST API.
+
+Start the service with 'dmarcd serve'. On first start it creates the
+organization "default" and prints its first API key. Administer
+organizations and keys with 'dmarcd org' and 'dmarcd keys': while a server
+runs these commands go through its admin socket (<data-dir>/dmarcd.sock),
+otherwise they open the database file directly.
+
+Every command takes --data-dir (env DMARCD_DATA_DIR, default ./data) and
+--json for machine-readable output.
+
+Exit codes:
+  0  success
+  1  the command failed (the message says why)
+  2  the command was called wrongly (unknown flag, missing argument)`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version(),
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVar(&g.DataDir, "data-dir", "./data", "directory of the database file and admin socket (env DMARCD_DATA_DIR)")
+	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "print machine-readable JSON instead of text")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return bindEnv(cmd)
+	}
+	root.AddCommand(
+		newServeCommand(g),
+		newOrgCommand(g),
+		newKeysCommand(g),
+		newCheckDMARCCommand(g),
+		newBackupCommand(g),
+		newRestoreCommand(g),
+		newVersionCommand(g),
+	)
+	return root
+}
+
+// bindEnv fills every flag the user did not set from DMARCD_<FLAG> (upper
+// case, dashes as underscores), the one place where the environment is read.
+// List flags take comma-separated values.
+func bindEnv(cmd *cobra.Command) error {
+	var err error
+	set := func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "help" {
+			return
+		}
+		name := "DMARCD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if sv, isSlice := f.Value.(pflag.SliceValue); isSlice {
+			err = sv.Replace(splitList(v))
+		} else {
+			err = f.Value.Set(v)
+		}
+		if err != nil {
+			err = usagef("environment variable %s: %v", name, err)
+			return
+		}
+		f.Changed = true
+	}
+	cmd.Flags().VisitAll(set)
+	cmd.InheritedFlags().VisitAll(set)
+	return err
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// version is the -ldflags version, else the module version, else "dev".
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// notExist explains a missing database: only serve and restore create one,
+// so that a mistyped --data-dir does not silently start an empty database.
+func (g *globalOptions) requireDatabase() error {
+	if _, err := os.Stat(g.dbPath()); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no database at %s: start 'dmarcd serve --data-dir %s' once to create it, or pass the --data-dir of your installation", g.dbPath(), g.DataDir)
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs reporting a usage error.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("expected %s, got %d argument(s)", names, len(args))
+		}
+		return nil
+	}
+}
