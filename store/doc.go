@@ -1,5 +1,6 @@
 // Package store keeps every dmarcd entity in one bbolt file: organizations,
-// API keys and domains here, later reports and alerts in files of their own.
+// API keys, domains, aggregate reports with their records, summaries and
+// daily roll-ups, and the quarantine, each in files of its own.
 //
 // Conventions:
 //   - Bucket names and key encodings live in schema.go and nowhere else;
@@ -9,8 +10,14 @@
 //     *bolt.Tx (getOrg, putDomain, ...). Helpers never open transactions.
 //   - Bytes read from bbolt die with their transaction: values are decoded
 //     (which copies) or copied before they leave it.
-//   - Stored values are JSON of unexported record structs, so the API's
-//     JSON tags on the exported types can change without moving data.
+//   - Stored values are unexported record structs, never the exported API
+//     types, so the API's JSON tags can change without moving data: JSON
+//     for the small entities, a compact binary encoding (report_codec.go)
+//     for reports, records and roll-ups, which are written and read by the
+//     hundred thousand.
+//   - Reads that derive cached data note a version first (DomainsVersion,
+//     the auth cache's generation); writes bump it before and after their
+//     transaction.
 //   - Failures a client may see are *Error values whose Kind is one of
 //     ErrNotFound, ErrConflict, ErrInvalid, ErrLimit or ErrLocked; anything
 //     else is an internal error prefixed "store: ".

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"strings"
 	"time"
@@ -34,6 +35,30 @@ var (
 	bucketDomainsByName = []byte("domains_by_name")
 	// bucketDomainsByEmail: emailKey(reporting email) -> domain id.
 	bucketDomainsByEmail = []byte("domains_by_email")
+
+	// bucketReports: report id -> the report and its summary (binary,
+	// appendReport). A report is visible once it is here.
+	bucketReports = []byte("reports")
+	// bucketReportsByDomain: reportKey(domain id, date_begin, identity) ->
+	// report id | date_end (big-endian Unix seconds). Both the date index of
+	// the listings and the dedup index: one clustered insert per report.
+	bucketReportsByDomain = []byte("reports_by_domain")
+	// bucketRecords: recordKey(report id, block seq) -> a block of records
+	// (binary, report_codec.go). Report ids are time-ordered, so inserts
+	// append.
+	bucketRecords = []byte("report_records")
+	// bucketReportsPending: binary report id -> domain id, for a report whose
+	// records are being written in several transactions and that is not yet
+	// visible; leftovers after a crash are deleted (DiscardPendingReports).
+	bucketReportsPending = []byte("reports_pending")
+	// bucketRollups: rollupKey(domain id, UTC day) -> dayRollup (binary,
+	// appendDayRollup).
+	bucketRollups = []byte("report_rollups")
+
+	// bucketQuarantine: entry id -> quarantineRecord JSON.
+	bucketQuarantine = []byte("quarantine")
+	// bucketQuarantineRaw: entry id -> the raw bytes kept.
+	bucketQuarantineRaw = []byte("quarantine_raw")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -42,6 +67,9 @@ var allBuckets = [][]byte{
 	bucketOrgs, bucketOrgsByName,
 	bucketKeys, bucketKeysByHash, bucketKeysByOrg,
 	bucketDomains, bucketDomainsByOrg, bucketDomainsByName, bucketDomainsByEmail,
+	bucketReports, bucketReportsByDomain, bucketRecords,
+	bucketReportsPending, bucketRollups,
+	bucketQuarantine, bucketQuarantineRaw,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
@@ -109,4 +137,75 @@ func prefixEnd(prefix []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// binID is the 16-byte form of a canonical id, used where keys repeat the id
+// millions of times (records). ok is false for a malformed id.
+func binID(id string) (b [16]byte, ok bool) {
+	if !ValidID(id) {
+		return b, false
+	}
+	j := 0
+	for i := 0; i < len(id); i += 2 {
+		if id[i] == '-' {
+			i++
+		}
+		b[j] = unhex(id[i])<<4 | unhex(id[i+1])
+		j++
+	}
+	return b, true
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}
+
+// recordKey is binary report id | block seq (big-endian): a report's
+// records are one contiguous range, in report order.
+func recordKey(dst []byte, report [16]byte, seq uint32) []byte {
+	dst = append(dst, report[:]...)
+	return binary.BigEndian.AppendUint32(dst, seq)
+}
+
+// reportKey is domain id | date_begin (big-endian Unix seconds) | the
+// first 16 bytes of SHA-256(org_name, 0x00, external report id): one
+// domain's reports are a range sorted by date_begin, and a report's
+// identity is an exact key. A report is identified by its domain, reporter
+// and report id as the API says, with its date_begin in the key so that
+// the reports of one day are inserted next to each other instead of all
+// over the file (a reporter resending a report resends its date range).
+func reportKey(domainID string, begin time.Time, orgName, externalID string) []byte {
+	h := sha256.New()
+	h.Write([]byte(orgName))
+	h.Write([]byte{0})
+	h.Write([]byte(externalID))
+	k := make([]byte, 0, idLen+8+sha256.Size)
+	k = append(k, domainID...)
+	k = binary.BigEndian.AppendUint64(k, unixKey(begin))
+	return h.Sum(k)[:idLen+8+reportKeyHashLen]
+}
+
+// reportKeyHashLen is how much of the identity hash a report key keeps.
+const reportKeyHashLen = 16
+
+// reportKeyLen is the length of every reportKey.
+const reportKeyLen = idLen + 8 + reportKeyHashLen
+
+// unixKey clamps times before 1970 to zero so they still sort first.
+func unixKey(t time.Time) uint64 {
+	if s := t.Unix(); s > 0 {
+		return uint64(s)
+	}
+	return 0
+}
+
+// rollupKey is domain id | UTC day number (days since 1970, big-endian), so
+// a date range of one domain is a key range.
+func rollupKey(domainID string, day uint32) []byte {
+	k := make([]byte, 0, idLen+4)
+	k = append(k, domainID...)
+	return binary.BigEndian.AppendUint32(k, day)
 }
