@@ -1,0 +1,280 @@
+// Package ingest turns raw mail or files into stored aggregate reports. One
+// pipeline serves every way in (the SMTP listener, file import, quarantine
+// retries): extract the report payloads (dmarc.ExtractAggregate), parse
+// each as a stream, route it to a registered domain, geolocate each record,
+// drop duplicates (reporter org_name + report id + domain), and store it
+// with its summary and the domain's daily roll-ups. An input that yields
+// nothing usable is quarantined with its raw bytes, never dropped.
+//
+// Writes go through a single writer goroutine (Run) that commits the work
+// of many concurrent Ingest calls in one bbolt transaction (group commit),
+// so throughput comes from calling Ingest concurrently: each call returns
+// once its own data is durably committed.
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/geo"
+	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatchRecords       = 20000
+	DefaultBatchDelay         = 5 * time.Millisecond
+	DefaultQuarantineMaxBytes = 32 << 20
+)
+
+// Errors of Ingest, tested with errors.Is.
+var (
+	// ErrAmbiguous means an imported report's domain is registered by
+	// several organizations and the delivery names none (Delivery.OrgID).
+	ErrAmbiguous = errors.New("domain registered by several organizations")
+	// ErrStopped means the pipeline's writer (Run) has ended.
+	ErrStopped = errors.New("ingest: pipeline stopped")
+)
+
+// Config configures a Pipeline. Store is required; Geo, Logger and Metrics
+// may be nil.
+type Config struct {
+	Store *store.DB
+	// Geo locates source IPs; nil (or a DB without files) stores geo: null.
+	Geo    *geo.DB
+	Logger *slog.Logger
+	// Metrics, when set, gets the pipeline's counters and commit latency
+	// histogram (one Pipeline per Registry: names are registered once).
+	Metrics *metrics.Registry
+	// Now is the clock for receive times; nil means time.Now.
+	Now    func() time.Time
+	Limits dmarc.Limits
+	// BatchRecords commits when this many records are pending; it is also
+	// the size of the chunks a large report is written in. 0 means 20000.
+	BatchRecords int
+	// BatchDelay is how long the writer waits for other Ingest calls still
+	// parsing before it commits; 0 means 5ms. It never waits when no other
+	// call is parsing.
+	BatchDelay time.Duration
+	// QuarantineMaxBytes is how many raw bytes a quarantine entry keeps;
+	// 0 means 32 MiB. A larger input keeps its first bytes, and the reason
+	// says so.
+	QuarantineMaxBytes int64
+}
+
+// Pipeline ingests reports. Its methods are safe for concurrent use; Run
+// must be running for Ingest and RetryQuarantine to complete.
+type Pipeline struct {
+	cfg Config
+	db  *store.DB
+	log *slog.Logger
+	ing *store.Ingester
+	met *pipelineMetrics
+
+	queue   chan *work
+	slots   chan struct{} // parsing slots, one per processor
+	mu      sync.RWMutex  // held for reading while submitting; closed under it
+	closed  bool
+	running atomic.Bool
+	// parsing counts Ingest calls that may still submit work: the writer
+	// waits for them (up to BatchDelay) to commit more in one transaction.
+	parsing     atomic.Int64
+	commits     atomic.Uint64
+	commitNanos atomic.Int64
+}
+
+// Source says how an input arrived.
+type Source string
+
+// Sources of input.
+const (
+	SourceSMTP   Source = "smtp"
+	SourceImport Source = "import"
+)
+
+// Delivery describes one input.
+type Delivery struct {
+	Source Source
+	// Recipient is the SMTP RCPT TO address: the reports belong to the
+	// domain with that reporting address, also when their policy_published
+	// domain is a subdomain of it.
+	Recipient string
+	// OrgID restricts an import's domain lookup to one organization; ""
+	// means any, but a name registered by two organizations is an error.
+	OrgID string
+	// Name is the file path or "from -> rcpt", for logs and quarantine.
+	Name string
+	// ReceivedAt is when the input arrived; zero means now.
+	ReceivedAt time.Time
+}
+
+// Outcome is what happened to one report of an input.
+type Outcome struct {
+	ReportID  string // the stored report; for a duplicate, the one stored before
+	Domain    string
+	Duplicate bool
+	Records   int
+}
+
+// Result is what happened to one input.
+type Result struct {
+	// Reports are the reports stored or found to be duplicates, in input order.
+	Reports []Outcome
+	// Quarantined is the quarantine entry id when nothing was usable.
+	Quarantined string
+	// Reason says why the input was quarantined.
+	Reason string
+	// Problems describe the parts of an input that were not stored next
+	// to reports that were (a broken zip member, a report for another
+	// domain); they are logged too.
+	Problems []string
+}
+
+// New returns a pipeline writing to cfg.Store. It first deletes what is
+// left of reports whose ingestion a crash interrupted (see
+// store.DiscardPendingReports), so create it before anything is ingested
+// and only one per database. Errors: a missing Store, a store failure.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("ingest: Config.Store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BatchRecords <= 0 {
+		cfg.BatchRecords = DefaultBatchRecords
+	}
+	if cfg.BatchDelay <= 0 {
+		cfg.BatchDelay = DefaultBatchDelay
+	}
+	if cfg.QuarantineMaxBytes <= 0 {
+		cfg.QuarantineMaxBytes = DefaultQuarantineMaxBytes
+	}
+	n, err := cfg.Store.DiscardPendingReports()
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if n > 0 {
+		cfg.Logger.Warn("deleted reports left half-written by an interrupted ingest", "reports", n)
+	}
+	return &Pipeline{
+		cfg:   cfg,
+		db:    cfg.Store,
+		log:   cfg.Logger,
+		ing:   cfg.Store.NewIngester(),
+		met:   newPipelineMetrics(cfg.Metrics),
+		queue: make(chan *work, 64),
+		slots: make(chan struct{}, runtime.GOMAXPROCS(0)),
+	}, nil
+}
+
+// Ingest reads one input (raw mail or any file: XML, gzip, zip, mail) and
+// stores the aggregate reports it holds. It returns only after everything
+// is durably committed: each report stored or found a duplicate, or, when
+// nothing was usable, the input quarantined (Result.Quarantined).
+//
+// A non-nil error means nothing was stored and nothing quarantined: r
+// failed, ctx ended, the store failed, the pipeline stopped (ErrStopped),
+// or an imported report's domain is registered by several organizations
+// and the input had nothing else usable (ErrAmbiguous). SMTP answers 451
+// then; import reports the failure.
+func (p *Pipeline) Ingest(ctx context.Context, r io.Reader, d Delivery) (*Result, error) {
+	return p.ingest(ctx, r, d, nil)
+}
+
+func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Delivery, retry *store.QuarantineEntry) (*Result, error) {
+	if d.Source != SourceSMTP && d.Source != SourceImport {
+		return nil, fmt.Errorf("ingest: unknown source %q", d.Source)
+	}
+	if d.OrgID != "" && !store.ValidID(d.OrgID) {
+		return nil, fmt.Errorf("ingest: malformed organization id %q", d.OrgID)
+	}
+	if d.ReceivedAt.IsZero() {
+		d.ReceivedAt = p.cfg.Now()
+	}
+	d.ReceivedAt = d.ReceivedAt.UTC().Truncate(time.Second)
+	j := newJob(ctx, p, r, d, retry)
+	res, err := j.run()
+	p.logResult(d, j, res, err)
+	return res, err
+}
+
+// KnownRecipient reports whether addr is the reporting address of some
+// domain (case-insensitive): the SMTP listener's RCPT TO check.
+func (p *Pipeline) KnownRecipient(addr string) bool {
+	_, err := p.db.FindDomainByReportingEmail(addr)
+	return err == nil
+}
+
+// RetryQuarantine ingests the bytes kept in quarantine entry id again, as
+// they first arrived (same source, recipient, organization and receive
+// time). When a report is stored (or found already stored) the entry is
+// deleted; when the input is still unusable the entry stays, with the new
+// reason and one more retry, and Result.Quarantined is its id. Errors:
+// store.ErrNotFound for an unknown entry, and those of Ingest.
+func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, error) {
+	entry, raw, err := p.db.FindQuarantine(id)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: retry quarantine: %w", err)
+	}
+	d := Delivery{Source: Source(entry.Source), Recipient: entry.Recipient, OrgID: entry.OrgID,
+		Name: entry.Name, ReceivedAt: entry.ReceivedAt}
+	res, err := p.ingest(ctx, bytes.NewReader(raw), d, entry)
+	if err != nil {
+		return nil, err
+	}
+	if res.Quarantined == "" {
+		if err := p.db.DeleteQuarantine(id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return res, fmt.Errorf("ingest: retry quarantine: reports stored, entry not deleted: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// logResult writes the one line per input: source, name, counts, outcome;
+// never report contents.
+func (p *Pipeline) logResult(d Delivery, j *job, res *Result, err error) {
+	attrs := []any{"source", string(d.Source), "name", d.Name}
+	if err != nil {
+		p.log.Warn("ingest failed", append(attrs, "error", err)...)
+		return
+	}
+	outcome, reports, records := "stored", 0, 0
+	dups := 0
+	for _, o := range res.Reports {
+		reports++
+		if o.Duplicate {
+			dups++
+		} else {
+			records += o.Records
+		}
+	}
+	switch {
+	case res.Quarantined != "":
+		outcome = "quarantined"
+		attrs = append(attrs, "quarantine_id", res.Quarantined, "reason", res.Reason)
+	case dups == reports:
+		outcome = "duplicate"
+	}
+	attrs = append(attrs, "reports", reports, "duplicates", dups, "records", records, "outcome", outcome)
+	if len(res.Problems) > 0 {
+		attrs = append(attrs, "problems", res.Problems)
+	}
+	if j.skipped > 0 {
+		attrs = append(attrs, "records_skipped", j.skipped)
+	}
+	p.log.Info("ingested", attrs...)
+}

@@ -1,0 +1,438 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// maxGeoCache bounds the per-input cache of lookups: reports repeat their
+// sources, and a lookup costs about a microsecond.
+const maxGeoCache = 4096
+
+// job is one input going through the pipeline.
+type job struct {
+	ctx   context.Context
+	p     *Pipeline
+	d     Delivery
+	in    *input
+	retry *store.QuarantineEntry // the entry being retried, or nil
+
+	route    *router
+	places   []place              // one per report found usable, in input order
+	drafts   []*store.ReportDraft // finished, committed together at the end
+	buffered int                  // records of drafts not yet handed out
+	pending  []string             // ids of reports with records committed
+	inflight *work                // the chunk being committed, if any
+	problems []string
+	ambig    error // the first ErrAmbiguous
+	abort    error // why the input fails as a whole
+	skipped  int   // records the parser skipped
+
+	rec      store.Record
+	geoCache map[netip.Addr]*store.Geo
+	producer bool // counted in p.parsing
+	slot     bool // holds one of p.slots
+}
+
+// place is a report's place in the result: found a duplicate before its
+// records were read, or a draft whose outcome the final commit tells.
+type place struct {
+	out   Outcome
+	draft *store.ReportDraft
+}
+
+func newJob(ctx context.Context, p *Pipeline, r io.Reader, d Delivery, retry *store.QuarantineEntry) *job {
+	j := &job{ctx: ctx, p: p, d: d, retry: retry, in: newInput(r, p.cfg.QuarantineMaxBytes)}
+	j.route = &router{db: p.db, d: d}
+	if p.cfg.Geo.Enabled() {
+		j.geoCache = make(map[netip.Addr]*store.Geo)
+	}
+	return j
+}
+
+// run takes the input through the pipeline.
+func (j *job) run() (*Result, error) {
+	j.p.parsing.Add(1)
+	j.producer = true
+	defer j.doneProducing()
+	if err := j.acquire(); err != nil {
+		return nil, err
+	}
+	err := dmarc.ExtractAggregate(j.in, j.p.cfg.Limits, j.payload)
+	if j.abort == nil {
+		j.abort = j.in.failed()
+	}
+	if err := j.ctx.Err(); j.abort == nil && err != nil {
+		j.abort = fmt.Errorf("ingest: %w", err)
+	}
+	if j.abort != nil {
+		j.cleanup()
+		return nil, j.abort
+	}
+	if err != nil {
+		// The walk stopped (a broken part, a limit): what was found stays.
+		j.problems = append(j.problems, err.Error())
+	}
+	res, err := j.commitReports()
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Reports) > 0 {
+		res.Problems = j.problems
+		return res, nil
+	}
+	if j.ambig != nil {
+		return nil, j.ambig
+	}
+	return j.quarantine()
+}
+
+// doneProducing tells the writer this job will submit nothing more that
+// is worth waiting for.
+func (j *job) doneProducing() {
+	j.release()
+	if j.producer {
+		j.producer = false
+		j.p.parsing.Add(-1)
+	}
+}
+
+// acquire takes a parsing slot. Parsing is CPU work: with more parsers than
+// processors, the single writer would get only its share of the CPU among
+// them, and the writer is what every Ingest call waits for.
+func (j *job) acquire() error {
+	select {
+	case j.p.slots <- struct{}{}:
+		j.slot = true
+		return nil
+	case <-j.ctx.Done():
+		return fmt.Errorf("ingest: %w", j.ctx.Err())
+	}
+}
+
+func (j *job) release() {
+	if j.slot {
+		j.slot = false
+		<-j.p.slots
+	}
+}
+
+// payload handles one report payload found in the input. It returns an
+// error only to stop the walk: when the input as a whole fails.
+func (j *job) payload(pl dmarc.Payload) error {
+	if err := j.ctx.Err(); err != nil {
+		return j.fail(fmt.Errorf("ingest: %w", err))
+	}
+	ar, err := dmarc.NewAggregateReader(pl.Body, j.p.cfg.Limits)
+	if err != nil {
+		return j.problem(pl.Name, err)
+	}
+	h := ar.Header()
+	dom, why, err := j.route.domain(h)
+	switch {
+	case errors.Is(err, ErrAmbiguous):
+		if j.ambig == nil {
+			j.ambig = err
+		}
+		j.problems = append(j.problems, err.Error())
+		return nil
+	case err != nil:
+		return j.fail(err)
+	case dom.ID == "":
+		j.problems = append(j.problems, why)
+		return nil
+	}
+	draft, err := store.NewReportDraft(reportOf(h, dom, j.d))
+	if err != nil {
+		return j.problem(pl.Name, err)
+	}
+	dup, err := j.p.db.FindDuplicate(draft)
+	if err != nil {
+		return j.fail(err)
+	}
+	if dup != nil {
+		// Not read further: the walker skips the rest of the payload.
+		j.places = append(j.places, place{out: Outcome{ReportID: dup.ID, Domain: dup.Domain, Duplicate: true, Records: dup.RecordCount}})
+		return nil
+	}
+	return j.records(pl.Name, ar, draft)
+}
+
+// records reads the records of one report into its draft, handing out a
+// chunk whenever a batch is full, so memory stays bounded.
+func (j *job) records(name string, ar *dmarc.AggregateReader, draft *store.ReportDraft) error {
+	batch := j.p.cfg.BatchRecords
+	for {
+		r, err := ar.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// A report cut short is not stored: its records so far are dropped.
+			if err := j.drop(draft); err != nil {
+				return j.fail(err)
+			}
+			return j.problem(name, err)
+		}
+		j.add(draft, r)
+		if draft.Buffered() >= batch {
+			if err := j.flush(draft); err != nil {
+				return j.fail(err)
+			}
+		}
+	}
+	j.skipped += ar.Skipped()
+	draft.Finish()
+	j.drafts = append(j.drafts, draft)
+	j.places = append(j.places, place{draft: draft})
+	j.buffered += draft.Buffered()
+	if j.buffered < batch {
+		return nil
+	}
+	// Many reports in one input: write their records ahead as well.
+	for _, d := range j.drafts {
+		if err := j.flush(d); err != nil {
+			return j.fail(err)
+		}
+	}
+	j.buffered = 0
+	return nil
+}
+
+// add converts a parsed record, geolocates it and adds it to the draft.
+func (j *job) add(d *store.ReportDraft, r *dmarc.ReportRecord) {
+	rec := &j.rec
+	rec.SourceIP = r.SourceIP.String()
+	rec.Count, rec.Disposition, rec.DKIM, rec.SPF = r.Count, r.Disposition, r.DKIM, r.SPF
+	rec.HeaderFrom = r.HeaderFrom
+	rec.EnvelopeFrom, rec.EnvelopeTo = optional(&r.EnvelopeFrom), optional(&r.EnvelopeTo)
+	rec.Reasons = rec.Reasons[:0]
+	for i := range r.Reasons {
+		rec.Reasons = append(rec.Reasons, store.Reason{Type: r.Reasons[i].Type, Comment: optional(&r.Reasons[i].Comment)})
+	}
+	rec.AuthResults.DKIM = rec.AuthResults.DKIM[:0]
+	for i := range r.DKIMResults {
+		a := &r.DKIMResults[i]
+		rec.AuthResults.DKIM = append(rec.AuthResults.DKIM, store.DKIMAuth{Domain: a.Domain, Selector: optional(&a.Selector), Result: a.Result})
+	}
+	rec.AuthResults.SPF = rec.AuthResults.SPF[:0]
+	for i := range r.SPFResults {
+		a := &r.SPFResults[i]
+		rec.AuthResults.SPF = append(rec.AuthResults.SPF, store.SPFAuth{Domain: a.Domain, Scope: optional(&a.Scope), Result: a.Result})
+	}
+	rec.Geo = j.locate(r.SourceIP)
+	d.Add(rec)
+}
+
+// optional maps the parser's "" (absent or empty) to nil (JSON null). The
+// pointer is only read while the record is encoded.
+func optional(s *string) *string {
+	if *s == "" {
+		return nil
+	}
+	return s
+}
+
+// locate returns the geolocation of ip, nil without a database.
+func (j *job) locate(ip netip.Addr) *store.Geo {
+	if j.geoCache == nil {
+		return nil
+	}
+	if g, ok := j.geoCache[ip]; ok {
+		return g
+	}
+	if len(j.geoCache) >= maxGeoCache {
+		clear(j.geoCache)
+	}
+	var g *store.Geo
+	if info := j.p.cfg.Geo.Lookup(ip); info != nil {
+		g = &store.Geo{CountryCode: info.CountryCode, CountryName: info.CountryName, City: info.City,
+			Latitude: info.Latitude, Longitude: info.Longitude, ASN: info.ASN, ASOrg: info.ASOrg}
+	}
+	j.geoCache[ip] = g
+	return g
+}
+
+// flush hands the draft's buffered records to the writer. It first waits
+// for the previous chunk, so at most one chunk per input is in flight.
+func (j *job) flush(d *store.ReportDraft) error {
+	c := d.TakeChunk()
+	if c == nil {
+		return nil
+	}
+	if err := j.waitInflight(); err != nil {
+		return err
+	}
+	if !slices.Contains(j.pending, d.ID()) {
+		j.pending = append(j.pending, d.ID())
+	}
+	w := newWork(store.IngestBatch{Chunks: []*store.RecordChunk{c}}, c.Len(), true)
+	if err := j.p.submit(j.ctx, w); err != nil {
+		return err
+	}
+	j.inflight = w
+	return nil
+}
+
+func (j *job) waitInflight() error {
+	if j.inflight == nil {
+		return nil
+	}
+	w := j.inflight
+	j.inflight = nil
+	held := j.slot
+	j.release()
+	<-w.done
+	if held {
+		if err := j.acquire(); err != nil {
+			return err
+		}
+	}
+	return w.err
+}
+
+// commitReports makes the finished drafts visible in one commit and fills
+// the result in input order.
+func (j *job) commitReports() (*Result, error) {
+	if err := j.waitInflight(); err != nil {
+		j.cleanup()
+		return nil, err
+	}
+	var outs []store.ReportOutcome
+	if len(j.drafts) > 0 {
+		w := newWork(store.IngestBatch{Reports: j.drafts}, j.buffered, false)
+		j.doneProducing()
+		if err := j.p.submit(j.ctx, w); err != nil {
+			j.cleanup()
+			return nil, err
+		}
+		<-w.done
+		if w.err != nil {
+			j.cleanup()
+			return nil, w.err
+		}
+		outs = w.outs
+	}
+	res := &Result{Reports: []Outcome{}}
+	k := 0
+	for _, s := range j.places {
+		if s.draft == nil {
+			res.Reports = append(res.Reports, s.out)
+			j.p.met.report(j.d.Source, "duplicate", 0)
+			continue
+		}
+		o := outs[k]
+		k++
+		if o.Discard {
+			j.discard(s.draft.ID())
+		}
+		rep := s.draft.Report()
+		switch {
+		case o.Stored:
+			res.Reports = append(res.Reports, Outcome{ReportID: rep.ID, Domain: rep.Domain, Records: s.draft.Records()})
+			j.p.met.report(j.d.Source, "stored", s.draft.Records())
+		case o.Duplicate != nil:
+			res.Reports = append(res.Reports, Outcome{ReportID: o.Duplicate.ID, Domain: o.Duplicate.Domain,
+				Duplicate: true, Records: o.Duplicate.RecordCount})
+			j.p.met.report(j.d.Source, "duplicate", 0)
+		default:
+			j.problems = append(j.problems, fmt.Sprintf("domain %s was deleted before its report was stored", rep.Domain))
+		}
+	}
+	return res, nil
+}
+
+// quarantine keeps the input's bytes with the reasons nothing was usable.
+func (j *job) quarantine() (*Result, error) {
+	raw, size, err := j.in.raw()
+	if err != nil {
+		return nil, err
+	}
+	reason := strings.Join(j.problems, "; ")
+	if reason == "" {
+		reason = "no DMARC aggregate report found"
+	}
+	if size > int64(len(raw)) {
+		reason += fmt.Sprintf(" (only the first %d of %d bytes are kept)", len(raw), size)
+	}
+	item := &store.QuarantineItem{
+		Entry: store.QuarantineEntry{ReceivedAt: j.d.ReceivedAt, Source: string(j.d.Source), Name: j.d.Name,
+			Reason: reason, Size: size, OrgID: j.route.orgID(), Recipient: j.d.Recipient},
+		Raw: raw,
+	}
+	if j.retry != nil {
+		item.Entry.ID = j.retry.ID
+	}
+	j.doneProducing()
+	w := newWork(store.IngestBatch{Quarantine: []*store.QuarantineItem{item}}, 0, false)
+	if err := j.p.submit(j.ctx, w); err != nil {
+		return nil, err
+	}
+	<-w.done
+	if w.err != nil {
+		return nil, w.err
+	}
+	j.p.met.report(j.d.Source, "quarantined", 0)
+	return &Result{Reports: []Outcome{}, Quarantined: item.Entry.ID, Reason: reason}, nil
+}
+
+// problem records why a payload was not stored, unless the input itself
+// failed (then the walk stops).
+func (j *job) problem(name string, err error) error {
+	if src := j.in.failed(); src != nil {
+		return j.fail(src)
+	}
+	if name != "" {
+		j.problems = append(j.problems, fmt.Sprintf("%s: %v", name, err))
+	} else {
+		j.problems = append(j.problems, err.Error())
+	}
+	return nil
+}
+
+// fail stops the walk: the input as a whole fails.
+func (j *job) fail(err error) error {
+	if j.abort == nil {
+		j.abort = err
+	}
+	return j.abort
+}
+
+// drop forgets a draft that will not be committed, deleting the records it
+// already handed out.
+func (j *job) drop(d *store.ReportDraft) error {
+	i := slices.Index(j.pending, d.ID())
+	if i < 0 {
+		return nil
+	}
+	if err := j.waitInflight(); err != nil {
+		return err
+	}
+	j.pending = slices.Delete(j.pending, i, i+1)
+	j.discard(d.ID())
+	return nil
+}
+
+// cleanup deletes the records committed for reports that will not be stored.
+func (j *job) cleanup() {
+	_ = j.waitInflight()
+	for _, id := range j.pending {
+		j.discard(id)
+	}
+	j.pending = nil
+}
+
+func (j *job) discard(id string) {
+	if err := j.p.db.DiscardPendingReport(id); err != nil {
+		// Left for DiscardPendingReports at the next start.
+		j.p.log.Error("deleting the records of a report not stored", "report_id", id, "error", err)
+	}
+}

@@ -1,0 +1,216 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// work is what one Ingest call hands the writer: record chunks of a large
+// report, its finished reports, or a quarantine item. done is closed once
+// it is committed (or failed: err).
+type work struct {
+	batch   store.IngestBatch
+	records int
+	chunk   bool // chunks only: the job is still parsing
+	off     int  // index of batch.Reports in the commit's outcomes
+	outs    []store.ReportOutcome
+	err     error
+	done    chan struct{}
+}
+
+func newWork(b store.IngestBatch, records int, chunk bool) *work {
+	return &work{batch: b, records: records, chunk: chunk, done: make(chan struct{})}
+}
+
+// submit queues w for the writer. Errors: ErrStopped once Run has ended,
+// ctx's error while the queue is full.
+func (p *Pipeline) submit(ctx context.Context, w *work) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrStopped
+	}
+	select {
+	case p.queue <- w:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ingest: %w", ctx.Err())
+	}
+}
+
+// Run is the single writer: it takes the work of concurrent Ingest calls
+// and commits it in groups, one bbolt transaction per group. After taking
+// work it keeps collecting while other calls are still parsing, until
+// BatchRecords records are pending or BatchDelay has passed; with nobody
+// else parsing it commits at once, and work that arrives during a commit
+// joins the next one. When ctx ends it commits what was queued and returns
+// nil; Ingest calls made afterwards fail with ErrStopped. Run may be called
+// only once; a second call returns an error.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("ingest: Run called twice")
+	}
+	stopped := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		// Taking the lock waits for submitters already sending, whom the
+		// loop below keeps serving; later ones see closed.
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		close(stopped)
+	}()
+	for {
+		select {
+		case w := <-p.queue:
+			p.commit(p.gather(w, stopped))
+		case <-stopped:
+			for {
+				select {
+				case w := <-p.queue:
+					p.commit(p.gather(w, stopped))
+				default:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// gather collects the group committed with first.
+func (p *Pipeline) gather(first *work, stopped <-chan struct{}) []*work {
+	batch := []*work{first}
+	records := first.records
+	parsingInBatch := 0
+	if first.chunk {
+		parsingInBatch++
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for records < p.cfg.BatchRecords {
+		var w *work
+		select {
+		case w = <-p.queue:
+		default:
+		}
+		if w == nil {
+			// Wait only for calls that are parsing and not in this group.
+			if p.parsing.Load() <= int64(parsingInBatch) {
+				break
+			}
+			if timer == nil {
+				timer = time.NewTimer(p.cfg.BatchDelay)
+			}
+			select {
+			case w = <-p.queue:
+			case <-timer.C:
+				return batch
+			case <-stopped:
+				return batch
+			}
+		}
+		batch = append(batch, w)
+		records += w.records
+		if w.chunk {
+			parsingInBatch++
+		}
+	}
+	return batch
+}
+
+// commit writes a group in one transaction. When that fails and the group
+// has several members, each is committed alone, so that one bad input
+// cannot fail the others.
+func (p *Pipeline) commit(batch []*work) {
+	err := p.commitGroup(batch)
+	if err != nil && len(batch) > 1 {
+		for _, w := range batch {
+			w.err = p.commitGroup([]*work{w})
+			close(w.done)
+		}
+		return
+	}
+	for _, w := range batch {
+		w.err = err
+		close(w.done)
+	}
+}
+
+func (p *Pipeline) commitGroup(batch []*work) error {
+	var b store.IngestBatch
+	for _, w := range batch {
+		b.Chunks = append(b.Chunks, w.batch.Chunks...)
+		w.off = len(b.Reports)
+		b.Reports = append(b.Reports, w.batch.Reports...)
+		b.Quarantine = append(b.Quarantine, w.batch.Quarantine...)
+	}
+	start := time.Now()
+	outs, err := p.ing.Commit(&b)
+	took := time.Since(start)
+	p.met.commit(took)
+	p.commits.Add(1)
+	p.commitNanos.Add(int64(took))
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	for _, w := range batch {
+		w.outs = outs[w.off : w.off+len(w.batch.Reports)]
+	}
+	return nil
+}
+
+// Stats are counters of the pipeline's writer since New.
+type Stats struct {
+	Commits    uint64        // transactions committed (or attempted)
+	CommitTime time.Duration // spent in them, fsync included
+}
+
+// Stats returns the writer's counters, for benchmarks and tests.
+func (p *Pipeline) Stats() Stats {
+	return Stats{Commits: p.commits.Load(), CommitTime: time.Duration(p.commitNanos.Load())}
+}
+
+// pipelineMetrics are the pipeline's series; a nil value records nothing.
+type pipelineMetrics struct {
+	reports *metrics.CounterVec
+	records *metrics.Counter
+	latency *metrics.Histogram
+}
+
+func newPipelineMetrics(r *metrics.Registry) *pipelineMetrics {
+	if r == nil {
+		return nil
+	}
+	return &pipelineMetrics{
+		reports: r.Counter("dmarcd_reports_ingested_total",
+			"Aggregate reports ingested, by source and outcome (stored, duplicate; quarantined counts inputs).", "source", "outcome"),
+		records: r.Counter("dmarcd_records_ingested_total", "Records of stored aggregate reports.").With(),
+		latency: r.Histogram("dmarcd_ingest_commit_seconds", "Time to commit one group of ingested work.",
+			metrics.DefaultLatencyBuckets).With(),
+	}
+}
+
+func (m *pipelineMetrics) report(src Source, outcome string, records int) {
+	if m == nil {
+		return
+	}
+	m.reports.With(string(src), outcome).Inc()
+	if records > 0 {
+		m.records.Add(uint64(records))
+	}
+}
+
+func (m *pipelineMetrics) commit(d time.Duration) {
+	if m != nil {
+		m.latency.Observe(d.Seconds())
+	}
+}

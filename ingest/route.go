@@ -1,0 +1,134 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// router decides which registered domain a report belongs to.
+//
+// SMTP: the report arrived at a domain's reporting address, so it belongs
+// to that domain when its policy_published domain is the domain or a
+// subdomain of it (a report for a subdomain covers mail sent from it). A
+// report for an unrelated domain is not stored: someone pointed rua= of a
+// domain they do not own at us, or misaddressed it. A report that names no
+// policy domain at all (broken reporters send those) is taken on the word
+// of the address it came to.
+//
+// Import: the report's policy_published domain, exactly, then its
+// organizational domain (dmarc.OrganizationalDomain), among the domains of
+// Delivery.OrgID, or of every organization when it is empty, in which case
+// a name registered by several organizations is ErrAmbiguous.
+type router struct {
+	db *store.DB
+	d  Delivery
+
+	rcptDone bool
+	rcpt     *store.Domain // the recipient's domain, nil when unknown
+}
+
+// domain returns the report's domain, or a zero DomainRef and a reason it
+// has none. Errors: ErrAmbiguous, and store failures.
+func (r *router) domain(h *dmarc.AggregateHeader) (store.DomainRef, string, error) {
+	name := strings.TrimSuffix(strings.ToLower(h.Policy.Domain), ".")
+	if r.d.Source == SourceSMTP {
+		return r.bySMTP(name)
+	}
+	return r.byImport(name)
+}
+
+func (r *router) bySMTP(name string) (store.DomainRef, string, error) {
+	var none store.DomainRef
+	dom, err := r.recipientDomain()
+	if err != nil {
+		return none, "", err
+	}
+	switch {
+	case dom == nil:
+		return none, fmt.Sprintf("no domain has the reporting address %q", r.d.Recipient), nil
+	case name == "" || name == dom.Name || strings.HasSuffix(name, "."+dom.Name):
+		return store.DomainRef{ID: dom.ID, OrgID: dom.OrgID, Name: dom.Name}, "", nil
+	}
+	return none, fmt.Sprintf("report for %s does not belong to %s, the domain of reporting address %s", name, dom.Name, r.d.Recipient), nil
+}
+
+func (r *router) recipientDomain() (*store.Domain, error) {
+	if !r.rcptDone {
+		dom, err := r.db.FindDomainByReportingEmail(strings.Trim(r.d.Recipient, "<> "))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		r.rcpt, r.rcptDone = dom, true
+	}
+	return r.rcpt, nil
+}
+
+func (r *router) byImport(name string) (store.DomainRef, string, error) {
+	var none store.DomainRef
+	if name == "" {
+		return none, "report names no policy_published domain", nil
+	}
+	doms, err := r.db.DomainsNamed(r.d.OrgID, name)
+	if err == nil && len(doms) == 0 {
+		if od := dmarc.OrganizationalDomain(name); od != name {
+			doms, err = r.db.DomainsNamed(r.d.OrgID, od)
+		}
+	}
+	if err != nil {
+		return none, "", fmt.Errorf("ingest: %w", err)
+	}
+	switch len(doms) {
+	case 0:
+		return none, fmt.Sprintf("no registered domain for %s", name), nil
+	case 1:
+		return doms[0], "", nil
+	}
+	return none, "", fmt.Errorf("ingest: %s is registered by %d organizations, name one: %w", doms[0].Name, len(doms), ErrAmbiguous)
+}
+
+// orgID is the organization a quarantine entry of this input belongs to,
+// when one is known.
+func (r *router) orgID() string {
+	if r.d.Source == SourceSMTP {
+		if dom, err := r.recipientDomain(); err == nil && dom != nil {
+			return dom.OrgID
+		}
+		return ""
+	}
+	return r.d.OrgID
+}
+
+// reportOf is the report to store for a header routed to dom. Policy tags
+// the report leaves out get their RFC 7489 defaults (pct 100, relaxed
+// alignment), as the API shows them as plain values.
+func reportOf(h *dmarc.AggregateHeader, dom store.DomainRef, d Delivery) store.Report {
+	pol := h.Policy
+	pp := store.PolicyPublished{Domain: pol.Domain, P: pol.P, SP: nonEmpty(pol.SP), NP: nonEmpty(pol.NP),
+		PCT: 100, ADKIM: pol.ADKIM, ASPF: pol.ASPF}
+	if pol.PCT != nil {
+		pp.PCT = *pol.PCT
+	}
+	if pp.ADKIM == "" {
+		pp.ADKIM = "r"
+	}
+	if pp.ASPF == "" {
+		pp.ASPF = "r"
+	}
+	return store.Report{
+		DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
+		OrgName: h.OrgName, OrgEmail: h.Email, ExternalReportID: h.ReportID,
+		DateBegin: h.DateBegin, DateEnd: h.DateEnd, ReceivedAt: d.ReceivedAt,
+		PolicyPublished: pp,
+	}
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
