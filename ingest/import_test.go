@@ -1,0 +1,156 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dmarcd/dmarcd/internal/reportgen"
+)
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// importTree writes a folder of every kind of input and returns it.
+func importTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	rep := func(seed int64, domain string) []byte {
+		return reportgen.Generate(seed, 5, reportgen.Options{Domain: domain})
+	}
+	writeFile(t, filepath.Join(dir, "a.xml"), rep(1, "example.com"))
+	writeFile(t, filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), reportgen.Gzip(rep(2, "example.com")))
+	writeFile(t, filepath.Join(dir, "sub dir", "c.zip"), reportgen.Zip("c.xml", rep(3, "example.com")))
+	writeFile(t, filepath.Join(dir, ".hidden.xml"), rep(9, "example.com"))
+	writeFile(t, filepath.Join(dir, ".git", "x.xml"), rep(10, "example.com"))
+	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("not a report\n"))
+	writeFile(t, filepath.Join(dir, "other.xml"), rep(6, "unregistered.test"))
+	m4, _ := reportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
+	m5, _ := reportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com"})
+	var mbox bytes.Buffer
+	for _, m := range [][]byte{m4, []byte("Subject: hi\n\n>From me, hello\n"), m5} {
+		mbox.WriteString("From a@google.com Thu Nov 20 10:00:00 2026\n")
+		mbox.Write(m)
+		mbox.WriteString("\n\n")
+	}
+	writeFile(t, filepath.Join(dir, "inbox.mbox"), mbox.Bytes())
+	return dir
+}
+
+// TestImportFolder ensures a folder import walks files, mbox messages and
+// odd names, counts each outcome, lists failures and quarantined inputs in
+// input order, reports progress for every input, and can be re-run.
+func TestImportFolder(t *testing.T) {
+	env := newIntakeEnv(t, "acme/example.com/abc")
+	dir := importTree(t)
+	missing := filepath.Join(dir, "nope.xml")
+	var items []ImportItem
+	var last ImportSummary
+	sum, err := Import(context.Background(), []string{missing, dir}, ImportOptions{
+		Ingest: env.p.Ingest,
+		Jobs:   3,
+		Progress: func(it ImportItem, s *ImportSummary) {
+			items = append(items, it)
+			last = *s
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ImportSummary{Files: 6, Inputs: 9, FilesDone: 6, Imported: 5, Records: 25, Duplicates: 0, Quarantined: 3, Failed: 1}
+	got := *sum
+	got.Quarantine, got.Failures = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("summary %+v\nwant    %+v", got, want)
+	}
+	if len(items) != sum.Inputs || last.FilesDone != sum.Files {
+		t.Errorf("progress: %d calls, last at %d/%d files; want %d calls", len(items), last.FilesDone, last.Files, sum.Inputs)
+	}
+	if len(sum.Failures) != 1 || sum.Failures[0].File != missing || !strings.Contains(sum.Failures[0].Reason, "no such file") {
+		t.Errorf("failures = %+v", sum.Failures)
+	}
+	var qFiles []string
+	for _, q := range sum.Quarantine {
+		if q.ID == "" || q.Reason == "" {
+			t.Errorf("quarantined without id or reason: %+v", q)
+		}
+		qFiles = append(qFiles, strings.TrimPrefix(q.File, dir+"/"))
+	}
+	if strings.Join(qFiles, ",") != "inbox.mbox#2,notes.txt,other.xml" {
+		t.Errorf("quarantined %v, want in input order", qFiles)
+	}
+	if n := len(env.reports(t, "abc@reports.test")); n != 5 {
+		t.Errorf("%d reports stored, want 5", n)
+	}
+	entries := env.quarantine(t)
+	for _, e := range entries {
+		if !filepath.IsAbs(e.Name) || e.Source != "import" {
+			t.Errorf("quarantine entry %q from %s, want an absolute path from import", e.Name, e.Source)
+		}
+	}
+
+	again, err := Import(context.Background(), []string{filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), dir}, ImportOptions{Ingest: env.p.Ingest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Imported != 0 || again.Duplicates != 6 || again.Failed != 0 {
+		t.Errorf("re-run: %+v, want 6 duplicates and nothing new", again)
+	}
+}
+
+// TestImportCancelled ensures a cancelled import stops, says so, and
+// reports what it did.
+func TestImportCancelled(t *testing.T) {
+	env := newIntakeEnv(t, "acme/example.com/abc")
+	dir := importTree(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	sum, err := Import(ctx, []string{dir}, ImportOptions{
+		Ingest: env.p.Ingest,
+		Jobs:   1,
+		Progress: func(ImportItem, *ImportSummary) {
+			cancel()
+		},
+	})
+	if err != context.Canceled {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if sum == nil || sum.Inputs == 0 || sum.Inputs >= 8 {
+		t.Errorf("summary after cancel: %+v", sum)
+	}
+}
+
+// TestImportBadPaths ensures paths that are not files or folders are
+// failures with a reason, and the rest is imported.
+func TestImportBadPaths(t *testing.T) {
+	env := newIntakeEnv(t, "acme/example.com/abc")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.xml")
+	writeFile(t, good, reportgen.Generate(1, 3, reportgen.Options{Domain: "example.com"}))
+	for _, c := range []struct{ path, reason string }{
+		{filepath.Join(dir, "missing"), "no such file"},
+		{"/dev/null", "not a regular file"},
+		{filepath.Join(dir, "*.xml"), "no such file"}, // never expanded
+	} {
+		sum, err := Import(context.Background(), []string{c.path, good}, ImportOptions{Ingest: env.p.Ingest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Failed != 1 || len(sum.Failures) != 1 || !strings.Contains(sum.Failures[0].Reason, c.reason) {
+			t.Errorf("%s: failures %+v, want one saying %q", c.path, sum.Failures, c.reason)
+		}
+		if sum.Imported+sum.Duplicates != 1 {
+			t.Errorf("%s: the good file was not imported: %+v", c.path, sum)
+		}
+	}
+}
