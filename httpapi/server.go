@@ -143,6 +143,13 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/api/v1/domains/:id", readScope, s.getDomain)
 	s.handle("DELETE", "/api/v1/domains/:id", fullScope, s.deleteDomain)
 	s.handle("POST", "/api/v1/domains/:id/verify", fullScope, s.verifyDomain)
+	s.handle("GET", "/api/v1/domains/:id/statistics", readScope, s.domainStatistics)
+
+	s.handle("GET", "/api/v1/reports", readScope, s.listReports)
+	s.handle("GET", "/api/v1/reports/:id", readScope, s.getReport)
+	s.handle("GET", "/api/v1/reports/:id/statistics", readScope, s.reportStatistics)
+	s.handle("GET", "/api/v1/reports/:id/export/csv", readScope, s.exportReportCSV)
+
 	// check-dmarc changes nothing, so read keys may call it (API.md).
 	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)
 }

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// maxUnix is 9999-12-31T23:59:59Z: later times have no RFC 3339 form, so a
+// filter beyond it could not be echoed back in a body.
+const maxUnix = 253402300799
+
+func (s *Server) listReports(w http.ResponseWriter, r *request) error {
+	p, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.ReportFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}}
+	if f.DomainID = q.Get("domain_id"); f.DomainID != "" && !store.ValidID(f.DomainID) {
+		return errBadRequest("query parameter domain_id must be a domain id (a UUID)",
+			FieldError{Field: "domain_id", Message: "must be a UUID"})
+	}
+	if f.DateFrom, err = unixParam(q, "date_from"); err != nil {
+		return err
+	}
+	if f.DateTo, err = unixParam(q, "date_to"); err != nil {
+		return err
+	}
+	if f.DateFrom != nil && f.DateTo != nil && f.DateTo.Before(*f.DateFrom) {
+		return errBadRange()
+	}
+	reports, total, err := s.store.ListReports(r.org.ID, f)
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("domain not found")
+	}
+	if err != nil {
+		return err
+	}
+	if reports == nil {
+		reports = []*store.Report{}
+	}
+	writeJSON(w, http.StatusOK, listBody{Data: reports, Pagination: p.of(total)})
+	return nil
+}
+
+// unixParam reads an optional query parameter of Unix seconds.
+func unixParam(q url.Values, name string) (*time.Time, error) {
+	v := q.Get(name)
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > maxUnix {
+		const msg = "must be a time in Unix seconds (an integer from 0 to 253402300799)"
+		return nil, errBadRequest(fmt.Sprintf("query parameter %s %s", name, msg), FieldError{Field: name, Message: msg})
+	}
+	t := time.Unix(n, 0).UTC()
+	return &t, nil
+}
+
+func errBadRange() *Error {
+	return errBadRequest("date_to must not be before date_from",
+		FieldError{Field: "date_to", Message: "must not be before date_from"})
+}
+
+// findReport loads the :id report of the caller's organization; another
+// organization's report is not found, as an unknown one.
+func (s *Server) findReport(r *request) (*store.Report, error) {
+	rep, err := s.store.FindReport(r.org.ID, r.params.ByName("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errNotFound("report not found")
+	}
+	return rep, err
+}
+
+// reportRecords streams the records of rep to fn, turning a report deleted
+// since it was found into the same 404.
+func (s *Server) reportRecords(r *request, rep *store.Report, fn func(*store.Record) error) error {
+	err := s.store.ReportRecords(r.org.ID, rep.ID, fn)
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("report not found")
+	}
+	return err
+}
+
+// getReport writes the report, then its records one at a time as the store
+// reads them: a report of a million records never sits in memory, neither
+// as values nor as encoded JSON.
+func (s *Server) getReport(w http.ResponseWriter, r *request) error {
+	rep, err := s.findReport(r)
+	if err != nil {
+		return err
+	}
+	head, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	out := newStream(w, http.Header{"Content-Type": {"application/json"}})
+	out.Write(head[:len(head)-1]) // the report object, left open
+	out.WriteString(`,"records":[`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	n := 0
+	err = s.reportRecords(r, rep, func(rec *store.Record) error {
+		buf.Reset()
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		n++
+		if err := enc.Encode(rec); err != nil {
+			return err
+		}
+		_, err := out.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+		return err
+	})
+	if err == nil {
+		out.WriteString("]}\n")
+		err = out.close()
+	}
+	if err != nil {
+		return s.failStream(r, out, err)
+	}
+	return nil
+}
+
+// failStream ends a stream that broke. A client that went away is routine;
+// anything else is logged here when the response is already under way,
+// since the adapter can no longer report it.
+func (s *Server) failStream(r *request, out *streamWriter, err error) error {
+	if out.clientGone() {
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away during a stream",
+			slog.String("request_id", out.w.Header().Get("X-Request-Id")), slog.String("path", r.URL.Path), slog.Any("error", err))
+		return out.fail(nil)
+	}
+	if out.started {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "stream failed after the response began; connection cut",
+			slog.String("request_id", out.w.Header().Get("X-Request-Id")), slog.String("path", r.URL.Path), slog.Any("error", err))
+	}
+	return out.fail(err)
+}
