@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -23,6 +24,25 @@ type Service interface {
 	RevokeAPIKey(ctx context.Context, id string) (*store.APIKey, error)
 	// Backup writes a consistent copy of the whole database to w.
 	Backup(ctx context.Context, w io.Writer) (int64, error)
+
+	// Ingest runs one input (a report file or a mail) through the ingest
+	// pipeline and returns once it is durably stored, found a duplicate,
+	// or quarantined. orgRef (a name or id) restricts the domain lookup to
+	// one organization; "" lets any organization's domain match. An error
+	// means nothing was stored (ErrNotFound for an unknown orgRef).
+	Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error)
+	// ListQuarantine returns one page of the quarantine, newest first,
+	// and the total (ErrInvalid for a bad page).
+	ListQuarantine(ctx context.Context, p store.Page) ([]*store.QuarantineEntry, int, error)
+	// FindQuarantine returns one quarantine entry (ErrNotFound).
+	FindQuarantine(ctx context.Context, id string) (*store.QuarantineEntry, error)
+	// QuarantineRaw writes the bytes kept for an entry to w (ErrNotFound).
+	QuarantineRaw(ctx context.Context, id string, w io.Writer) (int64, error)
+	// RetryQuarantine ingests an entry's bytes again; the entry is deleted
+	// when they now yield a report (ErrNotFound).
+	RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error)
+	// DeleteQuarantine removes an entry and its bytes (ErrNotFound).
+	DeleteQuarantine(ctx context.Context, id string) error
 }
 
 // Local is the Service over a store this process has opened.
@@ -31,6 +51,9 @@ type Local struct {
 	// FlushKeyUsage, when set, is called before keys are listed, so that a
 	// running server's batched last_used_at stamps are shown.
 	FlushKeyUsage func() error
+	// Pipeline ingests imports and quarantine retries; without it those
+	// operations fail.
+	Pipeline *ingest.Pipeline
 }
 
 var _ Service = (*Local)(nil)

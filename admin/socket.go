@@ -56,6 +56,7 @@ func Handler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/orgs/{ref}/keys", h.createKey)
 	mux.HandleFunc("POST /v1/keys/{id}/revoke", h.revokeKey)
 	mux.HandleFunc("GET /v1/backup", h.backup)
+	h.ingestRoutes(mux)
 	return mux
 }
 
@@ -213,6 +214,8 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		},
+		// An import keeps several requests in flight.
+		MaxIdleConnsPerHost: 16,
 	}}}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -248,6 +251,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	if err != nil {
 		return nil, err
 	}
+	return c.roundTrip(req)
+}
+
+// roundTrip sends req and turns an error answer back into the error the
+// server's Service returned, with its store kind.
+func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("admin socket %s: %w", c.path, err)

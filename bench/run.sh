@@ -5,6 +5,8 @@
 #
 #   bench/run.sh            # all benchmarks
 #   bench/run.sh api        # only the API throughput benchmark
+#   bench/run.sh smtp       # only SMTP intake (MAILS=3000 SMTP_CONNS=8)
+#   bench/run.sh ingest     # only the ingest pipeline (INGEST_WORKERS=256)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +15,12 @@ mkdir -p "$out/bin"
 go build -o "$out/bin/dmarcd" .
 go build -o "$out/bin/bare" ./bench/bare
 go build -o "$out/bin/apibench" ./bench/apibench
+go build -o "$out/bin/smtpbench" ./bench/smtpbench
+go build -o "$out/bin/ingestbench" ./bench/ingestbench
 what=${1:-all}
+# Every dmarcd the tools start listens for SMTP on a free port, not on the
+# default 127.0.0.1:2525, which may be taken on a shared machine.
+export DMARCD_SMTP_LISTEN=${DMARCD_SMTP_LISTEN:-127.0.0.1:0}
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 
 if [[ $what == all || $what == api ]]; then
@@ -21,6 +28,19 @@ if [[ $what == all || $what == api ]]; then
   "$out/bin/apibench" -dmarcd "$out/bin/dmarcd" -bare "$out/bin/bare" \
     -domains 50 -c "${CONNS:-16}" -d "${DURATION:-10s}" -rounds "${ROUNDS:-2}" \
     -out "$out/api-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == smtp ]]; then
+  echo "== SMTP intake: report mails over ${SMTP_CONNS:-8} connections, each acknowledged once stored"
+  "$out/bin/smtpbench" -dmarcd "$out/bin/dmarcd" -c "${SMTP_CONNS:-8}" -n "${MAILS:-3000}" \
+    -out "$out/smtp-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == ingest ]]; then
+  echo "== Ingest pipeline: parse + geolocate + dedup + store (fsync'd group commits) vs encoding/xml alone"
+  "$out/bin/ingestbench" -workers "${INGEST_WORKERS:-256}" -json "$out/ingest-$stamp.json"
   echo
 fi
 

@@ -17,7 +17,7 @@ func run(t *testing.T, env map[string]string, args ...string) (code int, stdout,
 		t.Setenv(k, v)
 	}
 	var out, errOut bytes.Buffer
-	code = Execute(context.Background(), args, &out, &errOut)
+	code = Execute(context.Background(), args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

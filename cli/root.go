@@ -47,10 +47,11 @@ type usageError struct{ error }
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // Execute runs the command line args and returns the process exit code.
-func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globalOptions{stdout: stdout, stderr: stderr}
 	root := newRootCommand(g)
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
@@ -113,9 +114,12 @@ Exit codes:
 		newServeCommand(g),
 		newOrgCommand(g),
 		newKeysCommand(g),
+		newImportCommand(g),
+		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),
 		newBackupCommand(g),
 		newRestoreCommand(g),
+		newWebhookCommand(g),
 		newVersionCommand(g),
 	)
 	return root

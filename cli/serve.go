@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +22,10 @@ import (
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
+	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/worker"
@@ -36,6 +42,17 @@ type serveOptions struct {
 	LogFormat       string
 	LogLevel        string
 	ShutdownTimeout time.Duration
+
+	SMTPListen       string
+	SMTPHostname     string
+	SMTPMaxBytes     int64
+	SMTPMaxConns     int
+	SMTPReadTimeout  time.Duration
+	SMTPWriteTimeout time.Duration
+	SMTPTLSCert      string
+	SMTPTLSKey       string
+	Geo              geoOptions
+	Demo             bool
 }
 
 func (o *serveOptions) AddFlags(cmd *cobra.Command) {
@@ -48,19 +65,41 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
+	f.StringVar(&o.SMTPListen, "smtp-listen", "127.0.0.1:2525", `address of the SMTP listener receiving reports (HOST:PORT; "" disables it)`)
+	f.StringVar(&o.SMTPHostname, "smtp-hostname", "", "name in the SMTP greeting (default: the reporting domain)")
+	f.Int64Var(&o.SMTPMaxBytes, "smtp-max-bytes", ingest.DefaultSMTPMaxBytes, "largest message accepted, in bytes (larger: 552 5.3.4)")
+	f.IntVar(&o.SMTPMaxConns, "smtp-max-conns", ingest.DefaultSMTPMaxConns, "SMTP connections served at once (more: 421, try later)")
+	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", ingest.DefaultSMTPReadTimeout, "how long an SMTP client may stay silent (between commands and within a message)")
+	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", ingest.DefaultSMTPWriteTimeout, "how long writing one SMTP reply may take")
+	f.StringVar(&o.SMTPTLSCert, "smtp-tls-cert", "", "PEM certificate (chain) for STARTTLS; with --smtp-tls-key")
+	f.StringVar(&o.SMTPTLSKey, "smtp-tls-key", "", "PEM private key for STARTTLS; with --smtp-tls-cert")
+	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
+	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the dmarcd service: REST API, admin socket and scheduler",
-		Long: `Run dmarcd: the REST API on --listen, the admin socket <data-dir>/dmarcd.sock
-(mode 0600, used by the other commands while the server runs) and the
-scheduler. It stops gracefully on SIGINT or SIGTERM.
+		Short: "Run the dmarcd service: REST API, SMTP listener, admin socket and scheduler",
+		Long: `Run dmarcd: the REST API on --listen, the SMTP listener receiving reports on
+--smtp-listen, the admin socket <data-dir>/dmarcd.sock (mode 0600, used by
+the other commands while the server runs) and the scheduler. It stops
+gracefully on SIGINT or SIGTERM, and reloads the --geoip-* databases on
+SIGHUP (a file that fails to load leaves the old one in use).
+
+The SMTP listener accepts mail only for the reporting addresses of
+registered domains (550 5.1.1 otherwise, before the message is sent),
+refuses messages over --smtp-max-bytes (552 5.3.4), and acknowledges a
+message (250) only once it is durably stored or quarantined; when storing
+fails the sender gets 451 4.3.0 and retries later. STARTTLS is offered
+with --smtp-tls-cert and --smtp-tls-key.
 
 On an empty database it creates the organization "default" (plan
 unlimited) and one API key with full scope, and prints that key once.
+--demo also registers the domain ` + demo.Domain + ` in "default" and loads
+two weeks of sample reports for it (again on each start: reports already
+there are recognized as duplicates and not stored twice).
 
 Every flag can also be set with an environment variable DMARCD_<FLAG>:
 upper case, dashes as underscores, lists comma-separated, e.g.
@@ -69,8 +108,9 @@ A flag given on the command line wins over the environment.
 
 Endpoints without a key: /healthz (up), /readyz (database open and
 listeners serving), /metrics (Prometheus) and /api/v1/openapi.json.`,
-		Example: `  dmarcd serve
-  dmarcd serve --data-dir /var/lib/dmarcd --listen 0.0.0.0:8080 --reporting-domain reports.example.net
+		Example: `  dmarcd serve --demo
+  dmarcd serve --data-dir /var/lib/dmarcd --listen 0.0.0.0:8080 --reporting-domain reports.example.net \
+      --smtp-listen 0.0.0.0:25 --geoip-city GeoLite2-City.mmdb --geoip-asn GeoLite2-ASN.mmdb
   DMARCD_LOG_FORMAT=json dmarcd serve`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,13 +141,22 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.RateLimit < 1 {
-		return usagef("--rate-limit must be at least 1")
+	if err := o.validate(); err != nil {
+		return err
 	}
 	reportingDomain, err := resolveReportingDomain(o.ReportingDomain, log)
 	if err != nil {
 		return err
 	}
+	tlsCfg, err := o.smtpTLS()
+	if err != nil {
+		return err
+	}
+	geoDB, err := geo.Open(o.Geo.config())
+	if err != nil {
+		return fmt.Errorf("geolocation database: %w", err)
+	}
+	defer geoDB.Close()
 	if err := os.MkdirAll(g.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
@@ -141,21 +190,53 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 			return nil
 		},
 	})
-
-	apiLn, err := net.Listen("tcp", o.Listen)
+	pipeline, err := ingest.New(ingest.Config{Store: db, Geo: geoDB, Logger: log, Metrics: reg, Now: time.Now})
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", o.Listen, err)
+		return err
 	}
-	adminLn, err := admin.Listen(g.socketPath())
+	hostname := o.SMTPHostname
+	if hostname == "" {
+		hostname = reportingDomain
+	}
+	smtpSrv, err := ingest.NewSMTPServer(ingest.SMTPConfig{
+		Pipeline:     pipeline,
+		Hostname:     hostname,
+		MaxBytes:     o.SMTPMaxBytes,
+		MaxConns:     o.SMTPMaxConns,
+		ReadTimeout:  o.SMTPReadTimeout,
+		WriteTimeout: o.SMTPWriteTimeout,
+		TLS:          tlsCfg,
+		Logger:       log,
+		Metrics:      reg,
+	})
 	if err != nil {
-		apiLn.Close()
+		return err
+	}
+
+	lns, err := listen(g, o)
+	if err != nil {
 		return err
 	}
 	defer os.Remove(g.socketPath())
-	if err := bootstrap(db, g, apiLn.Addr().String(), log); err != nil {
-		apiLn.Close()
-		adminLn.Close()
+	if err := bootstrap(db, g, lns.api.Addr().String(), log); err != nil {
+		lns.close()
 		return err
+	}
+
+	// The pipeline runs first and stops last: every server hands it work
+	// until it has shut down.
+	pipeCtx, stopPipeline := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPipeline()
+	errc := make(chan error, 4)
+	pipeDone := make(chan struct{})
+	go func() {
+		defer close(pipeDone)
+		if err := pipeline.Run(pipeCtx); err != nil && !errors.Is(err, context.Canceled) {
+			errc <- fmt.Errorf("ingest pipeline: %w", err)
+		}
+	}()
+	if o.Demo {
+		loadDemo(ctx, db, pipeline, reportingDomain, log)
 	}
 
 	apiSrv := &http.Server{
@@ -168,7 +249,7 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	adminSrv := &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: api.FlushKeyUsage}, log),
+		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: api.FlushKeyUsage, Pipeline: pipeline}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	sched := worker.New(log, nil)
@@ -178,7 +259,6 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	errc := make(chan error, 2)
 	var wg sync.WaitGroup
 	serve := func(name string, srv *http.Server, ln net.Listener) {
 		defer wg.Done()
@@ -187,13 +267,26 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 		}
 	}
 	wg.Add(3)
-	go serve("API", apiSrv, apiLn)
-	go serve("admin", adminSrv, adminLn)
+	go serve("API", apiSrv, lns.api)
+	go serve("admin", adminSrv, lns.admin)
 	go func() { defer wg.Done(); sched.Run(runCtx) }()
+	smtpAddr := ""
+	if lns.smtp != nil {
+		smtpAddr = lns.smtp.Addr().String()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := smtpSrv.Serve(lns.smtp); err != nil {
+				errc <- fmt.Errorf("SMTP server: %w", err)
+			}
+		}()
+	}
+	reloadGeoOnHUP(runCtx, geoDB, log, &wg)
 	ready.Store(true)
-	log.Info("dmarcd started", "version", version(), "api", apiLn.Addr().String(),
-		"admin_socket", g.socketPath(), "data_dir", g.DataDir, "reporting_domain", reportingDomain,
-		"dns_servers", strings.Join(resolver.Servers(), ","), "rate_limit", o.RateLimit)
+	log.Info("dmarcd started", "version", version(), "api", lns.api.Addr().String(), "smtp", smtpAddr,
+		"smtp_starttls", tlsCfg != nil, "admin_socket", g.socketPath(), "data_dir", g.DataDir,
+		"reporting_domain", reportingDomain, "dns_servers", strings.Join(resolver.Servers(), ","),
+		"rate_limit", o.RateLimit, "geo", geoDB.Description())
 
 	var runErr error
 	select {
@@ -212,12 +305,121 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 	if err := adminSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("admin socket shutdown", "error", err)
 	}
+	if lns.smtp != nil {
+		if err := smtpSrv.Shutdown(shutCtx); err != nil {
+			log.Warn("SMTP shutdown", "error", err)
+		}
+	}
 	wg.Wait()
+	stopPipeline()
+	<-pipeDone
 	if err := api.FlushKeyUsage(); err != nil {
 		log.Error("flushing API key usage", "error", err)
 	}
 	log.Info("dmarcd stopped")
 	return runErr
+}
+
+func (o *serveOptions) validate() error {
+	switch {
+	case o.RateLimit < 1:
+		return usagef("--rate-limit must be at least 1")
+	case o.SMTPMaxBytes < 1:
+		return usagef("--smtp-max-bytes must be at least 1")
+	case o.SMTPMaxConns < 1:
+		return usagef("--smtp-max-conns must be at least 1")
+	case o.SMTPReadTimeout <= 0 || o.SMTPWriteTimeout <= 0:
+		return usagef("--smtp-read-timeout and --smtp-write-timeout must be positive")
+	case (o.SMTPTLSCert == "") != (o.SMTPTLSKey == ""):
+		return usagef("--smtp-tls-cert and --smtp-tls-key go together")
+	}
+	return nil
+}
+
+// smtpTLS loads the STARTTLS certificate, or returns nil without one.
+func (o *serveOptions) smtpTLS() (*tls.Config, error) {
+	if o.SMTPTLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(o.SMTPTLSCert, o.SMTPTLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--smtp-tls-cert %s / --smtp-tls-key %s: %w", o.SMTPTLSCert, o.SMTPTLSKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// listeners are the sockets serve opens before it announces itself.
+type listeners struct {
+	api, admin, smtp net.Listener // smtp nil when disabled
+}
+
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.api, l.admin, l.smtp} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+func listen(g *globalOptions, o serveOptions) (*listeners, error) {
+	var l listeners
+	var err error
+	if l.api, err = net.Listen("tcp", o.Listen); err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", o.Listen, err)
+	}
+	if o.SMTPListen != "" {
+		if l.smtp, err = net.Listen("tcp", o.SMTPListen); err != nil {
+			l.close()
+			return nil, fmt.Errorf("--smtp-listen %s: %w", o.SMTPListen, err)
+		}
+	}
+	if l.admin, err = admin.Listen(g.socketPath()); err != nil {
+		l.close()
+		return nil, err
+	}
+	return &l, nil
+}
+
+// reloadGeoOnHUP reloads the geolocation databases on every SIGHUP until
+// ctx ends; a failed reload keeps the databases in use.
+func reloadGeoOnHUP(ctx context.Context, geoDB *geo.DB, log *slog.Logger, wg *sync.WaitGroup) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if !geoDB.Enabled() {
+					log.Info("SIGHUP: no geolocation database configured, nothing to reload")
+					continue
+				}
+				if err := geoDB.Reload(); err != nil {
+					log.Error("SIGHUP: geolocation reload failed, the previous databases stay in use", "error", err)
+					continue
+				}
+				log.Info("SIGHUP: geolocation databases reloaded", "geo", geoDB.Description())
+			}
+		}
+	}()
+}
+
+// loadDemo loads the demo reports; a failure is logged, not fatal, since
+// the demo is a convenience.
+func loadDemo(ctx context.Context, db *store.DB, p *ingest.Pipeline, reportingDomain string, log *slog.Logger) {
+	start := time.Now()
+	sum, err := demo.Load(ctx, db, p, reportingDomain)
+	if err != nil {
+		log.Warn("--demo: sample reports not loaded", "error", err)
+		return
+	}
+	log.Info("--demo: sample reports loaded", "domain", demo.Domain, "domain_id", sum.DomainID,
+		"domain_created", sum.DomainCreated, "reports", sum.Reports, "records", sum.Records,
+		"already_there", sum.Duplicates, "quarantined", sum.Quarantined, "duration", time.Since(start).Round(time.Millisecond))
 }
 
 // resolveReportingDomain is --reporting-domain, else the host name. A name

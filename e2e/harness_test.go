@@ -95,7 +95,8 @@ func StartServer(t testing.TB, o Options) *Server {
 		o.DataDir = t.TempDir()
 	}
 	args := []string{"serve", "--data-dir", o.DataDir, "--listen", "127.0.0.1:0",
-		"--reporting-domain", "reports.dmarcd.test", "--log-format", "json", "--log-level", "debug"}
+		"--reporting-domain", "reports.dmarcd.test", "--log-format", "json", "--log-level", "debug",
+		"--smtp-listen", "127.0.0.1:0"} // a free port: tests run side by side
 	if o.DNS != nil {
 		args = append(args, "--dns-server", o.DNS.Addr, "--dns-timeout", "300ms")
 	}

@@ -70,7 +70,7 @@ func run(dmarcdBin, bareBin string, nDomains, conns int, d time.Duration, rounds
 
 	srv := exec.Command(dmarcdBin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0",
 		"--rate-limit", "1000000000", "--reporting-domain", "reports.bench.test", "--log-format", "json",
-		"--log-level", logLevel, "--dns-server", "127.0.0.1:1", "--dns-timeout", "50ms")
+		"--log-level", logLevel, "--dns-server", "127.0.0.1:1", "--dns-timeout", "50ms", "--smtp-listen", "127.0.0.1:0")
 	stdout, _ := srv.StdoutPipe()
 	stderr, _ := srv.StderrPipe()
 	if err := srv.Start(); err != nil {

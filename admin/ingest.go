@@ -1,0 +1,200 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// errNoPipeline is what Local answers for intake operations when it was
+// built without a pipeline (a programming error of the caller).
+var errNoPipeline = errors.New("admin: no ingest pipeline")
+
+// Ingest runs one input through the pipeline; see Service.
+func (l *Local) Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error) {
+	if l.Pipeline == nil {
+		return nil, errNoPipeline
+	}
+	orgID := ""
+	if orgRef != "" {
+		org, err := l.DB.FindOrganization(orgRef)
+		if err != nil {
+			return nil, err
+		}
+		orgID = org.ID
+	}
+	return l.Pipeline.Ingest(ctx, r, ingest.Delivery{Source: ingest.SourceImport, OrgID: orgID, Name: name})
+}
+
+// ListQuarantine lists the quarantine, newest first.
+func (l *Local) ListQuarantine(_ context.Context, p store.Page) ([]*store.QuarantineEntry, int, error) {
+	return l.DB.ListQuarantine(p)
+}
+
+// FindQuarantine returns one quarantine entry.
+func (l *Local) FindQuarantine(_ context.Context, id string) (*store.QuarantineEntry, error) {
+	e, _, err := l.DB.FindQuarantine(id)
+	return e, err
+}
+
+// QuarantineRaw writes the bytes kept for an entry.
+func (l *Local) QuarantineRaw(_ context.Context, id string, w io.Writer) (int64, error) {
+	_, raw, err := l.DB.FindQuarantine(id)
+	if err != nil {
+		return 0, err
+	}
+	n, err := w.Write(raw)
+	return int64(n), err
+}
+
+// RetryQuarantine ingests an entry's bytes again.
+func (l *Local) RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error) {
+	if l.Pipeline == nil {
+		return nil, errNoPipeline
+	}
+	return l.Pipeline.RetryQuarantine(ctx, id)
+}
+
+// DeleteQuarantine removes an entry.
+func (l *Local) DeleteQuarantine(_ context.Context, id string) error {
+	return l.DB.DeleteQuarantine(id)
+}
+
+// Socket side. An import streams each input's bytes in a request body
+// rather than sending its path: the server may not see the client's files
+// (another mount namespace, a container, files readable only by the
+// user running the import), and the bytes are read once either way.
+
+func (h *handler) ingestRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/ingest", h.ingest)
+	mux.HandleFunc("GET /v1/quarantine", h.listQuarantine)
+	mux.HandleFunc("GET /v1/quarantine/{id}", h.findQuarantine)
+	mux.HandleFunc("GET /v1/quarantine/{id}/raw", h.quarantineRaw)
+	mux.HandleFunc("POST /v1/quarantine/{id}/retry", h.retryQuarantine)
+	mux.HandleFunc("DELETE /v1/quarantine/{id}", h.deleteQuarantine)
+}
+
+type quarantinePage struct {
+	Data  []*store.QuarantineEntry `json:"data"`
+	Total int                      `json:"total"`
+}
+
+func (h *handler) ingest(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	res, err := h.svc.Ingest(r.Context(), r.Body, q.Get("name"), q.Get("org"))
+	h.answer(w, res, err)
+}
+
+func (h *handler) listQuarantine(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page, err1 := strconv.Atoi(q.Get("page"))
+	limit, err2 := strconv.Atoi(q.Get("limit"))
+	if err1 != nil || err2 != nil {
+		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: page and limit must be numbers"})
+		return
+	}
+	entries, total, err := h.svc.ListQuarantine(r.Context(), store.Page{Page: page, Limit: limit})
+	h.answer(w, quarantinePage{Data: entries, Total: total}, err)
+}
+
+func (h *handler) findQuarantine(w http.ResponseWriter, r *http.Request) {
+	e, err := h.svc.FindQuarantine(r.Context(), r.PathValue("id"))
+	h.answer(w, e, err)
+}
+
+// quarantineRaw checks the entry first, so that a missing one is a clean
+// error answer rather than an empty body.
+func (h *handler) quarantineRaw(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.svc.FindQuarantine(r.Context(), r.PathValue("id")); err != nil {
+		h.answer(w, nil, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if _, err := h.svc.QuarantineRaw(r.Context(), r.PathValue("id"), w); err != nil {
+		h.log.Error("quarantine bytes over admin socket", "error", err)
+	}
+}
+
+func (h *handler) retryQuarantine(w http.ResponseWriter, r *http.Request) {
+	res, err := h.svc.RetryQuarantine(r.Context(), r.PathValue("id"))
+	h.answer(w, res, err)
+}
+
+func (h *handler) deleteQuarantine(w http.ResponseWriter, r *http.Request) {
+	err := h.svc.DeleteQuarantine(r.Context(), r.PathValue("id"))
+	h.answer(w, map[string]bool{"deleted": true}, err)
+}
+
+// Ingest implements Service: r is streamed to the server as the body.
+func (c *Client) Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error) {
+	q := url.Values{"name": {name}}
+	if orgRef != "" {
+		q.Set("org", orgRef)
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://dmarcd/v1/ingest?"+q.Encode(), r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.roundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var res ingest.Result
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ListQuarantine implements Service.
+func (c *Client) ListQuarantine(ctx context.Context, p store.Page) ([]*store.QuarantineEntry, int, error) {
+	var out quarantinePage
+	path := "/v1/quarantine?page=" + strconv.Itoa(p.Page) + "&limit=" + strconv.Itoa(p.Limit)
+	if err := c.do(ctx, "GET", path, nil, &out); err != nil {
+		return nil, 0, err
+	}
+	return out.Data, out.Total, nil
+}
+
+// FindQuarantine implements Service.
+func (c *Client) FindQuarantine(ctx context.Context, id string) (*store.QuarantineEntry, error) {
+	var e store.QuarantineEntry
+	if err := c.do(ctx, "GET", "/v1/quarantine/"+url.PathEscape(id), nil, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// QuarantineRaw implements Service.
+func (c *Client) QuarantineRaw(ctx context.Context, id string, w io.Writer) (int64, error) {
+	resp, err := c.send(ctx, "GET", "/v1/quarantine/"+url.PathEscape(id)+"/raw", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return io.Copy(w, resp.Body)
+}
+
+// RetryQuarantine implements Service.
+func (c *Client) RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error) {
+	var res ingest.Result
+	if err := c.do(ctx, "POST", "/v1/quarantine/"+url.PathEscape(id)+"/retry", nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// DeleteQuarantine implements Service.
+func (c *Client) DeleteQuarantine(ctx context.Context, id string) error {
+	var out map[string]bool
+	return c.do(ctx, "DELETE", "/v1/quarantine/"+url.PathEscape(id), nil, &out)
+}

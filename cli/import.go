@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/geo"
+	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// geoOptions are the geolocation databases of a command that may run the
+// ingest pipeline itself (no server running).
+type geoOptions struct {
+	City, ASN string
+}
+
+func (o *geoOptions) AddFlags(cmd *cobra.Command, what string) {
+	cmd.Flags().StringVar(&o.City, "geoip-city", "", "MaxMind-format City or Country database (.mmdb) "+what)
+	cmd.Flags().StringVar(&o.ASN, "geoip-asn", "", "MaxMind-format ASN or ISP database (.mmdb) "+what)
+}
+
+func (o geoOptions) config() geo.Config { return geo.Config{CityPath: o.City, ASNPath: o.ASN} }
+
+// openIntake returns the admin service for intake operations: the running
+// server's socket when one answers (its pipeline, geolocation and limits
+// apply), else a pipeline run by this process over the database file.
+// close stops that pipeline after flushing it, and releases everything.
+func (g *globalOptions) openIntake(ctx context.Context, geoCfg geo.Config) (svc admin.Service, close func(), err error) {
+	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
+		return c, c.Close, nil
+	}
+	if err := g.requireDatabase(); err != nil {
+		return nil, nil, err
+	}
+	geoDB, err := geo.Open(geoCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := g.openStore(false)
+	if err != nil {
+		geoDB.Close()
+		return nil, nil, err
+	}
+	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := ingest.New(ingest.Config{Store: db, Geo: geoDB, Logger: log})
+	if err != nil {
+		db.Close()
+		geoDB.Close()
+		return nil, nil, err
+	}
+	// The pipeline outlives an interrupted command long enough to flush
+	// what its callers already handed it.
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	return &admin.Local{DB: db, Pipeline: p}, func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("ingest pipeline", "error", err)
+		}
+		db.Close()
+		geoDB.Close()
+	}, nil
+}
+
+type importOptions struct {
+	Org  string
+	Jobs int
+	Geo  geoOptions
+}
+
+func newImportCommand(g *globalOptions) *cobra.Command {
+	var o importOptions
+	cmd := &cobra.Command{
+		Use:   "import [--org ORG] PATH...",
+		Short: "Import DMARC aggregate reports from files, folders and mbox files",
+		Long: `Import DMARC aggregate reports. Each PATH is a file or a folder (read
+recursively, in name order; names starting with a dot are skipped, symbolic
+links to folders are not followed). A file may be a report (.xml, .xml.gz,
+.gz, .zip, whatever its name: the content decides), a mail (.eml), or an
+mbox file, which is split into its messages ("From " lines, mboxrd
+quoting undone); each message counts as one input, named FILE#N.
+
+Each report goes to the registered domain of its policy_published domain
+(exact name, then its organizational domain); --org restricts that lookup to
+one organization, which is needed when several organizations registered the
+same name. A report seen before (same reporter, report id and domain) is
+counted as a duplicate and not stored again, so an import can be re-run.
+An input without a usable report is kept in the quarantine ('dmarcd
+quarantine list') with the reason.
+
+While 'dmarcd serve' runs, the files are read here and their bytes sent
+through the admin socket to the server, which stores them (its --geoip-*
+databases apply). Otherwise this command opens the database file itself;
+--geoip-city and --geoip-asn then add geolocation.
+
+On a terminal a progress bar is shown, otherwise one line per input. The
+summary counts reports imported, duplicates, inputs quarantined and inputs
+failed, and lists each failure with its file and reason. The exit code is 1
+when any input failed, 0 otherwise (quarantined inputs are not failures).`,
+		Example: `  dmarcd import ~/dmarc-reports/
+  dmarcd import --org acme "reports (2024)/google.com!acme.com!1700000000!1700086399.xml.gz"
+  dmarcd import ~/Mail/dmarc.mbox --json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("expected at least one PATH")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImport(cmd.Context(), g, o, args)
+		},
+	}
+	cmd.Flags().StringVar(&o.Org, "org", "", "only match domains of this organization (name or id)")
+	cmd.Flags().IntVar(&o.Jobs, "jobs", ingest.DefaultImportJobs, "inputs stored at once")
+	o.Geo.AddFlags(cmd, "(only used when no server runs)")
+	return cmd
+}
+
+func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []string) error {
+	if o.Jobs < 1 || o.Jobs > 64 {
+		return usagef("--jobs must be between 1 and 64")
+	}
+	svc, done, err := g.openIntake(ctx, o.Geo.config())
+	if err != nil {
+		return err
+	}
+	defer done()
+	orgID := ""
+	if o.Org != "" {
+		org, err := findOrg(ctx, svc, o.Org)
+		if err != nil {
+			return err
+		}
+		orgID = org.ID
+	}
+	pr := newImportProgress(g.stdout, g.JSON)
+	sum, err := ingest.Import(ctx, paths, ingest.ImportOptions{
+		Jobs:     o.Jobs,
+		Progress: pr.update,
+		Ingest: func(ctx context.Context, r io.Reader, d ingest.Delivery) (*ingest.Result, error) {
+			return svc.Ingest(ctx, r, d.Name, orgID)
+		},
+	})
+	pr.finish(sum)
+	if sum != nil {
+		if g.JSON {
+			if perr := printJSON(g.stdout, sum); perr != nil {
+				return perr
+			}
+		} else {
+			printImportSummary(g.stdout, sum, pr.bar)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if sum.Failed > 0 {
+		return fmt.Errorf("%d of %d inputs failed", sum.Failed, sum.Inputs)
+	}
+	return nil
+}
+
+// findOrg resolves ORG (an id in any case, or a name in any case) as the
+// store does, before any input is sent, so that a typo fails at once.
+func findOrg(ctx context.Context, svc admin.Service, ref string) (*store.Organization, error) {
+	orgs, err := svc.ListOrganizations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ref = strings.TrimSpace(ref)
+	for _, org := range orgs {
+		if strings.EqualFold(org.ID, ref) {
+			return org, nil
+		}
+	}
+	for _, org := range orgs {
+		if strings.EqualFold(org.Name, ref) {
+			return org, nil
+		}
+	}
+	return nil, &store.Error{Kind: store.ErrNotFound, Msg: fmt.Sprintf("organization %q not found", ref)}
+}
+
+// importProgress shows an import as it runs: a bar redrawn in place on a
+// terminal, one line per input otherwise, nothing with --json.
+type importProgress struct {
+	w     io.Writer
+	bar   bool
+	quiet bool
+	drawn time.Time
+}
+
+func newImportProgress(w io.Writer, jsonOut bool) *importProgress {
+	return &importProgress{w: w, bar: isTerminal(w), quiet: jsonOut}
+}
+
+// isTerminal reports whether w is a character device (a terminal), without
+// golang.org/x/term.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *importProgress) update(it ingest.ImportItem, s *ingest.ImportSummary) {
+	switch {
+	case p.quiet:
+	case p.bar:
+		// Redrawing at most ten times a second keeps a fast import from
+		// spending its time on the terminal.
+		if now := time.Now(); now.Sub(p.drawn) >= 100*time.Millisecond || s.FilesDone == s.Files {
+			p.drawn = now
+			p.draw(s)
+		}
+	default:
+		fmt.Fprintln(p.w, itemLine(it))
+	}
+}
+
+func (p *importProgress) draw(s *ingest.ImportSummary) {
+	const width = 30
+	frac := 1.0
+	if s.Files > 0 {
+		frac = float64(s.FilesDone) / float64(s.Files)
+	}
+	n := int(frac * width)
+	bar := strings.Repeat("=", n) + strings.Repeat(" ", width-n)
+	fmt.Fprintf(p.w, "\r[%s] %3.0f%% %d/%d files  %d imported, %d duplicates, %d quarantined, %d failed\x1b[K",
+		bar, frac*100, s.FilesDone, s.Files, s.Imported, s.Duplicates, s.Quarantined, s.Failed)
+}
+
+func (p *importProgress) finish(s *ingest.ImportSummary) {
+	if p.bar && !p.quiet && s != nil {
+		p.draw(s)
+		fmt.Fprintln(p.w)
+	}
+}
+
+// itemLine is the plain-output line of one input.
+func itemLine(it ingest.ImportItem) string {
+	if it.Err != nil {
+		return fmt.Sprintf("failed       %s: %s", it.Name, it.Err)
+	}
+	var stored, dups, records int
+	for _, o := range it.Result.Reports {
+		if o.Duplicate {
+			dups++
+		} else {
+			stored++
+			records += o.Records
+		}
+	}
+	var parts []string
+	if stored > 0 {
+		parts = append(parts, plural(stored, "report")+", "+plural(records, "record"))
+	}
+	if dups > 0 {
+		parts = append(parts, plural(dups, "duplicate"))
+	}
+	detail := strings.Join(parts, ", ")
+	switch {
+	case it.Result.Quarantined != "":
+		line := fmt.Sprintf("quarantined  %s: %s (id %s)", it.Name, it.Result.Reason, it.Result.Quarantined)
+		if detail != "" {
+			line += "; also " + detail
+		}
+		return line
+	case stored > 0:
+		return fmt.Sprintf("imported     %s (%s)", it.Name, detail)
+	case dups > 0:
+		return fmt.Sprintf("duplicate    %s (%s)", it.Name, detail)
+	default:
+		return fmt.Sprintf("no report    %s", it.Name)
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// printImportSummary ends an import: the counts, the quarantined inputs
+// when no per-input lines named them already, and every failure.
+func printImportSummary(w io.Writer, s *ingest.ImportSummary, listQuarantine bool) {
+	fmt.Fprintf(w, "\nImported %s (%s) from %s; %s, %d quarantined, %d failed.\n",
+		plural(s.Imported, "report"), plural(s.Records, "record"), plural(s.Inputs, "input"),
+		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)
+	if len(s.Quarantine) > 0 && listQuarantine {
+		fmt.Fprintln(w, "\nQuarantined (see 'dmarcd quarantine show ID'):")
+		for _, q := range s.Quarantine {
+			fmt.Fprintf(w, "  %s: %s (id %s)\n", q.File, q.Reason, q.ID)
+		}
+	} else if len(s.Quarantine) > 0 {
+		fmt.Fprintln(w, "Quarantined inputs are kept with their reason: see 'dmarcd quarantine list'.")
+	}
+	if len(s.Failures) > 0 {
+		fmt.Fprintln(w, "\nFailed:")
+		for _, f := range s.Failures {
+			fmt.Fprintf(w, "  %s: %s\n", f.File, f.Reason)
+		}
+	}
+}

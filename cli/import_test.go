@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/internal/reportgen"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// newDataDir makes a database with organization acme owning example.com,
+// the way restore would, and closes it.
+func newDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := (&globalOptions{DataDir: dir}).openStore(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// reportFiles writes two reports, a gzip one under an awkward name, and a
+// file that is no report.
+func reportFiles(t *testing.T) (dir, junk string) {
+	t.Helper()
+	dir = t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("a.xml", reportgen.Generate(1, 40, reportgen.Options{Domain: "example.com"}))
+	write("google.com!example.com!1 [copy] (2).xml.gz", reportgen.Gzip(reportgen.Generate(2, 3, reportgen.Options{Domain: "example.com"})))
+	junk = write("readme.txt", []byte("these are my reports\n"))
+	return dir, junk
+}
+
+// TestImportOffline ensures import and quarantine work on the database file
+// with no server running: plain lines and a summary, --json, duplicates on
+// a re-run, exit code 1 for a failure, and every quarantine operation.
+func TestImportOffline(t *testing.T) {
+	dd := "--data-dir=" + newDataDir(t)
+	files, junk := reportFiles(t)
+
+	code, out, errOut := run(t, nil, dd, "import", files)
+	if code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"imported     " + filepath.Join(files, "a.xml") + " (1 report, 40 records)",
+		"quarantined  " + junk, "Imported 2 reports (43 records) from 3 inputs; 0 duplicates, 1 quarantined, 0 failed."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import output lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, _ = run(t, nil, dd, "import", "--json", "--org", "ACME", files, filepath.Join(files, "missing.xml"))
+	var sum ingest.ImportSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("import --json: %v\n%s", err, out)
+	}
+	if code != 1 || sum.Imported != 0 || sum.Duplicates != 2 || sum.Failed != 1 || sum.Failures[0].File != filepath.Join(files, "missing.xml") {
+		t.Errorf("re-run with a missing file: exit %d, %+v", code, sum)
+	}
+	if code, _, errOut := run(t, nil, dd, "import", "--org", "globex", files); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("unknown --org: exit %d %s", code, errOut)
+	}
+
+	code, out, _ = run(t, nil, dd, "quarantine", "list", "--json")
+	var list struct {
+		Data  []store.QuarantineEntry
+		Total int
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || code != 0 || list.Total != 2 {
+		t.Fatalf("quarantine list --json: exit %d %v\n%s", code, err, out)
+	}
+	id := list.Data[0].ID
+	if code, out, _ := run(t, nil, dd, "quarantine", "list"); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "readme.txt") {
+		t.Errorf("quarantine list:\n%s", out)
+	}
+	if code, out, _ := run(t, nil, dd, "quarantine", "show", id); code != 0 || !strings.Contains(out, "Reason:") || !strings.Contains(out, junk) {
+		t.Errorf("quarantine show:\n%s", out)
+	}
+	code, out, errOut = run(t, nil, dd, "quarantine", "show", id, "--raw")
+	if code != 0 || out != "these are my reports\n" || !strings.Contains(errOut, id) {
+		t.Errorf("show --raw: stdout %q, stderr %q", out, errOut)
+	}
+	if code, out, _ := run(t, nil, dd, "quarantine", "retry", id); code != 0 || !strings.Contains(out, "Still quarantined") {
+		t.Errorf("retry of junk: exit %d\n%s", code, out)
+	}
+	if code, out, _ := run(t, nil, dd, "quarantine", "delete", id); code != 0 || !strings.Contains(out, "Deleted") {
+		t.Errorf("delete: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := run(t, nil, dd, "quarantine", "show", id); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("show after delete: exit %d %s", code, errOut)
+	}
+	if code, _, _ := run(t, nil, dd, "quarantine", "list", "--limit", "0"); code != 2 {
+		t.Errorf("--limit 0: exit %d, want 2", code)
+	}
+}
+
+// TestImportOfflineGeolocates ensures an offline import with --geoip-*
+// geolocates the sources the test databases know, and that a corrupt
+// database is a clear error before anything is imported.
+func TestImportOfflineGeolocates(t *testing.T) {
+	dataDir := newDataDir(t)
+	dd := "--data-dir=" + dataDir
+	files, _ := reportFiles(t)
+	geoDir := filepath.Join("..", "testdata", "geo")
+	broken := filepath.Join(geoDir, "broken", "GeoIP2-City-Test-Invalid-Node-Count.mmdb")
+	if code, _, errOut := run(t, nil, dd, "import", "--geoip-city", broken, files); code != 1 || !strings.Contains(errOut, "GeoIP2-City-Test-Invalid-Node-Count.mmdb") {
+		t.Fatalf("corrupt city database: exit %d %s", code, errOut)
+	}
+	code, out, errOut := run(t, nil, dd, "import", "--geoip-city", filepath.Join(geoDir, "GeoIP2-City-Test.mmdb"),
+		"--geoip-asn", filepath.Join(geoDir, "GeoLite2-ASN-Test.mmdb"), filepath.Join(files, "a.xml"))
+	if code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	db, err := (&globalOptions{DataDir: dataDir}).openStore(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	org, _ := db.FindOrganization("acme")
+	reps, _, err := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 10}})
+	if err != nil || len(reps) != 1 {
+		t.Fatalf("reports: %v %d", err, len(reps))
+	}
+	located := 0
+	err = db.ReportRecords(org.ID, reps[0].ID, func(r *store.Record) error {
+		if slices.Contains(reportgen.GeoTestIPs(), r.SourceIP) {
+			if r.Geo == nil || r.Geo.CountryCode == nil {
+				t.Errorf("%s not geolocated: %+v", r.SourceIP, r.Geo)
+			}
+			located++
+		}
+		return nil
+	})
+	if err != nil || located == 0 {
+		t.Fatalf("records: %v; %d from the test databases' addresses, want some", err, located)
+	}
+}
+
+// TestImportThroughSocket ensures import goes through a running server's
+// socket: the test holds the database file, so an offline fallback could
+// not open it.
+func TestImportThroughSocket(t *testing.T) {
+	dataDir := newDataDir(t)
+	g := &globalOptions{DataDir: dataDir}
+	db, err := g.openStore(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := ingest.New(ingest.Config{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	ln, err := admin.Listen(g.socketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: admin.Handler(&admin.Local{DB: db, Pipeline: p}, slog.New(slog.DiscardHandler))}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	files, junk := reportFiles(t)
+	code, out, errOut := run(t, nil, "--data-dir", dataDir, "import", "--org", "acme", "--jobs", "2", files)
+	if code != 0 || !strings.Contains(out, "Imported 2 reports") {
+		t.Fatalf("import through the socket: exit %d\n%s%s", code, out, errOut)
+	}
+	entries, _, err := db.ListQuarantine(store.Page{Page: 1, Limit: 10})
+	if err != nil || len(entries) != 1 || entries[0].Name != junk {
+		t.Fatalf("quarantine after import: %v %+v", err, entries)
+	}
+	var raw bytes.Buffer
+	code, out, _ = run(t, nil, "--data-dir", dataDir, "quarantine", "show", entries[0].ID, "--raw", "--json")
+	var shown struct {
+		ID        string `json:"id"`
+		RawBase64 []byte `json:"raw_base64"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || shown.ID != entries[0].ID {
+		t.Fatalf("show --raw --json: exit %d\n%s", code, out)
+	}
+	raw.Write(shown.RawBase64)
+	if raw.String() != "these are my reports\n" {
+		t.Errorf("raw bytes over the socket: %q", raw.String())
+	}
+}
