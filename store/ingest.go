@@ -61,8 +61,8 @@ type ReportDraft struct {
 	scratch []byte
 
 	// Set by Finish.
-	val, key, index []byte
-	day             uint32
+	val, key, index, ident []byte
+	day                    uint32
 }
 
 // NewReportDraft starts a report from its metadata. The caller sets
@@ -180,20 +180,33 @@ func (d *ReportDraft) Finish() {
 	s := d.sum.summary()
 	d.val = appendReport(nil, r, &s)
 	d.key = reportIndexKey(r)
+	d.ident = reportIdentityKey(r)
 	d.index = binary.BigEndian.AppendUint64([]byte(r.ID), unixKey(r.DateEnd))
 	d.day = dayNumber(r.DateBegin)
 }
 
-// reportIndexKey is the key of a report in the date and dedup index. A
-// report without a report id is identified by its reporter's address and
-// date range instead, so that re-importing it does not store it twice (a
-// NUL byte, which XML cannot carry, keeps the two forms apart).
+// reportIndexKey is the key of a report in the date index of the listings.
 func reportIndexKey(r *Report) []byte {
-	ext := r.ExternalReportID
-	if ext == "" {
-		ext = "\x00" + strconv.FormatInt(r.DateEnd.Unix(), 10) + "-" + r.OrgEmail
+	return reportKey(r.DomainID, r.DateBegin, r.OrgName, reportIdentity(r))
+}
+
+// reportIdentityKey is the key of a report in the dedup index: API.md's
+// identity, the reporter's org_name, its report id and the domain, whatever
+// dates the report carries, so a report sent again with another date range
+// is still stored once.
+func reportIdentityKey(r *Report) []byte {
+	return identityKey(r.DomainID, r.OrgName, reportIdentity(r))
+}
+
+// reportIdentity is the external report id. A report without one is
+// identified by its reporter's address and date range instead, so that
+// re-importing it does not store it twice (a NUL byte, which XML cannot
+// carry, keeps the two forms apart).
+func reportIdentity(r *Report) string {
+	if r.ExternalReportID != "" {
+		return r.ExternalReportID
 	}
-	return reportKey(r.DomainID, r.DateBegin, r.OrgName, ext)
+	return "\x00" + strconv.FormatInt(r.DateEnd.Unix(), 10) + "-" + r.OrgEmail
 }
 
 // RecordChunk is a run of one report's records handed out by TakeChunk.
@@ -400,8 +413,8 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 	if owner == "" || owner != d.rep.OrgID {
 		return ReportOutcome{DomainGone: true, Discard: d.pending}, nil
 	}
-	if v := tx.Bucket(bucketReportsByDomain).Get(d.key); v != nil {
-		existing, _, err := getReport(tx, indexedID(v), false)
+	if v := tx.Bucket(bucketReportsByIdentity).Get(d.ident); v != nil {
+		existing, _, err := getReport(tx, string(v), false)
 		if err == nil {
 			return ReportOutcome{Duplicate: existing, Discard: d.pending}, nil
 		}
@@ -421,6 +434,7 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 	}{
 		{reports, idKey(d.rep.ID), d.val},
 		{tx.Bucket(bucketReportsByDomain), d.key, d.index},
+		{tx.Bucket(bucketReportsByIdentity), d.ident, []byte(d.rep.ID)},
 	} {
 		if err := put.b.Put(put.k, put.v); err != nil {
 			return ReportOutcome{}, err
@@ -495,15 +509,15 @@ func touchDomain(tx *bolt.Tx, domainID string, t time.Time) error {
 // org_name, report id), or nil when there is none: a cheap check before
 // the records of a report are parsed. Commit checks again.
 func (db *DB) FindDuplicate(d *ReportDraft) (*Report, error) {
-	key := reportIndexKey(&d.rep)
+	key := reportIdentityKey(&d.rep)
 	var rep *Report
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketReportsByDomain).Get(key)
+		v := tx.Bucket(bucketReportsByIdentity).Get(key)
 		if v == nil {
 			return nil
 		}
 		var err error
-		rep, _, err = getReport(tx, indexedID(v), false)
+		rep, _, err = getReport(tx, string(v), false)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}

@@ -412,3 +412,49 @@ func TestDomainsNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupIgnoresDates ensures a report sent again with another date range
+// (same reporter, report id and domain) is stored once, as API.md defines
+// the identity; another reporter with the same id is a different report.
+func TestDedupIgnoresDates(t *testing.T) {
+	db := storetest.Open(t)
+	org := storetest.MustOrganization(t, db, "acme", store.PlanUnlimited)
+	dom := storetest.MustDomain(t, db, org.ID, "example.com")
+	commit := func(orgName string, begin time.Time) store.ReportOutcome {
+		t.Helper()
+		d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, OrgID: org.ID, Domain: dom.Name,
+			OrgName: orgName, ExternalReportID: "r-1", DateBegin: begin, DateEnd: begin.Add(24 * time.Hour),
+			ReceivedAt: storetest.Epoch(), PolicyPublished: store.PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Add(&store.Record{SourceIP: "192.0.2.1", Count: 1, Disposition: "none", DKIM: "pass", SPF: "pass", DMARC: "pass", HeaderFrom: dom.Name})
+		d.Finish()
+		outs, err := db.NewIngester().Commit(&store.IngestBatch{Reports: []*store.ReportDraft{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outs[0]
+	}
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if out := commit("google.com", day); !out.Stored {
+		t.Fatalf("first report not stored: %+v", out)
+	}
+	if out := commit("google.com", day.Add(time.Hour)); out.Stored || out.Duplicate == nil {
+		t.Fatalf("same identity with other dates stored again: %+v", out)
+	}
+	if out := commit("yahoo.com", day); !out.Stored {
+		t.Fatalf("another reporter's report r-1 was taken for a duplicate: %+v", out)
+	}
+	if _, total, err := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 10}}); err != nil || total != 2 {
+		t.Fatalf("reports stored: %d (%v), want 2", total, err)
+	}
+	if err := db.DeleteDomain(org.ID, dom.ID); err != nil {
+		t.Fatal(err)
+	}
+	dom2 := storetest.MustDomain(t, db, org.ID, "example.com")
+	dom = dom2
+	if out := commit("google.com", day); !out.Stored {
+		t.Fatalf("after the domain was deleted and added again, its old identity still blocks: %+v", out)
+	}
+}
