@@ -263,37 +263,67 @@ func (db *DB) FindReport(orgID, id string) (*Report, error) {
 }
 
 // ReportRecords calls fn for every record of report id of organization
-// orgID, in report order, inside one read transaction (so a large report is
-// streamed, never held in memory). fn must not keep the transaction busy
-// for long: it should write out and return. An error from fn stops the scan
-// and is returned as is. ErrNotFound as FindReport.
+// orgID, in report order, reading them in bounded batches (so a large
+// report is streamed, never held in memory) and calling fn outside any
+// transaction. An error from fn stops the scan and is returned as is.
+// ErrNotFound as FindReport, also when the report is deleted mid-way.
 func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
-	var fnErr error
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		if _, _, err := getOrgReport(tx, orgID, id, false); err != nil {
-			return err
-		}
-		bin, _ := binID(id)
-		c := tx.Bucket(bucketRecords).Cursor()
-		for k, v := c.Seek(bin[:]); k != nil && bytes.HasPrefix(k, bin[:]); k, v = c.Next() {
-			err := decodeBlock(v, func(r *Record) error {
-				fnErr = fn(r)
-				return fnErr
-			})
-			if fnErr != nil {
-				return fnErr
+	// Records are read in batches, each in its own short read transaction,
+	// and fn runs outside them: fn usually writes to a client, and a read
+	// transaction held open by a slow client would keep bbolt from growing
+	// its file, stalling ingest. A visible report never changes, so the
+	// batches are consistent; if it is deleted meanwhile, the next batch
+	// answers ErrNotFound.
+	bin, _ := binID(id)
+	after := []byte(nil) // key of the last block read; nil before the first
+	batch := make([]*Record, 0, recordsPerBatch)
+	for {
+		batch = batch[:0]
+		err := db.bolt.View(func(tx *bolt.Tx) error {
+			if _, _, err := getOrgReport(tx, orgID, id, false); err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("record block %x: %w", k, err)
+			c := tx.Bucket(bucketRecords).Cursor()
+			k, v := c.Seek(bin[:])
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil && bytes.HasPrefix(k, bin[:]); k, v = c.Next() {
+				if err := decodeBlock(v, func(r *Record) error {
+					batch = append(batch, r)
+					return nil
+				}); err != nil {
+					return fmt.Errorf("record block %x: %w", k, err)
+				}
+				after = append(after[:0], k...)
+				if len(batch) >= recordsPerBatch {
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return wrap("report records", err)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		for _, r := range batch {
+			if err := fn(r); err != nil {
+				return err
 			}
 		}
-		return nil
-	})
-	if fnErr != nil {
-		return fnErr
+		if len(batch) < recordsPerBatch {
+			return nil
+		}
 	}
-	return wrap("report records", err)
 }
+
+// recordsPerBatch is how many records ReportRecords reads per transaction:
+// a few MB at most, a handful of transactions for a 100,000-record report.
+const recordsPerBatch = 4096
 
 // getReport reads report id, with its summary when withSummary is set.
 // ErrNotFound when absent or id malformed.
