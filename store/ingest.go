@@ -237,6 +237,9 @@ type IngestBatch struct {
 	Chunks     []*RecordChunk
 	Reports    []*ReportDraft
 	Quarantine []*QuarantineItem
+	// Failures are failure reports to store (failure_ingest.go); each
+	// draft's Outcome says what the commit did with it.
+	Failures []*FailureDraft
 }
 
 // ReportOutcome is what Commit did with one draft.
@@ -280,7 +283,9 @@ func (db *DB) NewIngester() *Ingester {
 // pending markers, then each draft (Finish called) unless its domain is gone
 // or a report with its identity is stored already, the domains' roll-ups
 // for the UTC day of each stored report's date_begin, each domain's
-// LastReportAt (the newest ReceivedAt stored), and the quarantine items.
+// LastReportAt (the newest ReceivedAt stored), the failure reports (see
+// FailureDraft.Outcome), the alerts the rules raise for what was stored
+// (alert_rules.go), and the quarantine items.
 // The outcomes are in the order of b.Reports. An error means nothing of b
 // was written.
 func (in *Ingester) Commit(b *IngestBatch) ([]ReportOutcome, error) {
@@ -330,6 +335,7 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 	days := map[string]*dayRollup{}
 	latest := map[string]time.Time{}
 	owners := map[string]string{} // domain id -> org id, "" when gone
+	var stored []*ReportDraft
 	for i, d := range b.Reports {
 		out, err := storeDraft(tx, records, d, owners)
 		if err != nil {
@@ -339,6 +345,7 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 		if !out.Stored {
 			continue
 		}
+		stored = append(stored, d)
 		key := string(rollupKey(d.rep.DomainID, d.day))
 		day := days[key]
 		if day == nil {
@@ -363,6 +370,13 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 		if err := touchDomain(tx, domainID, t); err != nil {
 			return nil, err
 		}
+	}
+	failures, err := storeFailures(tx, b.Failures, owners)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.raiseAlerts(tx, stored, failureRefs(failures), now); err != nil {
+		return nil, err
 	}
 	for _, q := range b.Quarantine {
 		if err := putQuarantine(tx, q, now); err != nil {

@@ -65,6 +65,48 @@ var (
 	bucketQuarantine = []byte("quarantine")
 	// bucketQuarantineRaw: entry id -> the raw bytes kept.
 	bucketQuarantineRaw = []byte("quarantine_raw")
+
+	// bucketWebhooks: webhook id -> webhookRecord JSON (with its secret).
+	bucketWebhooks = []byte("webhooks")
+	// bucketWebhooksByOrg: orgTimeIDKey(org id, created_at, webhook id) -> empty.
+	bucketWebhooksByOrg = []byte("webhooks_by_org")
+	// bucketOutbox: outboxKey(due, entry id) -> outboxRecord JSON: the
+	// deliveries waiting for their next attempt, in due order (outbox.go).
+	bucketOutbox = []byte("webhook_outbox")
+	// bucketOutboxByWebhook: webhook id | entry id -> outboxKey | alert id.
+	bucketOutboxByWebhook = []byte("webhook_outbox_by_webhook")
+	// bucketOutboxAlerts: alert id | webhook id -> the state of the alert's
+	// delivery to that webhook (one byte), while any of it is pending.
+	bucketOutboxAlerts = []byte("webhook_outbox_alerts")
+
+	// bucketAlerts: alert id -> alertRecord JSON.
+	bucketAlerts = []byte("alerts")
+	// bucketAlertsByOrg: orgTimeIDKey(org id, created_at, alert id) ->
+	// alertIndexValue (status, severity, domain id: what the list filters on).
+	bucketAlertsByOrg = []byte("alerts_by_org")
+	// bucketAlertsByDomain: alertDomainKey(domain id, alert id) -> empty.
+	bucketAlertsByDomain = []byte("alerts_by_domain")
+	// bucketAlertDedup: dedupKey(UTC day, domain id, type, cause) -> what
+	// was raised for that cause that day (alert_rules.go).
+	bucketAlertDedup = []byte("alert_dedup")
+	// bucketAlertSources: sourceSetKey(domain id, UTC day) -> the sorted
+	// 64-bit hashes of the source IPs seen that day (alert_sources.go).
+	bucketAlertSources = []byte("alert_sources")
+
+	// Failure (forensic) reports; keys and values in failure_codec.go.
+	// bucketFailures: report id -> the report (binary, appendFailure).
+	bucketFailures = []byte("failure_reports")
+	// bucketFailureHeaders: report id -> its original headers, when any.
+	bucketFailureHeaders = []byte("failure_headers")
+	// bucketFailuresByOrg: failTimeKey(org id, arrival, id) -> failIndexValue.
+	bucketFailuresByOrg = []byte("failure_reports_by_org")
+	// bucketFailuresByDomain: failTimeKey(domain id, arrival, id) -> failIndexValue.
+	bucketFailuresByDomain = []byte("failure_reports_by_domain")
+	// bucketFailureDedup: failDedupKey (domain id | identity hash) -> report id.
+	bucketFailureDedup = []byte("failure_dedup")
+	// bucketFailureRollups: failRollupKey(org id, UTC day, domain id) ->
+	// failureDay (binary, appendFailureDay).
+	bucketFailureRollups = []byte("failure_rollups")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -76,6 +118,10 @@ var allBuckets = [][]byte{
 	bucketReports, bucketReportsByDomain, bucketReportsByIdentity, bucketRecords,
 	bucketReportsPending, bucketRollups,
 	bucketQuarantine, bucketQuarantineRaw,
+	bucketWebhooks, bucketWebhooksByOrg, bucketOutbox, bucketOutboxByWebhook, bucketOutboxAlerts,
+	bucketAlerts, bucketAlertsByOrg, bucketAlertsByDomain, bucketAlertDedup, bucketAlertSources,
+	bucketFailures, bucketFailureHeaders, bucketFailuresByOrg, bucketFailuresByDomain,
+	bucketFailureDedup, bucketFailureRollups,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.

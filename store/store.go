@@ -32,6 +32,8 @@ type DB struct {
 	domainVersions versions
 	// auth caches Authenticate (see authCache).
 	auth authCache
+	// alerts holds the alert rules' settings and hook (alert_rules.go).
+	alerts alertSettings
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.

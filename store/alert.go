@@ -1,0 +1,441 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The alert types of API.md.
+const (
+	// AlertDMARCFailureRate: a stored aggregate report shows a DMARC failure
+	// rate over a threshold.
+	AlertDMARCFailureRate = "dmarc_failure_rate"
+	// AlertNewFailingSource: a source IP with failing mail not seen for the
+	// domain in the previous days.
+	AlertNewFailingSource = "new_failing_source"
+	// AlertForensicReportReceived: a failure (forensic) report arrived.
+	AlertForensicReportReceived = "forensic_report_received"
+	// AlertDNSRecordChanged: the _dmarc record changed in some other way.
+	AlertDNSRecordChanged = "dns_record_changed"
+	// AlertDNSRecordMissing: the _dmarc record vanished.
+	AlertDNSRecordMissing = "dns_record_missing"
+	// AlertPolicyWeakened: p or pct of the _dmarc record was lowered.
+	AlertPolicyWeakened = "policy_weakened"
+	// AlertReportingAddressRemoved: the reporting address left rua.
+	AlertReportingAddressRemoved = "reporting_address_removed"
+)
+
+// The alert severities, least severe first.
+const (
+	SeverityInfo     = "info"
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
+
+// The alert statuses.
+const (
+	// AlertPending: created, not yet delivered to every active webhook.
+	AlertPending = "pending"
+	// AlertSent: delivered to every active webhook of the organization.
+	AlertSent = "sent"
+	// AlertDismissed: dismissed through the API; final.
+	AlertDismissed = "dismissed"
+)
+
+// FailureRef is what the alert rules need of a stored failure (forensic)
+// report; the ingest commit that stores failure reports passes them to the
+// rules. Geo is nil when unknown.
+type FailureRef struct {
+	ID, OrgID, DomainID, SourceIP string
+	Geo                           *Geo
+	ArrivalDate                   time.Time
+}
+
+// Alert is the API.md alert object. DomainID is nil for an alert about no
+// particular domain; Details is a JSON object explaining the cause.
+type Alert struct {
+	ID          string          `json:"id"`
+	DomainID    *string         `json:"domain_id"`
+	OrgID       string          `json:"-"`
+	Type        string          `json:"type"`
+	Severity    string          `json:"severity"`
+	Status      string          `json:"status"`
+	Title       string          `json:"title"`
+	Message     string          `json:"message"`
+	Details     json.RawMessage `json:"details"`
+	CreatedAt   time.Time       `json:"created_at"`
+	SentAt      *time.Time      `json:"sent_at"`
+	DismissedAt *time.Time      `json:"dismissed_at"`
+}
+
+// alertRecord is how an alert is stored.
+type alertRecord struct {
+	ID          string          `json:"id"`
+	OrgID       string          `json:"org_id"`
+	DomainID    string          `json:"domain_id,omitempty"`
+	Type        string          `json:"type"`
+	Severity    string          `json:"severity"`
+	Status      string          `json:"status"`
+	Title       string          `json:"title"`
+	Message     string          `json:"message"`
+	Details     json.RawMessage `json:"details"`
+	CreatedAt   time.Time       `json:"created_at"`
+	SentAt      *time.Time      `json:"sent_at,omitempty"`
+	DismissedAt *time.Time      `json:"dismissed_at,omitempty"`
+}
+
+// AlertFilter selects alerts for ListAlerts; empty fields select all.
+type AlertFilter struct {
+	Severity string
+	Status   string
+	DomainID string
+	Page     Page
+}
+
+func init() { RegisterCascade(deleteDomainAlerts) }
+
+func errAlertNotFound() error { return errorf(ErrNotFound, "alert not found") }
+
+// ValidAlertSeverity reports whether s is info, warning or critical.
+func ValidAlertSeverity(s string) bool { return severityRank(s) > 0 }
+
+// ValidAlertStatus reports whether s is pending, sent or dismissed.
+func ValidAlertStatus(s string) bool { return statusCode(s) != 0 }
+
+// severityRank orders severities; 0 is not a severity.
+func severityRank(s string) byte {
+	switch s {
+	case SeverityInfo:
+		return 1
+	case SeverityWarning:
+		return 2
+	case SeverityCritical:
+		return 3
+	}
+	return 0
+}
+
+func statusCode(s string) byte {
+	switch s {
+	case AlertPending:
+		return 'p'
+	case AlertSent:
+		return 's'
+	case AlertDismissed:
+		return 'd'
+	}
+	return 0
+}
+
+func validAlertType(t string) bool {
+	switch t {
+	case AlertDMARCFailureRate, AlertNewFailingSource, AlertForensicReportReceived, AlertDNSRecordChanged,
+		AlertDNSRecordMissing, AlertPolicyWeakened, AlertReportingAddressRemoved:
+		return true
+	}
+	return false
+}
+
+// ListAlerts returns one page of the alerts of organization orgID that
+// pass f, newest first, and how many pass in all. A page past the end is
+// empty. It reads only index entries for the filters and decodes the
+// alerts of the page. Errors: ErrInvalid for a page or limit below 1 or an
+// unknown severity or status; ErrNotFound when f.DomainID is not a domain
+// of the organization.
+func (db *DB) ListAlerts(orgID string, f AlertFilter) ([]*Alert, int, error) {
+	skip, err := f.Page.offset()
+	if err != nil {
+		return nil, 0, err
+	}
+	if f.Severity != "" && !ValidAlertSeverity(f.Severity) {
+		return nil, 0, errorf(ErrInvalid, "severity must be info, warning or critical")
+	}
+	if f.Status != "" && !ValidAlertStatus(f.Status) {
+		return nil, 0, errorf(ErrInvalid, "status must be pending, sent or dismissed")
+	}
+	alerts := []*Alert{}
+	total := 0
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		if _, err := getOrg(tx, orgID); err != nil {
+			return err
+		}
+		if f.DomainID != "" {
+			if _, err := getOrgDomain(tx, orgID, f.DomainID); err != nil {
+				return err
+			}
+		}
+		prefix := orgPrefix(orgID)
+		c := tx.Bucket(bucketAlertsByOrg).Cursor()
+		for k := lastWithPrefix(c, prefix); k != nil; k = prevWithPrefix(c, prefix) {
+			if !f.matches(c.Bucket().Get(k)) {
+				continue
+			}
+			if total >= skip && len(alerts) < f.Page.Limit {
+				rec, err := getAlert(tx, idFromOrgTimeIDKey(k))
+				if err != nil {
+					return err
+				}
+				alerts = append(alerts, rec.alert())
+			}
+			total++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, wrap("list alerts", err)
+	}
+	return alerts, total, nil
+}
+
+// matches reports whether an index value passes the filter.
+func (f *AlertFilter) matches(v []byte) bool {
+	status, severity, domain := decodeAlertIndex(v)
+	return (f.Status == "" || status == statusCode(f.Status)) &&
+		(f.Severity == "" || severity == severityRank(f.Severity)) &&
+		(f.DomainID == "" || domain == f.DomainID)
+}
+
+// FindAlert returns alert id of organization orgID. ErrNotFound also when
+// it belongs to another organization or id is malformed.
+func (db *DB) FindAlert(orgID, id string) (*Alert, error) {
+	var rec *alertRecord
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = getOrgAlert(tx, orgID, id)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("find alert", err)
+	}
+	return rec.alert(), nil
+}
+
+// DismissAlert sets alert id of organization orgID to dismissed, stamping
+// dismissed_at, and returns it. Dismissing a dismissed alert changes
+// nothing and returns it again. ErrNotFound as FindAlert.
+func (db *DB) DismissAlert(orgID, id string) (*Alert, error) {
+	var rec *alertRecord
+	now := db.now()
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		var err error
+		if rec, err = getOrgAlert(tx, orgID, id); err != nil {
+			return err
+		}
+		if rec.Status == AlertDismissed {
+			return nil
+		}
+		rec.Status, rec.DismissedAt = AlertDismissed, &now
+		return putAlert(tx, rec)
+	})
+	if err != nil {
+		return nil, wrap("dismiss alert", err)
+	}
+	return rec.alert(), nil
+}
+
+// MarkAlertSent records that alert alertID reached every active webhook of
+// its organization at time at: a pending alert becomes sent; a dismissed
+// one stays dismissed. sent_at keeps the first delivery time. ErrNotFound
+// when there is no such alert (it may have gone with its domain).
+func (db *DB) MarkAlertSent(alertID string, at time.Time) error {
+	return wrap("mark alert sent", db.bolt.Update(func(tx *bolt.Tx) error {
+		return markAlertSent(tx, alertID, at)
+	}))
+}
+
+// markAlertSent is MarkAlertSent inside the caller's transaction.
+func markAlertSent(tx *bolt.Tx, alertID string, at time.Time) error {
+	rec, err := getAlert(tx, alertID)
+	if err != nil {
+		return err
+	}
+	if rec.SentAt != nil {
+		return nil
+	}
+	rec.SentAt = new(at.UTC().Truncate(time.Second))
+	if rec.Status == AlertPending {
+		rec.Status = AlertSent
+	}
+	return putAlert(tx, rec)
+}
+
+// insertAlert is the one place alerts are created: it completes a (id,
+// pending status, "{}" details when none), checks it, stores it with its
+// index entries, and queues its webhook deliveries, all in tx. a.OrgID and
+// a.CreatedAt must be set. ErrInvalid for an unknown type or severity, a
+// malformed organization or domain id, or details that are not a JSON
+// object.
+func insertAlert(tx *bolt.Tx, a *Alert) error {
+	if a.ID == "" {
+		a.ID = NewID()
+	}
+	a.Status, a.SentAt, a.DismissedAt = AlertPending, nil, nil
+	a.CreatedAt = a.CreatedAt.UTC().Truncate(time.Second)
+	if len(a.Details) == 0 {
+		a.Details = json.RawMessage("{}")
+	}
+	rec := alertRecordOf(a)
+	if err := rec.validate(); err != nil {
+		return err
+	}
+	if err := putAlert(tx, rec); err != nil {
+		return err
+	}
+	if rec.DomainID != "" {
+		if err := tx.Bucket(bucketAlertsByDomain).Put(alertDomainKey(rec.DomainID, rec.ID), nil); err != nil {
+			return err
+		}
+	}
+	return enqueueAlertDeliveries(tx, a, a.CreatedAt)
+}
+
+func (rec *alertRecord) validate() error {
+	switch {
+	case !ValidID(rec.ID) || !ValidID(rec.OrgID):
+		return errorf(ErrInvalid, "alert needs an id and an organization")
+	case rec.DomainID != "" && !ValidID(rec.DomainID):
+		return errorf(ErrInvalid, "malformed domain id of alert")
+	case !validAlertType(rec.Type):
+		return errorf(ErrInvalid, "unknown alert type %q", rec.Type)
+	case !ValidAlertSeverity(rec.Severity):
+		return errorf(ErrInvalid, "unknown alert severity %q", rec.Severity)
+	case rec.CreatedAt.IsZero():
+		return errorf(ErrInvalid, "alert needs a creation time")
+	case !json.Valid(rec.Details) || bytes.TrimSpace(rec.Details)[0] != '{':
+		return errorf(ErrInvalid, "alert details must be a JSON object")
+	}
+	return nil
+}
+
+// getAlert reads alert id; ErrNotFound when absent or id malformed.
+func getAlert(tx *bolt.Tx, id string) (*alertRecord, error) {
+	if !ValidID(id) {
+		return nil, errAlertNotFound()
+	}
+	raw := tx.Bucket(bucketAlerts).Get(idKey(id))
+	if raw == nil {
+		return nil, errAlertNotFound()
+	}
+	rec := new(alertRecord)
+	if err := json.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("decode alert %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// getOrgAlert is getAlert that also hides other organizations' alerts.
+func getOrgAlert(tx *bolt.Tx, orgID, id string) (*alertRecord, error) {
+	rec, err := getAlert(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.OrgID != orgID {
+		return nil, errAlertNotFound()
+	}
+	return rec, nil
+}
+
+// putAlert writes an alert and its organization index entry, whose value
+// carries what the list filters on.
+func putAlert(tx *bolt.Tx, rec *alertRecord) error {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode alert %s: %w", rec.ID, err)
+	}
+	if err := tx.Bucket(bucketAlerts).Put(idKey(rec.ID), raw); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketAlertsByOrg).Put(orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID), alertIndexValue(rec))
+}
+
+// removeAlert deletes an alert and its index entries.
+func removeAlert(tx *bolt.Tx, rec *alertRecord) error {
+	if err := tx.Bucket(bucketAlerts).Delete(idKey(rec.ID)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketAlertsByOrg).Delete(orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID)); err != nil {
+		return err
+	}
+	if rec.DomainID == "" {
+		return nil
+	}
+	return tx.Bucket(bucketAlertsByDomain).Delete(alertDomainKey(rec.DomainID, rec.ID))
+}
+
+// deleteDomainAlerts removes a deleted domain's alerts and what the rules
+// remember of it. It runs inside DeleteDomain. Dedup entries of the domain
+// are left to expire (see deleteAlertStateBefore): their keys start with
+// the day.
+func deleteDomainAlerts(tx *bolt.Tx, domainID string) error {
+	prefix := []byte(domainID)
+	var ids []string
+	c := tx.Bucket(bucketAlertsByDomain).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		ids = append(ids, string(k[len(prefix):]))
+	}
+	for _, id := range ids {
+		rec, err := getAlert(tx, id)
+		if isKind(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := removeAlert(tx, rec); err != nil {
+			return err
+		}
+	}
+	for _, b := range [][]byte{bucketAlertsByDomain, bucketAlertSources} {
+		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func alertRecordOf(a *Alert) *alertRecord {
+	rec := &alertRecord{ID: a.ID, OrgID: a.OrgID, Type: a.Type, Severity: a.Severity, Status: a.Status,
+		Title: a.Title, Message: a.Message, Details: a.Details, CreatedAt: a.CreatedAt,
+		SentAt: secondUTC(a.SentAt), DismissedAt: secondUTC(a.DismissedAt)}
+	if a.DomainID != nil {
+		rec.DomainID = *a.DomainID
+	}
+	return rec
+}
+
+func (rec *alertRecord) alert() *Alert {
+	a := &Alert{ID: rec.ID, OrgID: rec.OrgID, Type: rec.Type, Severity: rec.Severity, Status: rec.Status,
+		Title: rec.Title, Message: rec.Message, Details: rec.Details, CreatedAt: rec.CreatedAt,
+		SentAt: rec.SentAt, DismissedAt: rec.DismissedAt}
+	if rec.DomainID != "" {
+		a.DomainID = new(rec.DomainID)
+	}
+	if len(a.Details) == 0 {
+		a.Details = json.RawMessage("{}")
+	}
+	return a
+}
+
+// alertIndexValue is status code | severity rank | domain id (or nothing).
+func alertIndexValue(rec *alertRecord) []byte {
+	v := make([]byte, 0, 2+idLen)
+	v = append(v, statusCode(rec.Status), severityRank(rec.Severity))
+	return append(v, rec.DomainID...)
+}
+
+func decodeAlertIndex(v []byte) (status, severity byte, domainID string) {
+	if len(v) < 2 {
+		return 0, 0, ""
+	}
+	return v[0], v[1], string(v[2:])
+}
+
+// alertDomainKey is domain id | alert id.
+func alertDomainKey(domainID, alertID string) []byte {
+	k := make([]byte, 0, 2*idLen)
+	return append(append(k, domainID...), alertID...)
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"bytes"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func init() { RegisterCascade(deleteDomainFailures) }
+
+// failureDeleteStep is how many failure reports one transaction of
+// DeleteFailureReportsBefore deletes: a long backlog is deleted without one
+// huge transaction holding the writer.
+const failureDeleteStep = 1000
+
+// DeleteFailureReportsBefore deletes every failure report that arrived
+// before t, with its headers, index entries and its share of the daily
+// counts, in transactions of at most 1,000 reports, and returns how many it
+// deleted. Run by the retention job (serve --forensic-retention). An error
+// leaves the reports of the failed transaction in place; those deleted
+// before stay deleted.
+func (db *DB) DeleteFailureReportsBefore(t time.Time) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			ids := expiredFailures(tx, unixKey(t), failureDeleteStep)
+			days := failDays{}
+			for _, id := range ids {
+				if err := deleteFailure(tx, id, days); err != nil {
+					return err
+				}
+			}
+			n = len(ids)
+			return days.put(tx)
+		})
+		if err != nil {
+			return total, wrap("delete failure reports", err)
+		}
+		total += n
+		if n < failureDeleteStep {
+			return total, nil
+		}
+	}
+}
+
+// expiredFailures returns the ids of up to max reports that arrived before
+// cutoff (Unix seconds): the head of each organization's range.
+func expiredFailures(tx *bolt.Tx, cutoff uint64, max int) []string {
+	var ids []string
+	c := tx.Bucket(bucketFailuresByOrg).Cursor()
+	k, _ := c.First()
+	for k != nil && len(ids) < max {
+		if len(k) != failTimeKeyLen {
+			k, _ = c.Next()
+			continue
+		}
+		if failKeyArrival(k) < cutoff {
+			ids = append(ids, failKeyID(k))
+			k, _ = c.Next()
+			continue
+		}
+		// The rest of this organization is newer: on to the next one.
+		next := prefixEnd(k[:idLen])
+		if next == nil {
+			break
+		}
+		k, _ = c.Seek(next)
+	}
+	return ids
+}
+
+// deleteDomainFailures removes the failure reports of a deleted domain
+// with their roll-ups. It runs inside DeleteDomain.
+func deleteDomainFailures(tx *bolt.Tx, domainID string) error {
+	prefix := []byte(domainID)
+	var ids []string
+	c := tx.Bucket(bucketFailuresByDomain).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(k) == failTimeKeyLen {
+			ids = append(ids, failKeyID(k))
+		}
+	}
+	orgID := ""
+	if len(ids) > 0 {
+		if det, err := getFailure(tx, ids[0], false); err == nil {
+			orgID = det.OrgID
+		}
+	}
+	days := failDays{}
+	for _, id := range ids {
+		if err := deleteFailure(tx, id, days); err != nil {
+			return err
+		}
+	}
+	if err := days.put(tx); err != nil {
+		return err
+	}
+	if _, err := deletePrefix(tx.Bucket(bucketFailuresByDomain), prefix, -1); err != nil {
+		return err
+	}
+	if _, err := deletePrefix(tx.Bucket(bucketFailureDedup), prefix, -1); err != nil {
+		return err
+	}
+	if orgID == "" {
+		return nil
+	}
+	return deleteDomainFailureDays(tx, orgID, domainID)
+}
+
+// deleteDomainFailureDays removes whatever roll-ups of the domain are left
+// (none, unless they had drifted from the reports).
+func deleteDomainFailureDays(tx *bolt.Tx, orgID, domainID string) error {
+	b := tx.Bucket(bucketFailureRollups)
+	prefix := orgPrefix(orgID)
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(k) == failRollupKeyLen && failRollupDomain(k) == domainID {
+			keys = append(keys, bytes.Clone(k))
+		}
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

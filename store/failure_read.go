@@ -1,0 +1,154 @@
+package store
+
+import (
+	"bytes"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// FailureFilter selects failure reports for ListFailureReports. DateFrom
+// and DateTo bound the arrival date (both included); SourceIP is an exact
+// IP in canonical form (as netip.Addr.String gives it); AuthFailure is
+// "dmarc", "spf" or "dkim".
+type FailureFilter struct {
+	DomainID         string
+	DateFrom, DateTo *time.Time
+	SourceIP         string
+	AuthFailure      string
+	Page             Page
+}
+
+func errFailureNotFound() error { return errorf(ErrNotFound, "forensic report not found") }
+
+// ListFailureReports returns one page of the failure reports of
+// organization orgID that pass f, newest arrival date first (ties: newest
+// stored first), and how many pass in all. The filters are read from the
+// index, never from the reports. Errors: ErrNotFound when f.DomainID is not
+// a domain of the organization, ErrInvalid for a page or limit below 1 or
+// an unknown f.AuthFailure.
+func (db *DB) ListFailureReports(orgID string, f FailureFilter) ([]*FailureReport, int, error) {
+	skip, err := f.Page.offset()
+	if err != nil {
+		return nil, 0, err
+	}
+	var mask byte
+	if f.AuthFailure != "" {
+		if mask = failureCheckBit(f.AuthFailure); mask == 0 {
+			return nil, 0, errorf(ErrInvalid, "auth_failure must be dmarc, spf or dkim")
+		}
+	}
+	reports := []*FailureReport{}
+	total := 0
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		owner, bucket := orgID, bucketFailuresByOrg
+		if f.DomainID != "" {
+			if _, err := getOrgDomain(tx, orgID, f.DomainID); err != nil {
+				return err
+			}
+			owner, bucket = f.DomainID, bucketFailuresByDomain
+		}
+		var ids []string
+		total, ids = scanFailures(tx.Bucket(bucket), owner, f, mask, skip, f.Page.Limit)
+		for _, id := range ids {
+			det, err := getFailure(tx, id, false)
+			if err != nil {
+				return err
+			}
+			reports = append(reports, det.FailureReport)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, wrap("list failure reports", err)
+	}
+	return reports, total, nil
+}
+
+// scanFailures walks owner's range of an arrival index newest first within
+// the date bounds and returns how many entries pass the filter and the ids
+// of those on the page.
+func scanFailures(b *bolt.Bucket, owner string, f FailureFilter, mask byte, skip, limit int) (int, []string) {
+	lo := failTimePrefix(owner, time.Unix(0, 0))
+	if f.DateFrom != nil {
+		lo = failTimePrefix(owner, *f.DateFrom)
+	}
+	hi := prefixEnd([]byte(owner))
+	if f.DateTo != nil {
+		hi = failTimePrefix(owner, f.DateTo.Add(time.Second))
+	}
+	total := 0
+	var ids []string
+	c := b.Cursor()
+	k, v := seekBefore(c, hi)
+	for ; k != nil && bytes.Compare(k, lo) >= 0; k, v = c.Prev() {
+		if len(k) != failTimeKeyLen {
+			continue
+		}
+		e, ok := decodeFailIndex(v)
+		if !ok || e.mask&mask != mask || (f.SourceIP != "" && string(e.ip) != f.SourceIP) {
+			continue
+		}
+		if total >= skip && len(ids) < limit {
+			ids = append(ids, failKeyID(k))
+		}
+		total++
+	}
+	return total, ids
+}
+
+// seekBefore positions c on the last key below end (the last key of all
+// when end is nil).
+func seekBefore(c *bolt.Cursor, end []byte) ([]byte, []byte) {
+	if end == nil {
+		return c.Last()
+	}
+	if k, _ := c.Seek(end); k == nil {
+		return c.Last()
+	}
+	return c.Prev()
+}
+
+// FindFailureReport returns failure report id of organization orgID with
+// its headers. ErrNotFound also when it belongs to another organization or
+// id is malformed.
+func (db *DB) FindFailureReport(orgID, id string) (*FailureReportDetail, error) {
+	var det *FailureReportDetail
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		if det, err = getFailure(tx, id, true); err != nil {
+			return err
+		}
+		if det.OrgID != orgID {
+			det = nil
+			return errFailureNotFound()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("find failure report", err)
+	}
+	return det, nil
+}
+
+// getFailure reads report id, with its headers when asked. ErrNotFound
+// when absent or id malformed.
+func getFailure(tx *bolt.Tx, id string, withHeaders bool) (*FailureReportDetail, error) {
+	if !ValidID(id) {
+		return nil, errFailureNotFound()
+	}
+	raw := tx.Bucket(bucketFailures).Get(idKey(id))
+	if raw == nil {
+		return nil, errFailureNotFound()
+	}
+	det, _, err := decodeFailure(id, raw)
+	if err != nil || !withHeaders {
+		return det, err
+	}
+	if hraw := tx.Bucket(bucketFailureHeaders).Get(idKey(id)); hraw != nil {
+		if det.Headers, err = decodeFailureHeaders(id, hraw); err != nil {
+			return nil, err
+		}
+	}
+	return det, nil
+}
