@@ -298,8 +298,12 @@ func plural(n int, what string) string {
 // printImportSummary ends an import: the counts, the quarantined inputs
 // when no per-input lines named them already, and every failure.
 func printImportSummary(w io.Writer, s *ingest.ImportSummary, listQuarantine bool) {
-	fmt.Fprintf(w, "\nImported %s (%s) from %s; %s, %d quarantined, %d failed.\n",
-		plural(s.Imported, "report"), plural(s.Records, "record"), plural(s.Inputs, "input"),
+	failures := ""
+	if s.FailureReports > 0 {
+		failures = " and " + plural(s.FailureReports, "failure report")
+	}
+	fmt.Fprintf(w, "\nImported %s (%s)%s from %s; %s, %d quarantined, %d failed.\n",
+		plural(s.Imported, "aggregate report"), plural(s.Records, "record"), failures, plural(s.Inputs, "input"),
 		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)
 	if len(s.Quarantine) > 0 && listQuarantine {
 		fmt.Fprintln(w, "\nQuarantined (see 'dmarcd quarantine show ID'):")

@@ -68,7 +68,7 @@ func TestImportOffline(t *testing.T) {
 		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{"imported     " + filepath.Join(files, "a.xml") + " (1 report, 40 records)",
-		"quarantined  " + junk, "Imported 2 reports (43 records) from 3 inputs; 0 duplicates, 1 quarantined, 0 failed."} {
+		"quarantined  " + junk, "Imported 2 aggregate reports (43 records) from 3 inputs; 0 duplicates, 1 quarantined, 0 failed."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import output lacks %q:\n%s", want, out)
 		}
@@ -190,7 +190,7 @@ func TestImportThroughSocket(t *testing.T) {
 
 	files, junk := reportFiles(t)
 	code, out, errOut := run(t, nil, "--data-dir", dataDir, "import", "--org", "acme", "--jobs", "2", files)
-	if code != 0 || !strings.Contains(out, "Imported 2 reports") {
+	if code != 0 || !strings.Contains(out, "Imported 2 aggregate reports") {
 		t.Fatalf("import through the socket: exit %d\n%s%s", code, out, errOut)
 	}
 	entries, _, err := db.ListQuarantine(store.Page{Page: 1, Limit: 10})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -199,28 +198,6 @@ otherwise the entry stays, with the new reason and one more retry counted.`,
 	return cmd
 }
 
-// resultJSON is an ingest result as the CLI prints it with --json.
-type resultJSON struct {
-	Reports     []outcomeJSON `json:"reports"`
-	Quarantined string        `json:"quarantined"`
-	Reason      string        `json:"reason"`
-}
-
-type outcomeJSON struct {
-	ReportID  string `json:"report_id"`
-	Domain    string `json:"domain"`
-	Duplicate bool   `json:"duplicate"`
-	Records   int    `json:"records"`
-}
-
-func toResultJSON(r *ingest.Result) resultJSON {
-	out := resultJSON{Reports: []outcomeJSON{}, Quarantined: r.Quarantined, Reason: r.Reason}
-	for _, o := range r.Reports {
-		out.Reports = append(out.Reports, outcomeJSON(o))
-	}
-	return out
-}
-
 func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOptions, id string) error {
 	svc, done, err := g.openIntake(ctx, geoOpts.config())
 	if err != nil {
@@ -232,7 +209,7 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.stdout, toResultJSON(res))
+		return printJSON(g.stdout, res)
 	}
 	for _, o := range res.Reports {
 		if o.Duplicate {

@@ -54,11 +54,12 @@ type ImportSummary struct {
 	Inputs    int `json:"inputs"` // files and mbox messages ingested or failed
 	FilesDone int `json:"-"`      // files whose every input is done (progress)
 
-	Imported    int `json:"imported"`    // reports stored
-	Records     int `json:"records"`     // records of the reports stored
-	Duplicates  int `json:"duplicates"`  // reports already stored before
-	Quarantined int `json:"quarantined"` // inputs kept in the quarantine
-	Failed      int `json:"failed"`      // inputs not read or not stored
+	Imported       int `json:"imported"`        // aggregate reports stored
+	Records        int `json:"records"`         // records of the aggregate reports stored
+	FailureReports int `json:"failure_reports"` // failure reports stored
+	Duplicates     int `json:"duplicates"`      // reports already stored before
+	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
+	Failed         int `json:"failed"`          // inputs not read or not stored
 
 	Quarantine []ImportQuarantined `json:"quarantine"`
 	Failures   []ImportFailure     `json:"failures"`
@@ -258,9 +259,12 @@ func (im *importer) record(j *importJob) {
 		im.fSeq = append(im.fSeq, j.seq)
 	} else {
 		for _, o := range j.result.Reports {
-			if o.Duplicate {
+			switch {
+			case o.Duplicate:
 				s.Duplicates++
-			} else {
+			case o.Kind == KindFailure:
+				s.FailureReports++
+			default:
 				s.Imported++
 				s.Records += o.Records
 			}

@@ -54,6 +54,11 @@ func importTree(t *testing.T) string {
 func TestImportFolder(t *testing.T) {
 	env := newIntakeEnv(t, "acme/example.com/abc")
 	dir := importTree(t)
+	// A failure report (reported domain example.com) is counted apart.
+	failure := mustReadFile(t, corpusPath("failure/dmarc_ruf_report_linkedin.eml"))
+	if err := os.WriteFile(filepath.Join(dir, "ruf.eml"), failure, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	missing := filepath.Join(dir, "nope.xml")
 	var items []ImportItem
 	var last ImportSummary
@@ -68,7 +73,7 @@ func TestImportFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ImportSummary{Files: 6, Inputs: 9, FilesDone: 6, Imported: 5, Records: 25, Duplicates: 0, Quarantined: 3, Failed: 1}
+	want := ImportSummary{Files: 7, Inputs: 10, FilesDone: 7, Imported: 5, Records: 25, FailureReports: 1, Duplicates: 0, Quarantined: 3, Failed: 1}
 	got := *sum
 	got.Quarantine, got.Failures = nil, nil
 	if !reflect.DeepEqual(got, want) {
@@ -104,8 +109,8 @@ func TestImportFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Imported != 0 || again.Duplicates != 6 || again.Failed != 0 {
-		t.Errorf("re-run: %+v, want 6 duplicates and nothing new", again)
+	if again.Imported != 0 || again.FailureReports != 0 || again.Duplicates != 7 || again.Failed != 0 {
+		t.Errorf("re-run: %+v, want 7 duplicates and nothing new", again)
 	}
 }
 

@@ -120,24 +120,34 @@ type Delivery struct {
 
 // Outcome is what happened to one report of an input.
 type Outcome struct {
-	ReportID  string // the stored report; for a duplicate, the one stored before
-	Domain    string
-	Duplicate bool
-	Records   int
+	Kind      Kind   `json:"kind"`      // aggregate or failure report
+	ReportID  string `json:"report_id"` // the stored report; for a duplicate, the one stored before
+	Domain    string `json:"domain"`
+	Duplicate bool   `json:"duplicate"`
+	Records   int    `json:"records"` // records of an aggregate report; 0 for a failure report
 }
+
+// Kind tells aggregate reports from failure (forensic) reports.
+type Kind string
+
+// The kinds of report an input may hold.
+const (
+	KindAggregate Kind = "aggregate"
+	KindFailure   Kind = "failure"
+)
 
 // Result is what happened to one input.
 type Result struct {
 	// Reports are the reports stored or found to be duplicates, in input order.
-	Reports []Outcome
+	Reports []Outcome `json:"reports"`
 	// Quarantined is the quarantine entry id when nothing was usable.
-	Quarantined string
+	Quarantined string `json:"quarantined"`
 	// Reason says why the input was quarantined.
-	Reason string
+	Reason string `json:"reason"`
 	// Problems describe the parts of an input that were not stored next
 	// to reports that were (a broken zip member, a report for another
 	// domain); they are logged too.
-	Problems []string
+	Problems []string `json:"problems"`
 }
 
 // New returns a pipeline writing to cfg.Store. It first deletes what is

@@ -92,6 +92,10 @@ func (j *job) run() (*Result, error) {
 	if j.ambig != nil {
 		return nil, j.ambig
 	}
+	// No aggregate report: the mail may hold failure reports (failure.go).
+	if res, err := j.failures(); res != nil || err != nil {
+		return res, err
+	}
 	return j.quarantine()
 }
 
@@ -160,7 +164,7 @@ func (j *job) payload(pl dmarc.Payload) error {
 	}
 	if dup != nil {
 		// Not read further: the walker skips the rest of the payload.
-		j.places = append(j.places, place{out: Outcome{ReportID: dup.ID, Domain: dup.Domain, Duplicate: true, Records: dup.RecordCount}})
+		j.places = append(j.places, place{out: Outcome{Kind: KindAggregate, ReportID: dup.ID, Domain: dup.Domain, Duplicate: true, Records: dup.RecordCount}})
 		return nil
 	}
 	return j.records(pl.Name, ar, draft)
@@ -326,7 +330,7 @@ func (j *job) commitReports() (*Result, error) {
 	for _, s := range j.places {
 		if s.draft == nil {
 			res.Reports = append(res.Reports, s.out)
-			j.p.met.report(j.d.Source, "duplicate", 0)
+			j.p.met.report(j.d.Source, KindAggregate, "duplicate", 0)
 			continue
 		}
 		o := outs[k]
@@ -337,12 +341,12 @@ func (j *job) commitReports() (*Result, error) {
 		rep := s.draft.Report()
 		switch {
 		case o.Stored:
-			res.Reports = append(res.Reports, Outcome{ReportID: rep.ID, Domain: rep.Domain, Records: s.draft.Records()})
-			j.p.met.report(j.d.Source, "stored", s.draft.Records())
+			res.Reports = append(res.Reports, Outcome{Kind: KindAggregate, ReportID: rep.ID, Domain: rep.Domain, Records: s.draft.Records()})
+			j.p.met.report(j.d.Source, KindAggregate, "stored", s.draft.Records())
 		case o.Duplicate != nil:
-			res.Reports = append(res.Reports, Outcome{ReportID: o.Duplicate.ID, Domain: o.Duplicate.Domain,
+			res.Reports = append(res.Reports, Outcome{Kind: KindAggregate, ReportID: o.Duplicate.ID, Domain: o.Duplicate.Domain,
 				Duplicate: true, Records: o.Duplicate.RecordCount})
-			j.p.met.report(j.d.Source, "duplicate", 0)
+			j.p.met.report(j.d.Source, KindAggregate, "duplicate", 0)
 		default:
 			j.problems = append(j.problems, fmt.Sprintf("domain %s was deleted before its report was stored", rep.Domain))
 		}
@@ -380,7 +384,7 @@ func (j *job) quarantine() (*Result, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	j.p.met.report(j.d.Source, "quarantined", 0)
+	j.p.met.report(j.d.Source, "", "quarantined", 0)
 	return &Result{Reports: []Outcome{}, Quarantined: item.Entry.ID, Reason: reason}, nil
 }
 

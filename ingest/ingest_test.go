@@ -145,18 +145,20 @@ func TestCorpusTogether(t *testing.T) {
 	}
 }
 
-// TestNotAggregate ensures inputs without an aggregate report (forensic
-// mails, an empty file) are quarantined with their bytes, never dropped.
-func TestNotAggregate(t *testing.T) {
-	paths, _ := filepath.Glob(corpusPath("failure/*.eml"))
-	paths = append(paths, corpusPath("empty.xml"))
-	if len(paths) != 6 {
-		t.Fatalf("found %d files, want 6", len(paths))
+// TestNoReportIsQuarantined ensures inputs holding no DMARC report at all
+// (an empty file, an ordinary mail, an HTML mail) are kept in quarantine
+// with their bytes and the reason, never dropped. Failure reports are
+// reports: their own tests are in failure_test.go.
+func TestNoReportIsQuarantined(t *testing.T) {
+	inputs := map[string][]byte{
+		corpusPath("empty.xml"): mustReadFile(t, corpusPath("empty.xml")),
+		"plain.eml":             []byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: hello\r\n\r\nNo report here.\r\n"),
+		"html.eml": []byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: DMARC question\r\n" +
+			"MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>What is DMARC?</p></body></html>\r\n"),
 	}
 	e := newEnv(t, nil)
 	e.domain(t, "example.com")
-	for _, path := range paths {
-		data := mustReadFile(t, path)
+	for path, data := range inputs {
 		res := e.ingest(t, data, importOf(path))
 		if res.Quarantined == "" || len(res.Reports) != 0 || !strings.Contains(res.Reason, "no DMARC report found") {
 			t.Fatalf("%s: result %+v, want quarantined for having no report", path, res)
@@ -745,14 +747,17 @@ func TestMetrics(t *testing.T) {
 	e.ingest(t, xml, importOf("m.xml"))
 	e.ingest(t, xml, importOf("m.xml"))
 	e.ingest(t, []byte("junk"), importOf("j"))
+	failure := corpusPath("failure/dmarc_ruf_report_linkedin.eml") // reported domain example.com
+	e.ingest(t, mustReadFile(t, failure), importOf(failure))
 	var buf bytes.Buffer
 	if err := reg.WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`dmarcd_reports_ingested_total{source="import",outcome="stored"} 1`,
-		`dmarcd_reports_ingested_total{source="import",outcome="duplicate"} 1`,
-		`dmarcd_reports_ingested_total{source="import",outcome="quarantined"} 1`,
+		`dmarcd_reports_ingested_total{source="import",kind="aggregate",outcome="stored"} 1`,
+		`dmarcd_reports_ingested_total{source="import",kind="aggregate",outcome="duplicate"} 1`,
+		`dmarcd_reports_ingested_total{source="import",kind="",outcome="quarantined"} 1`,
+		`dmarcd_reports_ingested_total{source="import",kind="failure",outcome="stored"} 1`,
 		`dmarcd_records_ingested_total 7`,
 		`dmarcd_ingest_commit_seconds_count `,
 	} {

@@ -152,6 +152,7 @@ func (p *Pipeline) commitGroup(batch []*work) error {
 		w.off = len(b.Reports)
 		b.Reports = append(b.Reports, w.batch.Reports...)
 		b.Quarantine = append(b.Quarantine, w.batch.Quarantine...)
+		b.Failures = append(b.Failures, w.batch.Failures...)
 	}
 	start := time.Now()
 	outs, err := p.ing.Commit(&b)
@@ -192,18 +193,19 @@ func newPipelineMetrics(r *metrics.Registry) *pipelineMetrics {
 	}
 	return &pipelineMetrics{
 		reports: r.Counter("dmarcd_reports_ingested_total",
-			"Aggregate reports ingested, by source and outcome (stored, duplicate; quarantined counts inputs).", "source", "outcome"),
+			"Reports ingested, by source, kind (aggregate, failure; empty for quarantined inputs) and outcome (stored, duplicate, quarantined).",
+			"source", "kind", "outcome"),
 		records: r.Counter("dmarcd_records_ingested_total", "Records of stored aggregate reports.").With(),
 		latency: r.Histogram("dmarcd_ingest_commit_seconds", "Time to commit one group of ingested work.",
 			metrics.DefaultLatencyBuckets).With(),
 	}
 }
 
-func (m *pipelineMetrics) report(src Source, outcome string, records int) {
+func (m *pipelineMetrics) report(src Source, kind Kind, outcome string, records int) {
 	if m == nil {
 		return
 	}
-	m.reports.With(string(src), outcome).Inc()
+	m.reports.With(string(src), string(kind), outcome).Inc()
 	if records > 0 {
 		m.records.Add(uint64(records))
 	}
