@@ -26,9 +26,10 @@ type Job struct {
 
 // Scheduler runs jobs until its context ends.
 type Scheduler struct {
-	log  *slog.Logger
-	now  func() time.Time
-	jobs []Job
+	log     *slog.Logger
+	now     func() time.Time
+	jobs    []Job
+	observe func(job string, took time.Duration, err error)
 }
 
 // New returns a scheduler that logs to log and reads the time from now (nil
@@ -42,6 +43,11 @@ func New(log *slog.Logger, now func() time.Time) *Scheduler {
 	}
 	return &Scheduler{log: log, now: now}
 }
+
+// Observe sets fn to be called after every run of every job with its
+// duration and its error (a panic is an error), for metrics. Call it
+// before Run.
+func (s *Scheduler) Observe(fn func(job string, took time.Duration, err error)) { s.observe = fn }
 
 // Add registers a job; call it before Run. It panics on a job without a
 // positive interval, which is a programming error.
@@ -91,14 +97,23 @@ func (s *Scheduler) runOnce(ctx context.Context, j Job) {
 		return
 	}
 	start := s.now()
+	began := time.Now()
+	var err error
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("job panicked", "job", j.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("worker: job %s panicked: %v", j.Name, v)
+		}
+		if s.observe != nil {
+			s.observe(j.Name, time.Since(began), err)
 		}
 	}()
-	if err := j.Run(ctx, start); err != nil && ctx.Err() == nil {
+	if err = j.Run(ctx, start); err != nil && ctx.Err() != nil {
+		err = nil // cut short by shutdown, not a failure
+	}
+	if err != nil {
 		s.log.Error("job failed", "job", j.Name, "error", err)
 		return
 	}
-	s.log.Debug("job done", "job", j.Name, "duration", time.Since(start))
+	s.log.Debug("job done", "job", j.Name, "duration", time.Since(began))
 }

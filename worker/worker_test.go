@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -76,4 +78,36 @@ func TestAddRejectsBadJobs(t *testing.T) {
 		}
 	}()
 	New(nil, nil).Add(Job{Name: "x", Run: func(context.Context, time.Time) error { return nil }})
+}
+
+// TestObserveSeesEveryRun ensures the observer gets each run of each job
+// with its error, a panic counting as one.
+func TestObserveSeesEveryRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		runs := map[string][]bool{} // job -> failed per run
+		s := New(nil, nil)
+		s.Observe(func(job string, _ time.Duration, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[job] = append(runs[job], err != nil)
+		})
+		s.Add(Job{Name: "ok", Every: time.Second, Run: func(context.Context, time.Time) error { return nil }})
+		s.Add(Job{Name: "bad", Every: time.Second, Run: func(context.Context, time.Time) error { return errors.New("no") }})
+		s.Add(Job{Name: "panic", Every: time.Second, Run: func(context.Context, time.Time) error { panic("boom") }})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		time.Sleep(2*time.Second + time.Millisecond)
+		synctest.Wait()
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for job, want := range map[string][]bool{"ok": {false, false}, "bad": {true, true}, "panic": {true, true}} {
+			if !slices.Equal(runs[job], want) {
+				t.Errorf("job %s: runs %v, want %v", job, runs[job], want)
+			}
+		}
+	})
 }

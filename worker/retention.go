@@ -1,0 +1,82 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// Retention defaults.
+const (
+	// DefaultRetention keeps aggregate reports and alerts 400 days.
+	DefaultRetention = 400 * 24 * time.Hour
+	// DefaultRetentionEvery is how often the retention job runs.
+	DefaultRetentionEvery = time.Hour
+)
+
+// failureReportDeleter is the store method of the failure report
+// retention (store/failure*.go).
+type failureReportDeleter interface {
+	DeleteFailureReportsBefore(t time.Time) (int, error)
+}
+
+// Retention is the retention job. Each run deletes, in transactions of
+// bounded size so that ingest goes on meanwhile:
+//
+//   - aggregate reports whose date_end is older than Retention, with their
+//     records, and the daily roll-ups of the days before that (their
+//     statistics go with them);
+//   - alerts created before then, whatever their status;
+//   - failure (forensic) reports that arrived before ForensicRetention;
+//   - what the alert rules remember beyond their needs (dedup entries of
+//     past days, sources not seen within the new-source window).
+//
+// A zero Retention or ForensicRetention keeps those forever.
+type Retention struct {
+	Store             *store.DB
+	Retention         time.Duration
+	ForensicRetention time.Duration
+	Log               *slog.Logger // nil discards
+}
+
+// Job returns the job to give the Scheduler: hourly, and once at start.
+func (r *Retention) Job() Job {
+	return Job{Name: "retention", Every: DefaultRetentionEvery, AtStart: true, Run: r.Run}
+}
+
+// Run deletes what is older than the retention periods at now. Every part
+// runs even when an earlier one failed; the errors are joined.
+func (r *Retention) Run(ctx context.Context, now time.Time) error {
+	log := r.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	step := func(what string, fn func() (int, error)) {
+		if ctx.Err() != nil {
+			return
+		}
+		n, err := fn()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("worker: retention of %s: %w", what, err))
+		}
+		if n > 0 {
+			log.Info("retention deleted old data", "what", what, "count", n)
+		}
+	}
+	if r.Retention > 0 {
+		cutoff := now.Add(-r.Retention)
+		step("aggregate reports", func() (int, error) { return r.Store.DeleteReportsBefore(cutoff) })
+		step("alerts", func() (int, error) { return r.Store.DeleteAlertsBefore(cutoff) })
+	}
+	if fr, ok := any(r.Store).(failureReportDeleter); ok && r.ForensicRetention > 0 {
+		cutoff := now.Add(-r.ForensicRetention)
+		step("failure reports", func() (int, error) { return fr.DeleteFailureReportsBefore(cutoff) })
+	}
+	step("alert rule state", func() (int, error) { return r.Store.PruneAlertState(now) })
+	return errors.Join(errs...)
+}
