@@ -8,6 +8,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // Error is an error with the status, code and message a client sees. Cause,
@@ -50,6 +51,13 @@ func errNotFound(msg string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: msg}
 }
 
+// errPlanFeature is the 403 of an endpoint the organization's plan does not
+// include (forensic reports, webhooks); what names the feature.
+func errPlanFeature(what string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: "plan_feature_unavailable",
+		Message: "your plan does not include " + what}
+}
+
 var (
 	errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
 		Message: "missing or invalid API key: send a valid key in the X-API-Key header"}
@@ -72,6 +80,12 @@ func apiError(err error) *Error {
 	var ve *dnscheck.VerifyError
 	if errors.As(err, &ve) {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "verification_failed", Message: ve.Reason}
+	}
+	// A webhook URL refused by package webhook's rules; a host that could
+	// not be resolved for a temporary reason is a 503 below instead.
+	var ue *webhook.URLError
+	if errors.As(err, &ue) && !errors.Is(err, dnscheck.ErrTemporary) {
+		return errValidation("url", ue.Reason)
 	}
 	var se *store.Error
 	msg := "request failed"

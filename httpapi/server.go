@@ -23,6 +23,7 @@ import (
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // DNSChecker is what the API needs of DNS: the domain verification and
@@ -46,6 +47,13 @@ type Config struct {
 	Now             func() time.Time  // nil means the wall clock; injected by tests
 	Ready           func() error      // /readyz; nil means ready
 	Version         string            // shown by /healthz
+
+	// WebhookClient sends test deliveries; WebhookResolver and
+	// WebhookPolicy validate webhook URLs (the policy the client was built
+	// with). Without them the webhook endpoints that need them answer 500.
+	WebhookClient   *webhook.Client
+	WebhookResolver webhook.Resolver
+	WebhookPolicy   webhook.Policy
 }
 
 // Server is the HTTP API. Create it with New.
@@ -149,6 +157,22 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/api/v1/reports/:id", readScope, s.getReport)
 	s.handle("GET", "/api/v1/reports/:id/statistics", readScope, s.reportStatistics)
 	s.handle("GET", "/api/v1/reports/:id/export/csv", readScope, s.exportReportCSV)
+
+	s.handle("GET", "/api/v1/alerts", readScope, s.listAlerts)
+	s.handle("PUT", "/api/v1/alerts/:id/dismiss", fullScope, s.dismissAlert)
+
+	s.handle("GET", "/api/v1/forensic-reports", readScope, s.listForensic)
+	// One route for :id, summary and statistics (see forensicByID).
+	s.handle("GET", "/api/v1/forensic-reports/:id", readScope, s.forensicByID)
+	s.listRoute("GET", forensicSummaryPath, readScope)
+	s.listRoute("GET", forensicStatisticsPath, readScope)
+
+	s.handle("GET", "/api/v1/webhooks", readScope, s.listWebhooks)
+	s.handle("POST", "/api/v1/webhooks", fullScope, s.createWebhook)
+	s.handle("GET", "/api/v1/webhooks/:id", readScope, s.getWebhook)
+	s.handle("PUT", "/api/v1/webhooks/:id", fullScope, s.updateWebhook)
+	s.handle("DELETE", "/api/v1/webhooks/:id", fullScope, s.deleteWebhook)
+	s.handle("POST", "/api/v1/webhooks/:id/test", fullScope, s.testWebhook)
 
 	// check-dmarc changes nothing, so read keys may call it (API.md).
 	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)

@@ -1,0 +1,177 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// Forensic (failure) reports: list, single, summary, statistics. Every
+// handler checks the plan first, before it reads any parameter, so that an
+// organization without forensic reports gets the same 403 whatever it
+// sends.
+
+// forensicGate is the 403 of an organization whose plan lacks forensic
+// reports, nil otherwise.
+func forensicGate(r *request) error {
+	if !r.org.Plan.Limits().Forensic {
+		return errPlanFeature("forensic reports")
+	}
+	return nil
+}
+
+// The paths that share /api/v1/forensic-reports/:id: httprouter 1.3 cannot
+// register fixed segments beside a parameter, so forensicByID dispatches
+// them and listRoute lists them for the OpenAPI check.
+const (
+	forensicSummaryPath    = "/api/v1/forensic-reports/summary"
+	forensicStatisticsPath = "/api/v1/forensic-reports/statistics"
+)
+
+// listRoute records a route served by another route's handler (see
+// forensicByID), so that Routes lists it as the API documents it.
+func (s *Server) listRoute(method, path string, acc access) {
+	s.routes = append(s.routes, Route{Method: method, Path: path, Access: acc})
+}
+
+// forensicByID serves /forensic-reports/:id, summary and statistics.
+func (s *Server) forensicByID(w http.ResponseWriter, r *request) error {
+	if err := forensicGate(r); err != nil {
+		return err
+	}
+	var h handlerFunc
+	path := ""
+	switch r.params.ByName("id") {
+	case "summary":
+		h, path = s.forensicSummary, forensicSummaryPath
+	case "statistics":
+		h, path = s.forensicStatistics, forensicStatisticsPath
+	default:
+		return s.getForensic(w, r)
+	}
+	if rec, ok := w.(*recorder); ok {
+		rec.route = path
+	}
+	return h(w, r)
+}
+
+func (s *Server) listForensic(w http.ResponseWriter, r *request) error {
+	if err := forensicGate(r); err != nil {
+		return err
+	}
+	p, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.FailureFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}}
+	if f.DomainID, f.DateFrom, f.DateTo, err = forensicScope(q); err != nil {
+		return err
+	}
+	if f.SourceIP, err = sourceIPParam(q); err != nil {
+		return err
+	}
+	if f.AuthFailure, err = authFailureParam(q); err != nil {
+		return err
+	}
+	reports, total, err := s.store.ListFailureReports(r.org.ID, f)
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("domain not found")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listBody{Data: reports, Pagination: p.of(total)})
+	return nil
+}
+
+// forensicScope reads domain_id, date_from and date_to (Unix seconds, on
+// the arrival date), shared by the list and the statistics.
+func forensicScope(q url.Values) (domainID string, from, to *time.Time, err error) {
+	if domainID = q.Get("domain_id"); domainID != "" && !store.ValidID(domainID) {
+		return "", nil, nil, errBadRequest("query parameter domain_id must be a domain id (a UUID)",
+			FieldError{Field: "domain_id", Message: "must be a UUID"})
+	}
+	if from, err = unixParam(q, "date_from"); err != nil {
+		return "", nil, nil, err
+	}
+	if to, err = unixParam(q, "date_to"); err != nil {
+		return "", nil, nil, err
+	}
+	if from != nil && to != nil && to.Before(*from) {
+		return "", nil, nil, errBadRange()
+	}
+	return domainID, from, to, nil
+}
+
+// sourceIPParam reads source_ip: an IPv4 or IPv6 address, returned in the
+// canonical form reports are stored with (IPv4-mapped addresses unmapped).
+func sourceIPParam(q url.Values) (string, error) {
+	v := q.Get("source_ip")
+	if v == "" {
+		return "", nil
+	}
+	ip, err := netip.ParseAddr(v)
+	if err != nil || ip.Zone() != "" {
+		const msg = "must be an IPv4 or IPv6 address"
+		return "", errBadRequest("query parameter source_ip "+msg, FieldError{Field: "source_ip", Message: msg})
+	}
+	return ip.Unmap().String(), nil
+}
+
+// authFailureParam reads auth_failure: dmarc, spf or dkim.
+func authFailureParam(q url.Values) (string, error) {
+	switch v := q.Get("auth_failure"); v {
+	case "", "dmarc", "spf", "dkim":
+		return v, nil
+	}
+	const msg = "must be one of dmarc, spf, dkim"
+	return "", errBadRequest("query parameter auth_failure "+msg, FieldError{Field: "auth_failure", Message: msg})
+}
+
+// getForensic answers one report with its original headers.
+func (s *Server) getForensic(w http.ResponseWriter, r *request) error {
+	rep, err := s.store.FindFailureReport(r.org.ID, r.params.ByName("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("forensic report not found")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// forensicSummary answers the last 7 UTC days up to now, from the daily
+// counts kept at ingest.
+func (s *Server) forensicSummary(w http.ResponseWriter, r *request) error {
+	sum, err := s.store.FailureSummary(r.org.ID, s.now())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sum)
+	return nil
+}
+
+// forensicStatistics answers all-time statistics, narrowed by domain_id,
+// date_from and date_to.
+func (s *Server) forensicStatistics(w http.ResponseWriter, r *request) error {
+	var f store.FailureStatsFilter
+	var err error
+	if f.DomainID, f.DateFrom, f.DateTo, err = forensicScope(r.URL.Query()); err != nil {
+		return err
+	}
+	st, err := s.store.FailureStatistics(r.org.ID, f)
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("domain not found")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
