@@ -7,6 +7,8 @@
 #   bench/run.sh api        # only the API throughput benchmark
 #   bench/run.sh smtp       # only SMTP intake (MAILS=3000 SMTP_CONNS=8)
 #   bench/run.sh ingest     # only the ingest pipeline (INGEST_WORKERS=256)
+#   bench/run.sh forensic   # only failure report intake and the forensic summary (FORENSIC_MAILS=20000)
+#   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,8 @@ go build -o "$out/bin/bare" ./bench/bare
 go build -o "$out/bin/apibench" ./bench/apibench
 go build -o "$out/bin/smtpbench" ./bench/smtpbench
 go build -o "$out/bin/ingestbench" ./bench/ingestbench
+go build -o "$out/bin/deliverbench" ./bench/deliverbench
+go build -o "$out/bin/forensicbench" ./bench/forensicbench
 what=${1:-all}
 # Every dmarcd the tools start listens for SMTP on a free port, not on the
 # default 127.0.0.1:2525, which may be taken on a shared machine.
@@ -41,6 +45,20 @@ fi
 if [[ $what == all || $what == ingest ]]; then
   echo "== Ingest pipeline: parse + geolocate + dedup + store (fsync'd group commits) vs encoding/xml alone"
   "$out/bin/ingestbench" -workers "${INGEST_WORKERS:-256}" -json "$out/ingest-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == forensic ]]; then
+  echo "== Failure reports: mbox import through the pipeline vs parsing alone; summary endpoint at 100,000 reports vs /healthz"
+  "$out/bin/forensicbench" -mails "${FORENSIC_MAILS:-20000}" -stored "${FORENSIC_STORED:-100000}" \
+    -workers "${INGEST_WORKERS:-256}" -json "$out/forensic-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == webhooks ]]; then
+  echo "== Webhook delivery: alerts -> bbolt outbox -> delivery job -> signed HTTPS POSTs, vs the same POSTs straight from the client"
+  "$out/bin/deliverbench" -alerts "${HOOK_ALERTS:-200}" -webhooks 25 -c "${HOOK_CONC:-16}" \
+    -out "$out/webhooks-$stamp.json"
   echo
 fi
 

@@ -28,6 +28,7 @@ import (
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/webhook"
 	"github.com/dmarcd/dmarcd/worker"
 )
 
@@ -53,6 +54,17 @@ type serveOptions struct {
 	SMTPTLSKey       string
 	Geo              geoOptions
 	Demo             bool
+
+	// The scheduler's jobs (worker/) and the alert rules' thresholds.
+	VerifyInterval   time.Duration
+	DNSCheckInterval time.Duration
+	Retention        time.Duration
+	Alerts           store.AlertRules
+	// ForensicRetention is how long failure reports are kept, by arrival
+	// date; 0 keeps them forever.
+	ForensicRetention time.Duration
+	// Webhooks are the delivery settings (--webhook-*).
+	Webhooks webhookOptions
 }
 
 func (o *serveOptions) AddFlags(cmd *cobra.Command) {
@@ -73,8 +85,11 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", ingest.DefaultSMTPWriteTimeout, "how long writing one SMTP reply may take")
 	f.StringVar(&o.SMTPTLSCert, "smtp-tls-cert", "", "PEM certificate (chain) for STARTTLS; with --smtp-tls-key")
 	f.StringVar(&o.SMTPTLSKey, "smtp-tls-key", "", "PEM private key for STARTTLS; with --smtp-tls-cert")
+	o.addAlertFlags(cmd)
+	o.Webhooks.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
+	f.DurationVar(&o.ForensicRetention, "forensic-retention", 90*24*time.Hour, "delete forensic (failure) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
@@ -173,7 +188,15 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	hooks, hookPolicy, err := o.Webhooks.client(resolver, log)
+	if err != nil {
+		return err
+	}
+	defer hooks.CloseIdleConnections()
 	reg := metrics.NewRegistry()
+	if err := setAlertRules(db, o.Alerts, reg); err != nil {
+		return err
+	}
 	var ready atomic.Bool
 	api := httpapi.New(httpapi.Config{
 		Store:           db,
@@ -183,6 +206,9 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 		Logger:          log,
 		Metrics:         reg,
 		Version:         version(),
+		WebhookClient:   hooks,
+		WebhookResolver: resolver,
+		WebhookPolicy:   hookPolicy,
 		Ready: func() error {
 			if !ready.Load() {
 				return errors.New("starting")
@@ -253,6 +279,13 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	sched := worker.New(log, nil)
+	o.scheduleAlertJobs(sched, db, resolver, reg, log)
+	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: hooks, RetryDelays: o.Webhooks.RetryDelays,
+		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
+	if err != nil {
+		return err
+	}
+	sched.Add(worker.Job{Name: "webhook-deliveries", Every: worker.DefaultDeliverEvery, AtStart: true, Run: deliverer.DeliverDue})
 	sched.Add(worker.Job{Name: "flush-key-usage", Every: time.Minute, Run: func(context.Context, time.Time) error {
 		return api.FlushKeyUsage()
 	}})
@@ -328,12 +361,105 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-max-bytes must be at least 1")
 	case o.SMTPMaxConns < 1:
 		return usagef("--smtp-max-conns must be at least 1")
+	case o.VerifyInterval <= 0 || o.DNSCheckInterval <= 0:
+		return usagef("--verify-interval and --dns-check-interval must be positive")
+	case o.Retention < 0:
+		return usagef("--retention must not be negative (0 keeps reports and alerts forever)")
+	case o.Alerts.Validate() != nil:
+		return usagef("alert thresholds (--alert-*): %v", o.Alerts.Validate())
 	case o.SMTPReadTimeout <= 0 || o.SMTPWriteTimeout <= 0:
 		return usagef("--smtp-read-timeout and --smtp-write-timeout must be positive")
 	case (o.SMTPTLSCert == "") != (o.SMTPTLSKey == ""):
 		return usagef("--smtp-tls-cert and --smtp-tls-key go together")
+	case o.ForensicRetention < 0:
+		return usagef("--forensic-retention must not be negative (0 keeps forensic reports forever)")
 	}
 	return nil
+}
+
+// addAlertFlags adds the flags of the scheduler's jobs and the alert rules.
+func (o *serveOptions) addAlertFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	o.Alerts = store.DefaultAlertRules()
+	f.DurationVar(&o.VerifyInterval, "verify-interval", worker.DefaultVerifyInterval, "how often pending and inactive domains are verified again (they turn active once their DNS lists the reporting address)")
+	f.DurationVar(&o.DNSCheckInterval, "dns-check-interval", worker.DefaultDNSCheckInterval, "how often each active or inactive domain's DMARC record is checked for changes (the checks are spread over the interval)")
+	f.DurationVar(&o.Retention, "retention", worker.DefaultRetention, "delete aggregate reports that ended longer ago than this, with their daily statistics, and older alerts (checked hourly; 0 keeps them forever)")
+	f.Float64Var(&o.Alerts.FailureRateWarning, "alert-failure-rate-warning", o.Alerts.FailureRateWarning, "share of a report's messages failing DMARC (0-1) that raises a warning alert")
+	f.Float64Var(&o.Alerts.FailureRateCritical, "alert-failure-rate-critical", o.Alerts.FailureRateCritical, "share of a report's messages failing DMARC (0-1) that raises a critical alert")
+	f.Int64Var(&o.Alerts.MinFailing, "alert-min-failing", o.Alerts.MinFailing, "fewest messages failing DMARC in a report for a failure rate alert")
+	f.IntVar(&o.Alerts.NewSourceDays, "alert-new-source-days", o.Alerts.NewSourceDays, "a source IP with failing mail not seen for the domain in this many days raises a new_failing_source alert")
+}
+
+// setAlertRules gives the store the alert thresholds and counts the alerts
+// raised in dmarcd_alerts_raised_total.
+func setAlertRules(db *store.DB, rules store.AlertRules, reg *metrics.Registry) error {
+	if err := db.SetAlertRules(rules); err != nil {
+		return usagef("alert thresholds (--alert-*): %v", err)
+	}
+	raised := reg.Counter("dmarcd_alerts_raised_total", "Alerts raised, by type and severity.", "type", "severity")
+	db.OnAlert(func(a *store.Alert) { raised.With(a.Type, a.Severity).Inc() })
+	return nil
+}
+
+// scheduleAlertJobs adds re-verification, DNS change detection and
+// retention to the scheduler, and the metrics of every job's runs.
+func (o *serveOptions) scheduleAlertJobs(sched *worker.Scheduler, db *store.DB, resolver *dnscheck.Resolver, reg *metrics.Registry, log *slog.Logger) {
+	runs := reg.Counter("dmarcd_scheduler_job_runs_total", "Runs of scheduler jobs, by job.", "job")
+	failures := reg.Counter("dmarcd_scheduler_job_failures_total", "Runs of scheduler jobs that failed (or panicked), by job.", "job")
+	took := reg.Histogram("dmarcd_scheduler_job_duration_seconds", "Duration of scheduler job runs in seconds, by job.",
+		[]float64{0.001, 0.01, 0.1, 0.5, 1, 5, 30, 120, 600}, "job")
+	sched.Observe(func(job string, d time.Duration, err error) {
+		runs.With(job).Inc()
+		took.With(job).Observe(d.Seconds())
+		if err != nil {
+			failures.With(job).Inc()
+		}
+	})
+	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: resolver}, Log: log}
+	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
+	sched.Add((&worker.DNSWatch{Store: db, Resolver: resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
+	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.ForensicRetention, Log: log}).Job())
+}
+
+// webhookOptions are the flags of webhook deliveries.
+type webhookOptions struct {
+	AllowPrivate bool
+	CAFile       string
+	RetryDelays  []time.Duration
+	Concurrency  int
+}
+
+func (o *webhookOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&o.AllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (refused by default, at creation and at every connection)")
+	f.StringVar(&o.CAFile, "webhook-ca-file", "", "PEM file of certificate authorities trusted for webhook receivers, besides the system's")
+	f.DurationSliceVar(&o.RetryDelays, "webhook-retry-delays", worker.DefaultRetryDelays(), "waits before each retry of a failed webhook delivery, comma-separated (one attempt more than delays)")
+	f.IntVar(&o.Concurrency, "webhook-concurrency", worker.DefaultDeliverConcurrency, "webhook deliveries in flight at once")
+}
+
+// client builds the webhook client: it resolves with the server's DNS
+// servers and refuses non-public addresses unless AllowPrivate.
+func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, webhook.Policy, error) {
+	p := webhook.Policy{AllowPrivate: o.AllowPrivate}
+	if o.Concurrency < 1 {
+		return nil, p, usagef("--webhook-concurrency must be at least 1")
+	}
+	for _, d := range o.RetryDelays {
+		if d <= 0 {
+			return nil, p, usagef("--webhook-retry-delays must all be positive, got %s", d)
+		}
+	}
+	if o.CAFile != "" {
+		pool, err := webhook.LoadCAFile(o.CAFile)
+		if err != nil {
+			return nil, p, usagef("--webhook-ca-file: %v", err)
+		}
+		p.RootCAs = pool
+	}
+	if o.AllowPrivate {
+		log.Warn("--webhook-allow-private: webhooks may deliver to loopback, private and link-local addresses")
+	}
+	return webhook.NewClient(resolver, p), p, nil
 }
 
 // smtpTLS loads the STARTTLS certificate, or returns nil without one.

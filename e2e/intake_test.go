@@ -167,7 +167,10 @@ func TestKillDuringImport(t *testing.T) {
 	const reports, records = 300, 20
 	dir := t.TempDir()
 	for i := range reports {
-		xml := reportgen.Generate(int64(1000+i), records, reportgen.Options{Domain: "example.com"})
+		// Recent dates: reports older than the retention (400 days) would be
+		// deleted when the server starts again.
+		begin := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1-i%30)
+		xml := reportgen.Generate(int64(1000+i), records, reportgen.Options{Domain: "example.com", Begin: begin})
 		name, data := fmt.Sprintf("r%03d.xml", i), xml
 		switch i % 3 {
 		case 1:
