@@ -243,20 +243,20 @@ func (b *bench) intake(mbox string) ([]result, error) {
 		return nil, err
 	}
 	secs := time.Since(start).Seconds()
-	if sum.Imported != len(mails) || sum.Failed != 0 || sum.Quarantined != 0 {
-		return nil, fmt.Errorf("import stored %d of %d (failed %d, quarantined %d): %+v", sum.Imported, len(mails), sum.Failed, sum.Quarantined, sum.Failures)
+	if sum.FailureReports != len(mails) || sum.Failed != 0 || sum.Quarantined != 0 {
+		return nil, fmt.Errorf("import stored %d of %d (failed %d, quarantined %d): %+v", sum.FailureReports, len(mails), sum.Failed, sum.Quarantined, sum.Failures)
 	}
 	_, total, err := b.db.ListFailureReports(b.org.ID, store.FailureFilter{Page: store.Page{Page: 1, Limit: 1}})
 	if err != nil || total != len(mails) {
 		return nil, fmt.Errorf("the store lists %d failure reports, want %d (%v)", total, len(mails), err)
 	}
-	rate := float64(sum.Imported) / secs
+	rate := float64(sum.FailureReports) / secs
 	st := b.p.Stats()
 	return []result{{
 		Metric: "failure reports parsed+stored", Value: rate, Unit: "reports/s",
 		Baseline: parseRate, BaseName: "parse only", Target: ">= 2000", Pass: check(rate >= 2000),
 		Note: fmt.Sprintf("%d mails in %.2fs through the pipeline, %d workers, %d commits (%.0f ms in commits), GOMAXPROCS %d",
-			sum.Imported, secs, b.cfg.workers, st.Commits, st.CommitTime.Seconds()*1000, runtime.GOMAXPROCS(0)),
+			sum.FailureReports, secs, b.cfg.workers, st.Commits, st.CommitTime.Seconds()*1000, runtime.GOMAXPROCS(0)),
 	}}, nil
 }
 
