@@ -7,20 +7,18 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/dmarcd/dmarcd/bench/internal/load"
+	"github.com/dmarcd/dmarcd/bench/internal/server"
 )
 
 func main() {
@@ -62,54 +60,20 @@ func run(dmarcdBin, bareBin string, nDomains, conns int, d time.Duration, rounds
 		return err
 	}
 	defer os.RemoveAll(dir)
-	logFile, err := os.Create(filepath.Join(dir, "dmarcd.log"))
+	srv, err := server.Start(dmarcdBin, dir, logLevel, 1000000000)
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-
-	srv := exec.Command(dmarcdBin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0",
-		"--rate-limit", "1000000000", "--reporting-domain", "reports.bench.test", "--log-format", "json",
-		"--log-level", logLevel, "--dns-server", "127.0.0.1:1", "--dns-timeout", "50ms", "--smtp-listen", "127.0.0.1:0")
-	stdout, _ := srv.StdoutPipe()
-	stderr, _ := srv.StderrPipe()
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	key := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`dmk_[0-9a-f]{32}`)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if k := re.FindString(sc.Text()); k != "" {
-				key <- k
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	addr, err := waitStarted(stderr, logFile)
-	if err != nil {
-		return err
-	}
-	base := "http://" + addr
-	var secret string
-	select {
-	case secret = <-key:
-	case <-time.After(10 * time.Second):
-	}
-	if secret == "" {
-		return fmt.Errorf("no bootstrap key printed")
-	}
+	defer srv.Stop()
+	base, secret := srv.API, srv.Key
 	for i := 0; i < nDomains; i++ {
 		body := fmt.Sprintf(`{"name": "bench%03d.example"}`, i)
-		if _, err := call("POST", base+"/api/v1/domains", secret, body, http.StatusCreated); err != nil {
+		if _, err := server.Call("POST", base+"/api/v1/domains", secret, body, http.StatusCreated); err != nil {
 			return err
 		}
 	}
 	listURL := fmt.Sprintf("%s/api/v1/domains?limit=%d", base, min(nDomains, 100))
-	body, err := call("GET", listURL, secret, "", http.StatusOK)
+	body, err := server.Call("GET", listURL, secret, "", http.StatusOK)
 	if err != nil {
 		return err
 	}
@@ -182,54 +146,4 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
-}
-
-// waitStarted copies the server's JSON log to logFile and returns the API
-// address of its "dmarcd started" line.
-func waitStarted(stderr io.Reader, logFile io.Writer) (string, error) {
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Bytes()
-			logFile.Write(append(line, '\n'))
-			var e struct{ Msg, API string }
-			if !sent && json.Unmarshal(line, &e) == nil && e.Msg == "dmarcd started" {
-				found <- e.API
-				sent = true
-			}
-		}
-	}()
-	select {
-	case a := <-found:
-		return a, nil
-	case <-time.After(30 * time.Second):
-		return "", fmt.Errorf("dmarcd did not start within 30s")
-	}
-}
-
-func call(method, url, key, body string, want int) ([]byte, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("X-API-Key", key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	return b, nil
 }

@@ -7,25 +7,20 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/smtp"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dmarcd/dmarcd/bench/internal/server"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
 
@@ -67,13 +62,14 @@ func run(bin string, conns, n, warmup, records int, logLevel, out string) error 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, api, smtpAddr, key, err := start(bin, dir, logLevel)
+	srv, err := server.Start(bin, dir, logLevel, 1000000)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	defer srv.Stop()
+	api, smtpAddr, key := srv.API, srv.SMTP, srv.Key
 
-	body, err := call("POST", "http://"+api+"/api/v1/domains", key, `{"name": "example.com"}`, http.StatusCreated)
+	body, err := server.Call("POST", api+"/api/v1/domains", key, `{"name": "example.com"}`, http.StatusCreated)
 	if err != nil {
 		return err
 	}
@@ -102,7 +98,7 @@ func run(bin string, conns, n, warmup, records int, logLevel, out string) error 
 	}
 	secs := time.Since(start).Seconds()
 
-	body, err = call("GET", "http://"+api+"/api/v1/reports?limit=1&domain_id="+d.ID, key, "", http.StatusOK)
+	body, err = server.Call("GET", api+"/api/v1/reports?limit=1&domain_id="+d.ID, key, "", http.StatusOK)
 	if err != nil {
 		return err
 	}
@@ -134,68 +130,6 @@ func run(bin string, conns, n, warmup, records int, logLevel, out string) error 
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// start runs dmarcd serve and returns its API and SMTP addresses and the
-// bootstrap key.
-func start(bin, dir, logLevel string) (*exec.Cmd, string, string, string, error) {
-	logFile, err := os.Create(filepath.Join(dir, "dmarcd.log"))
-	if err != nil {
-		return nil, "", "", "", err
-	}
-	srv := exec.Command(bin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0",
-		"--smtp-listen", "127.0.0.1:0", "--reporting-domain", "reports.bench.test", "--log-format", "json",
-		"--log-level", logLevel, "--dns-server", "127.0.0.1:1", "--dns-timeout", "50ms", "--rate-limit", "1000000")
-	stdout, _ := srv.StdoutPipe()
-	stderr, _ := srv.StderrPipe()
-	if err := srv.Start(); err != nil {
-		return nil, "", "", "", err
-	}
-	keyc := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`dmk_[0-9a-f]{32}`)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if k := re.FindString(sc.Text()); k != "" {
-				keyc <- k
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	type started struct{ API, SMTP string }
-	found := make(chan started, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Bytes()
-			logFile.Write(append(line, '\n'))
-			var e struct{ Msg, API, SMTP string }
-			if !sent && json.Unmarshal(line, &e) == nil && e.Msg == "dmarcd started" {
-				found <- started{e.API, e.SMTP}
-				sent = true
-			}
-		}
-	}()
-	fail := func(err error) (*exec.Cmd, string, string, string, error) {
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
-		return nil, "", "", "", err
-	}
-	var st started
-	select {
-	case st = <-found:
-	case <-time.After(30 * time.Second):
-		return fail(fmt.Errorf("dmarcd did not start within 30s"))
-	}
-	select {
-	case key := <-keyc:
-		return srv, st.API, st.SMTP, key, nil
-	case <-time.After(10 * time.Second):
-		return fail(fmt.Errorf("no bootstrap key printed"))
-	}
-}
 
 // send delivers msgs over conns persistent connections and returns the
 // time from MAIL FROM to the 250 after the data, per mail.
@@ -269,28 +203,4 @@ func mail(rcpt string, seed int64, records int) []byte {
 	}
 	b.WriteString(enc + "\r\n--b--\r\n")
 	return b.Bytes()
-}
-
-func call(method, url, key, body string, want int) ([]byte, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("X-API-Key", key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	return b, nil
 }

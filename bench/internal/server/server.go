@@ -1,0 +1,123 @@
+// Package server starts a real dmarcd for the benchmark tools, the way a
+// user does, and calls its API.
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Dmarcd is a running `dmarcd serve` on loopback with a fresh data dir.
+type Dmarcd struct {
+	API  string // http://127.0.0.1:port
+	SMTP string // 127.0.0.1:port of the SMTP listener
+	Key  string // the bootstrap API key
+
+	cmd *exec.Cmd
+}
+
+// Start runs bin serve with its data and log (dmarcd.log) in dir, the rate
+// limit raised to rateLimit, and waits for its start-up line and key.
+func Start(bin, dir, logLevel string, rateLimit int) (*Dmarcd, error) {
+	logFile, err := os.Create(filepath.Join(dir, "dmarcd.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0",
+		"--smtp-listen", "127.0.0.1:0", "--reporting-domain", "reports.bench.test", "--log-format", "json",
+		"--log-level", logLevel, "--dns-server", "127.0.0.1:1", "--dns-timeout", "50ms",
+		"--rate-limit", strconv.Itoa(rateLimit))
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	d := &Dmarcd{cmd: cmd}
+	keyc := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`dmk_[0-9a-f]{32}`)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if k := re.FindString(sc.Text()); k != "" {
+				keyc <- k
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	type started struct{ API, SMTP string }
+	found := make(chan started, 1)
+	go func() {
+		defer logFile.Close()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			line := sc.Bytes()
+			logFile.Write(append(line, '\n'))
+			var e struct{ Msg, API, SMTP string }
+			if !sent && json.Unmarshal(line, &e) == nil && e.Msg == "dmarcd started" {
+				found <- started{e.API, e.SMTP}
+				sent = true
+			}
+		}
+	}()
+	select {
+	case st := <-found:
+		d.API, d.SMTP = "http://"+st.API, st.SMTP
+	case <-time.After(30 * time.Second):
+		d.Stop()
+		return nil, fmt.Errorf("dmarcd did not start within 30s (see %s)", filepath.Join(dir, "dmarcd.log"))
+	}
+	select {
+	case d.Key = <-keyc:
+		return d, nil
+	case <-time.After(10 * time.Second):
+		d.Stop()
+		return nil, fmt.Errorf("dmarcd printed no bootstrap key")
+	}
+}
+
+// Stop kills the server and waits for it.
+func (d *Dmarcd) Stop() {
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
+}
+
+// Call sends one API request with key and a JSON body ("" for none) and
+// returns the answer's body, or an error unless the status is want.
+func Call(method, url, key, body string, want int) ([]byte, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-API-Key", key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return b, nil
+}
