@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
@@ -135,7 +136,7 @@ func ensureDomain(db *store.DB, orgID, reportingDomain string) (*store.Domain, b
 		OrgID:          orgID,
 		Name:           Domain,
 		ReportingEmail: email,
-		DMARCRecord:    "v=DMARC1; p=none; rua=mailto:" + email,
+		DMARCRecord:    dmarc.DefaultRecord(email), // what any new domain is given
 	}
 	if err := db.CreateDomain(d); err != nil {
 		return nil, false, fmt.Errorf("demo: creating %s: %w", Domain, err)
