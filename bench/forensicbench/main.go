@@ -35,6 +35,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dmarcd/dmarcd/bench/internal/jsonl"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
@@ -72,7 +73,7 @@ func main() {
 	results, err := run(cfg)
 	printTable(os.Stdout, results)
 	if err == nil && *jsonOut != "" {
-		err = writeJSON(*jsonOut, results)
+		err = jsonl.Write(*jsonOut, results)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "forensicbench:", err)
@@ -456,22 +457,4 @@ func printTable(w io.Writer, results []result) {
 			fmt.Fprintf(w, "  %s: %s\n", r.Metric, r.Note)
 		}
 	}
-}
-
-func writeJSON(path string, results []result) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(f)
-	for _, r := range results {
-		if err := enc.Encode(r); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
 }

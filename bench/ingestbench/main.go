@@ -20,11 +20,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dmarcd/dmarcd/bench/internal/jsonl"
 )
 
 // result is one measured figure.
@@ -73,7 +74,7 @@ func main() {
 	}
 	printTable(os.Stdout, all)
 	if *jsonOut != "" {
-		if err := writeJSON(*jsonOut, all); err != nil {
+		if err := jsonl.Write(*jsonOut, all); err != nil {
 			fmt.Fprintln(os.Stderr, "ingestbench:", err)
 			failed = true
 		}
@@ -173,24 +174,6 @@ func format(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.3f", v)
-}
-
-func writeJSON(path string, results []result) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(f)
-	for _, r := range results {
-		if err := enc.Encode(r); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
 }
 
 func check(ok bool) *bool { return &ok }
