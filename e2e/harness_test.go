@@ -70,6 +70,7 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	done   chan struct{}
+	boot   bool // the log said the bootstrap key was created (guarded by mu)
 	mu     sync.Mutex
 	stdout bytes.Buffer
 	stderr bytes.Buffer
@@ -128,7 +129,21 @@ func StartServer(t testing.TB, o Options) *Server {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("dmarcd serve did not start within 60s\nstderr:\n%s", s.Stderr())
 	}
-	s.Key = keyRE.FindString(s.Stdout())
+	// stdout and stderr are copied by separate goroutines: the banner with
+	// the key may land after the "started" line. Wait for it when the log
+	// says it was printed.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s.Key = keyRE.FindString(s.Stdout())
+		s.mu.Lock()
+		boot := s.boot
+		s.mu.Unlock()
+		if s.Key != "" || !boot {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log says a bootstrap key was created but none was printed\nstdout:\n%s", s.Stdout())
+		}
+	}
 	return s
 }
 
@@ -139,15 +154,19 @@ func (s *Server) readLog(r io.Reader, started chan<- string) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		s.mu.Lock()
-		s.stderr.Write(line)
-		s.stderr.WriteByte('\n')
-		s.mu.Unlock()
 		var entry struct {
 			Msg string `json:"msg"`
 			API string `json:"api"`
 		}
-		if json.Unmarshal(line, &entry) == nil && entry.Msg == "dmarcd started" {
+		parsed := json.Unmarshal(line, &entry) == nil
+		s.mu.Lock()
+		s.stderr.Write(line)
+		s.stderr.WriteByte('\n')
+		if parsed && strings.HasPrefix(entry.Msg, "empty database: created organization default") {
+			s.boot = true
+		}
+		s.mu.Unlock()
+		if parsed && entry.Msg == "dmarcd started" {
 			started <- entry.API
 		}
 	}
