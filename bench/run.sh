@@ -65,5 +65,5 @@ fi
 if [[ $what == all || $what == go ]]; then
   echo "== Go benchmarks (in-process)"
   go test -run '^$' -bench . -benchmem -count "${COUNT:-1}" \
-    ./httpapi/ ./store/ ./dmarc/ ./geo/ ./ingest/ ./webhook/... ./worker/ | tee "$out/go-$stamp.txt"
+    ./httpapi/ ./store/ ./dmarc/... ./geo/ ./ingest/ ./webhook/... ./worker/ | tee "$out/go-$stamp.txt"
 fi

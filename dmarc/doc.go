@@ -1,8 +1,7 @@
-// Package dmarc holds the formats of DMARC, pure (an io.Reader or a string
-// in, values out, no other I/O): the DMARC TXT record (RFC 7489 and RFC 9989)
-// and domain names; aggregate reports (RFC 7489 and RFC 9990) in their XML,
-// gzip, zlib, zip and mail containers, read as streams under size limits;
-// and failure reports (RFC 6591 / RFC 9991 ARF, and the plain-text notices
-// some gateways send), of which only the original message's headers are
-// kept, never its body.
+// Package dmarc holds the DMARC TXT record (RFC 7489 and RFC 9989), its
+// parser and the records dmarcd proposes, and the domain-name helpers
+// (normalization, organizational domain) every other package uses: pure,
+// a string in, values out, no I/O. The report formats are in the
+// sub-packages: container (gzip, zlib, zip, mail and the size limits),
+// aggregate (aggregate reports) and arf (failure reports).
 package dmarc

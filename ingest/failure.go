@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dmarc/arf"
+	"github.com/dmarcd/dmarcd/dmarc/container"
 	"github.com/dmarcd/dmarcd/store"
 )
 
 // Failure (forensic, RUF) reports come in as mails through the same ways
 // as aggregate reports. An input in which the aggregate walk found no
 // report is read a second time, as a mail of failure reports
-// (dmarc.ExtractFailureReports): report mails are small, and this keeps the
+// (arf.Extract): report mails are small, and this keeps the
 // aggregate path, by far the busiest, as it was. Each failure report is
 // routed like an aggregate report (the recipient's domain for SMTP; the
 // reported domain, then its organizational domain, on import), geolocated,
@@ -39,12 +40,12 @@ func (j *job) failures() (*Result, error) {
 	}
 	aggProblems := len(j.problems)
 	src := &errReader{r: r}
-	reps, err := dmarc.ExtractFailureReports(src, j.p.cfg.Limits)
+	reps, err := arf.Extract(src, j.p.cfg.Limits)
 	if src.err != nil {
 		return nil, fmt.Errorf("ingest: re-reading input: %w", src.err)
 	}
 	if err != nil {
-		if !errors.Is(err, dmarc.ErrNoReport) {
+		if !errors.Is(err, container.ErrNoReport) {
 			// It is a feedback mail: why it is unusable comes first.
 			j.problems = append([]string{err.Error()}, j.problems...)
 		}
@@ -65,7 +66,7 @@ func (j *job) failures() (*Result, error) {
 // failureDrafts routes and converts the reports of the mail. Those without
 // a domain are described in j.problems. It fails with ErrAmbiguous only
 // when that left nothing to store.
-func (j *job) failureDrafts(reps []*dmarc.FailureReport) ([]*store.FailureDraft, error) {
+func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 	var drafts []*store.FailureDraft
 	var ambig error
 	for _, rep := range reps {
@@ -101,7 +102,7 @@ func (j *job) failureDrafts(reps []*dmarc.FailureReport) ([]*store.FailureDraft,
 // names, since only that domain's owner publishes the address in ruf=), or
 // on import the registered domain of its reported domain. A zero DomainRef
 // comes with the reason there is none.
-func (j *job) failureDomain(rep *dmarc.FailureReport) (store.DomainRef, string, error) {
+func (j *job) failureDomain(rep *arf.Report) (store.DomainRef, string, error) {
 	var none store.DomainRef
 	if j.d.Source == SourceSMTP {
 		dom, err := j.route.recipientDomain()
@@ -121,7 +122,7 @@ func (j *job) failureDomain(rep *dmarc.FailureReport) (store.DomainRef, string, 
 
 // failureOf is the report to store: rep routed to dom, received now,
 // its source IP geolocated.
-func (j *job) failureOf(rep *dmarc.FailureReport, dom store.DomainRef) *store.FailureReportDetail {
+func (j *job) failureOf(rep *arf.Report, dom store.DomainRef) *store.FailureReportDetail {
 	r := &store.FailureReport{
 		DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
 		ReceivedAt: j.d.ReceivedAt, ArrivalDate: rep.ArrivalDate,

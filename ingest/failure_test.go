@@ -17,8 +17,8 @@ import (
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
-// arf describes a generated failure report mail.
-type arf struct {
+// arfSpec describes a generated failure report mail.
+type arfSpec struct {
 	from, to       string // of the report mail
 	feedbackType   string // "" means auth-failure
 	sourceIP       string // "" leaves Source-IP out
@@ -31,7 +31,7 @@ type arf struct {
 
 // arfMail renders a as an RFC 6591 report mail with the original message
 // (headers and a body that must never be stored).
-func arfMail(a arf) []byte {
+func arfMail(a arfSpec) []byte {
 	if a.feedbackType == "" {
 		a.feedbackType = "auth-failure"
 	}
@@ -165,7 +165,7 @@ func TestFailureRouting(t *testing.T) {
 	a := e.domain(t, "alpha.example")
 	b := e.domain(t, "beta.example")
 
-	res := e.ingest(t, arfMail(arf{to: a.ReportingEmail, reportedDomain: "unrelated.example", sourceIP: "81.2.69.142",
+	res := e.ingest(t, arfMail(arfSpec{to: a.ReportingEmail, reportedDomain: "unrelated.example", sourceIP: "81.2.69.142",
 		arrival: "Mon, 16 Nov 2026 10:00:00 +0100", authFailure: "spf"}), smtpTo(a.ReportingEmail))
 	if len(res.Reports) != 1 || res.Reports[0].Domain != a.Name {
 		t.Fatalf("SMTP: %+v", res)
@@ -182,14 +182,14 @@ func TestFailureRouting(t *testing.T) {
 		t.Errorf("headers %+v", got.Headers)
 	}
 
-	res = e.ingest(t, arfMail(arf{reportedDomain: "mail.beta.example", sourceIP: "192.0.2.1", authFailure: "dkim",
+	res = e.ingest(t, arfMail(arfSpec{reportedDomain: "mail.beta.example", sourceIP: "192.0.2.1", authFailure: "dkim",
 		extraPart: "Content-Type: message/feedback-report\r\n\r\nFeedback-Type: auth-failure\r\nSource-IP: 192.0.2.2\r\n" +
 			"Reported-Domain: beta.example\r\nAuth-Failure: dmarc\r\n"}), importOf("two.eml"))
 	if len(res.Reports) != 2 || res.Reports[0].Domain != b.Name || res.Reports[1].Domain != b.Name {
 		t.Fatalf("import of two reports: %+v", res)
 	}
 
-	res = e.ingest(t, arfMail(arf{reportedDomain: "nobody.example", sourceIP: "192.0.2.1"}), importOf("nobody.eml"))
+	res = e.ingest(t, arfMail(arfSpec{reportedDomain: "nobody.example", sourceIP: "192.0.2.1"}), importOf("nobody.eml"))
 	if res.Quarantined == "" || !strings.Contains(res.Reason, "no registered domain for nobody.example") {
 		t.Errorf("unroutable import: %+v", res)
 	}
@@ -211,7 +211,7 @@ func TestFailureAmbiguousImport(t *testing.T) {
 	e.domain(t, "shared.example")
 	other := storetest.MustOrganization(t, e.db, "other", store.PlanBusiness)
 	storetest.MustDomain(t, e.db, other.ID, "shared.example")
-	mail := arfMail(arf{reportedDomain: "shared.example", sourceIP: "192.0.2.1"})
+	mail := arfMail(arfSpec{reportedDomain: "shared.example", sourceIP: "192.0.2.1"})
 	if _, err := e.p.Ingest(context.Background(), bytes.NewReader(mail), importOf("x.eml")); !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("err = %v, want ErrAmbiguous", err)
 	}
@@ -249,21 +249,21 @@ func TestFailureBadInput(t *testing.T) {
 		reason   string // quarantined with this in the reason; "" means stored
 		check    func(t *testing.T, r *store.FailureReport)
 	}{
-		{"abuse report", arfMail(arf{feedbackType: "abuse", reportedDomain: "example.com", sourceIP: "192.0.2.1"}), true,
+		{"abuse report", arfMail(arfSpec{feedbackType: "abuse", reportedDomain: "example.com", sourceIP: "192.0.2.1"}), true,
 			`feedback type "abuse": not a DMARC failure report`, nil},
-		{"abuse report, not seekable", arfMail(arf{feedbackType: "abuse", reportedDomain: "example.com", sourceIP: "192.0.2.1"}), false,
+		{"abuse report, not seekable", arfMail(arfSpec{feedbackType: "abuse", reportedDomain: "example.com", sourceIP: "192.0.2.1"}), false,
 			`feedback type "abuse"`, nil},
 		{"feedback part of 10 MB", hugeMail, true, "exceeds size limits", nil},
 		{"feedback part of 10 MB, not seekable", hugeMail, false, "exceeds size limits", nil},
 		{"MIME nested 40 deep", deepMail, true, "exceeds size limits", nil},
 		{"no auth report at all", []byte("From: a@b.example\r\nSubject: hello\r\n\r\nJust a mail.\r\n"), true, "no", nil},
-		{"no Source-IP", arfMail(arf{reportedDomain: "example.com", arrival: "Sun, 22 Nov 2026 08:00:00 +0000", messageID: "no-ip@x"}), true, "",
+		{"no Source-IP", arfMail(arfSpec{reportedDomain: "example.com", arrival: "Sun, 22 Nov 2026 08:00:00 +0000", messageID: "no-ip@x"}), true, "",
 			func(t *testing.T, r *store.FailureReport) {
 				if r.SourceIP != nil || r.Geo != nil || !reflect.DeepEqual(r.AuthFailure, []string{"dmarc", "spf", "dkim"}) {
 					t.Errorf("source %v geo %v auth %v, want null, null, and all three (derived from the results)", r.SourceIP, r.Geo, r.AuthFailure)
 				}
 			}},
-		{"no Arrival-Date, not seekable", arfMail(arf{reportedDomain: "example.com", sourceIP: "192.0.2.5", messageID: "no-date@x"}), false, "",
+		{"no Arrival-Date, not seekable", arfMail(arfSpec{reportedDomain: "example.com", sourceIP: "192.0.2.5", messageID: "no-date@x"}), false, "",
 			func(t *testing.T, r *store.FailureReport) {
 				if !r.ArrivalDate.Equal(storetest.Epoch()) || str(r.SourceIP) != "192.0.2.5" {
 					t.Errorf("arrival %v source %s, want the receive time", r.ArrivalDate, str(r.SourceIP))
@@ -307,7 +307,7 @@ func TestFailureBadInput(t *testing.T) {
 func TestFailureTooLargeToReread(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.QuarantineMaxBytes = 512 })
 	dom := e.domain(t, "example.com")
-	mail := arfMail(arf{reportedDomain: "example.com", sourceIP: "192.0.2.1"})
+	mail := arfMail(arfSpec{reportedDomain: "example.com", sourceIP: "192.0.2.1"})
 	res, err := e.p.Ingest(context.Background(), noSeek{bytes.NewReader(mail)}, smtpTo(dom.ReportingEmail))
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +340,7 @@ func (f *failReader) Read(p []byte) (int, error) {
 func TestFailureReaderError(t *testing.T) {
 	e := newEnv(t, nil)
 	dom := e.domain(t, "example.com")
-	mail := arfMail(arf{reportedDomain: "example.com", sourceIP: "192.0.2.1"})
+	mail := arfMail(arfSpec{reportedDomain: "example.com", sourceIP: "192.0.2.1"})
 	if _, err := e.p.Ingest(context.Background(), &failReader{r: bytes.NewReader(mail), fail: true}, smtpTo(dom.ReportingEmail)); err == nil {
 		t.Fatal("no error for a failing reader")
 	}
@@ -353,7 +353,7 @@ func TestFailureReaderError(t *testing.T) {
 // its domain was not registered yet is stored by a retry once it is.
 func TestFailureRetryQuarantine(t *testing.T) {
 	e := newEnv(t, nil)
-	res := e.ingest(t, arfMail(arf{reportedDomain: "late.example", sourceIP: "192.0.2.1"}), importOf("late.eml"))
+	res := e.ingest(t, arfMail(arfSpec{reportedDomain: "late.example", sourceIP: "192.0.2.1"}), importOf("late.eml"))
 	if res.Quarantined == "" {
 		t.Fatalf("%+v", res)
 	}

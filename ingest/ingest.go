@@ -1,6 +1,6 @@
 // Package ingest turns raw mail or files into stored aggregate reports. One
 // pipeline serves every way in (the SMTP listener, file import, quarantine
-// retries): extract the report payloads (dmarc.ExtractAggregate), parse
+// retries): extract the report payloads (aggregate.Extract), parse
 // each as a stream, route it to a registered domain, geolocate each record,
 // drop duplicates (reporter org_name + report id + domain), and store it
 // with its summary and the domain's daily roll-ups. An input that yields
@@ -24,7 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dmarc/container"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
@@ -58,7 +58,7 @@ type Config struct {
 	Metrics *metrics.Registry
 	// Now is the clock for receive times; nil means time.Now.
 	Now    func() time.Time
-	Limits dmarc.Limits
+	Limits container.Limits
 	// BatchRecords commits when this many records are pending; it is also
 	// the size of the chunks a large report is written in. 0 means 20000.
 	BatchRecords int

@@ -9,7 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dmarc/aggregate"
+	"github.com/dmarcd/dmarcd/dmarc/container"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -66,7 +67,7 @@ func (j *job) run() (*Result, error) {
 	if err := j.acquire(); err != nil {
 		return nil, err
 	}
-	err := dmarc.ExtractAggregate(j.in, j.p.cfg.Limits, j.payload)
+	err := aggregate.Extract(j.in, j.p.cfg.Limits, j.payload)
 	if j.abort == nil {
 		j.abort = j.in.failed()
 	}
@@ -131,11 +132,11 @@ func (j *job) release() {
 
 // payload handles one report payload found in the input. It returns an
 // error only to stop the walk: when the input as a whole fails.
-func (j *job) payload(pl dmarc.Payload) error {
+func (j *job) payload(pl container.Payload) error {
 	if err := j.ctx.Err(); err != nil {
 		return j.fail(fmt.Errorf("ingest: %w", err))
 	}
-	ar, err := dmarc.NewAggregateReader(pl.Body, j.p.cfg.Limits)
+	ar, err := aggregate.NewReader(pl.Body, j.p.cfg.Limits)
 	if err != nil {
 		return j.problem(pl.Name, err)
 	}
@@ -172,7 +173,7 @@ func (j *job) payload(pl dmarc.Payload) error {
 
 // records reads the records of one report into its draft, handing out a
 // chunk whenever a batch is full, so memory stays bounded.
-func (j *job) records(name string, ar *dmarc.AggregateReader, draft *store.ReportDraft) error {
+func (j *job) records(name string, ar *aggregate.Reader, draft *store.ReportDraft) error {
 	batch := j.p.cfg.BatchRecords
 	for {
 		r, err := ar.Next()
@@ -212,7 +213,7 @@ func (j *job) records(name string, ar *dmarc.AggregateReader, draft *store.Repor
 }
 
 // add converts a parsed record, geolocates it and adds it to the draft.
-func (j *job) add(d *store.ReportDraft, r *dmarc.ReportRecord) {
+func (j *job) add(d *store.ReportDraft, r *aggregate.Record) {
 	rec := &j.rec
 	rec.SourceIP = r.SourceIP.String()
 	rec.Count, rec.Disposition, rec.DKIM, rec.SPF = r.Count, r.Disposition, r.DKIM, r.SPF

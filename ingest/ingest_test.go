@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dmarc/aggregate"
+	"github.com/dmarcd/dmarcd/dmarc/container"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
@@ -475,9 +476,9 @@ func TestLargeReport(t *testing.T) {
 	checkSummary(t, ds.Summary, recs)
 }
 
-func parseAll(t *testing.T, xml []byte) ([]dmarc.ReportRecord, *dmarc.AggregateHeader) {
+func parseAll(t *testing.T, xml []byte) ([]aggregate.Record, *aggregate.Header) {
 	t.Helper()
-	h, recs, err := dmarc.ParseAggregate(bytes.NewReader(xml), dmarc.Limits{})
+	h, recs, err := aggregate.Parse(bytes.NewReader(xml), container.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -772,7 +773,7 @@ func TestMetrics(t *testing.T) {
 func TestTooManyRecords(t *testing.T) {
 	e := newEnv(t, func(c *Config) {
 		c.BatchRecords = 10
-		c.Limits = dmarc.Limits{MaxRecords: 45}
+		c.Limits = container.Limits{MaxRecords: 45}
 	})
 	e.domain(t, "example.com")
 	res := e.ingest(t, reportgen.Generate(60, 50, reportgen.Options{}), importOf("big.xml"))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dmarc/aggregate"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -33,7 +34,7 @@ type router struct {
 
 // domain returns the report's domain, or a zero DomainRef and a reason it
 // has none. Errors: ErrAmbiguous, and store failures.
-func (r *router) domain(h *dmarc.AggregateHeader) (store.DomainRef, string, error) {
+func (r *router) domain(h *aggregate.Header) (store.DomainRef, string, error) {
 	name := strings.TrimSuffix(strings.ToLower(h.Policy.Domain), ".")
 	if r.d.Source == SourceSMTP {
 		return r.bySMTP(name)
@@ -105,7 +106,7 @@ func (r *router) orgID() string {
 // reportOf is the report to store for a header routed to dom. Policy tags
 // the report leaves out get their RFC 7489 defaults (pct 100, relaxed
 // alignment), as the API shows them as plain values.
-func reportOf(h *dmarc.AggregateHeader, dom store.DomainRef, d Delivery) store.Report {
+func reportOf(h *aggregate.Header, dom store.DomainRef, d Delivery) store.Report {
 	pol := h.Policy
 	pp := store.PolicyPublished{Domain: pol.Domain, P: pol.P, SP: nonEmpty(pol.SP), NP: nonEmpty(pol.NP),
 		PCT: 100, ADKIM: pol.ADKIM, ASPF: pol.ASPF}

@@ -5,7 +5,7 @@
 //     report each) imported through the ingest pipeline (parse, route,
 //     geolocate, dedup, store with fsync'd group commits) by -workers
 //     concurrent Ingest calls, as `dmarcd import` does; the baseline is the
-//     same mails parsed alone (dmarc.ExtractFailureReports) on every core.
+//     same mails parsed alone (arf.Extract) on every core.
 //     Target: >= 2,000 reports stored per second.
 //   - summary: GET /api/v1/forensic-reports/summary over HTTP (loopback,
 //     in-process server) once the database holds -stored failure reports
@@ -36,7 +36,8 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/bench/internal/jsonl"
-	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dmarc/arf"
+	"github.com/dmarcd/dmarcd/dmarc/container"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
@@ -294,7 +295,7 @@ func parseOnly(mails [][]byte) (float64, error) {
 				if i >= len(mails) {
 					return
 				}
-				reps, err := dmarc.ExtractFailureReports(bytes.NewReader(mails[i]), dmarc.Limits{})
+				reps, err := arf.Extract(bytes.NewReader(mails[i]), container.Limits{})
 				if err != nil {
 					errs <- err
 					return

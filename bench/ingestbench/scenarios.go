@@ -20,7 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dmarc/aggregate"
+	"github.com/dmarcd/dmarcd/dmarc/container"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
@@ -495,7 +496,7 @@ func baseline(inputs [][]byte, workers int) (int, float64, error) {
 				if i >= len(inputs) {
 					return
 				}
-				_ = dmarc.ExtractAggregate(bytes.NewReader(inputs[i]), dmarc.Limits{}, func(p dmarc.Payload) error {
+				_ = aggregate.Extract(bytes.NewReader(inputs[i]), container.Limits{}, func(p container.Payload) error {
 					var fb xmlFeedback
 					if err := xml.NewDecoder(p.Body).Decode(&fb); err == nil {
 						records.Add(int64(len(fb.Records)))

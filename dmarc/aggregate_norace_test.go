@@ -1,6 +1,0 @@
-//go:build !race
-
-package dmarc
-
-// aggRace reports whether the race detector is on (see aggregate_race_test.go).
-const aggRace = false
