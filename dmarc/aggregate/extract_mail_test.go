@@ -2,7 +2,6 @@ package aggregate
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -14,20 +13,9 @@ import (
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
 
+	"github.com/dmarcd/dmarcd/internal/mailtest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
-
-// mailB64 base64-encodes b in 76-character lines.
-func mailB64(b []byte) string {
-	s := base64.StdEncoding.EncodeToString(b)
-	var out strings.Builder
-	for len(s) > 76 {
-		out.WriteString(s[:76] + "\r\n")
-		s = s[76:]
-	}
-	out.WriteString(s + "\r\n")
-	return out.String()
-}
 
 func mailQP(b []byte) string {
 	var buf bytes.Buffer
@@ -36,18 +24,6 @@ func mailQP(b []byte) string {
 	w.Write(b)
 	w.Close()
 	return buf.String()
-}
-
-// mailMultipart builds a multipart body with boundary b from raw parts
-// (each its headers, a blank line and its body).
-func mailMultipart(b string, parts ...string) string {
-	var s strings.Builder
-	s.WriteString("This is a multi-part message in MIME format.\r\n")
-	for _, p := range parts {
-		s.WriteString("--" + b + "\r\n" + p + "\r\n")
-	}
-	s.WriteString("--" + b + "--\r\n")
-	return s.String()
 }
 
 const mailHead = "From: noreply-dmarc-support@google.com\r\nTo: dmarc@reports.example.net\r\n" +
@@ -61,12 +37,12 @@ func TestExtractMail(t *testing.T) {
 	gz := ctrGzip(x, "")
 	zp := ctrZip(t, "google.com!example.com!1718236800!1718323199.xml", string(x))
 	text := "Content-Type: text/plain; charset=UTF-8\r\n\r\nThis is an aggregate report from google.com.\r\n"
-	inner := "Content-Type: multipart/mixed; boundary=\"in\"\r\n\r\n" + mailMultipart("in", text,
-		"Content-Type: application/zip; name=\"inner.zip\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailB64(zp))
-	deep := "Content-Type: application/gzip\r\nContent-Transfer-Encoding: base64\r\n\r\n" + mailB64(gz)
+	inner := "Content-Type: multipart/mixed; boundary=\"in\"\r\n\r\n" + mailtest.Multipart("in", text,
+		"Content-Type: application/zip; name=\"inner.zip\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailtest.Base64(zp))
+	deep := "Content-Type: application/gzip\r\nContent-Transfer-Encoding: base64\r\n\r\n" + mailtest.Base64(gz)
 	for i := range 20 {
 		b := fmt.Sprintf("b%d", i)
-		deep = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\r\n\r\n" + mailMultipart(b, deep)
+		deep = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\r\n\r\n" + mailtest.Multipart(b, deep)
 	}
 	tests := []struct {
 		name  string
@@ -75,21 +51,21 @@ func TestExtractMail(t *testing.T) {
 		err   error
 	}{
 		{name: "octet-stream attachment holding gzip",
-			in: mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailMultipart("xx", text,
-				"Content-Type: application/octet-stream; name=\"report.bin\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailB64(gz)),
+			in: mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailtest.Multipart("xx", text,
+				"Content-Type: application/octet-stream; name=\"report.bin\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailtest.Base64(gz)),
 			names: []string{"report.bin"}},
 		{name: "x-gzip with an RFC 2231 split file name",
-			in: mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailMultipart("xx",
-				"Content-Type: application/x-gzip\r\nContent-Disposition: attachment;\r\n filename*0*=utf-8''google.com%21example.com%21171823;\r\n filename*1*=6800%21171832319%C3%A9.xml.gz\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailB64(gz)),
+			in: mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailtest.Multipart("xx",
+				"Content-Type: application/x-gzip\r\nContent-Disposition: attachment;\r\n filename*0*=utf-8''google.com%21example.com%21171823;\r\n filename*1*=6800%21171832319%C3%A9.xml.gz\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailtest.Base64(gz)),
 			names: []string{"google.com!example.com!1718236800!171832319é.xml.gz"}},
 		{name: "RFC 2047 encoded name",
-			in:    mailHead + "Content-Type: application/zip; name=\"=?UTF-8?B?csOpcG9ydC56aXA=?=\"\r\nContent-Transfer-Encoding: base64\r\n\r\n" + mailB64(zp),
+			in:    mailHead + "Content-Type: application/zip; name=\"=?UTF-8?B?csOpcG9ydC56aXA=?=\"\r\nContent-Transfer-Encoding: base64\r\n\r\n" + mailtest.Base64(zp),
 			names: []string{"google.com!example.com!1718236800!1718323199.xml"}},
 		{name: "whole message is one gzip part",
-			in:    mailHead + "Content-Type: application/gzip; name=\"r.xml.gz\"\r\nContent-Transfer-Encoding: base64\r\n\r\n" + mailB64(append(gz, '\r', '\n')),
+			in:    mailHead + "Content-Type: application/gzip; name=\"r.xml.gz\"\r\nContent-Transfer-Encoding: base64\r\n\r\n" + mailtest.Base64(append(gz, '\r', '\n')),
 			names: []string{"r.xml.gz"}},
 		{name: "nested message/rfc822",
-			in: mailHead + "Content-Type: multipart/mixed; boundary=\"out\"\r\n\r\n" + mailMultipart("out", text,
+			in: mailHead + "Content-Type: multipart/mixed; boundary=\"out\"\r\n\r\n" + mailtest.Multipart("out", text,
 				"Content-Type: message/rfc822\r\n\r\nFrom: a@b\r\nSubject: fwd\r\nMIME-Version: 1.0\r\n"+inner),
 			names: []string{"google.com!example.com!1718236800!1718323199.xml"}},
 		{name: "inline XML, quoted-printable, LF line endings",
@@ -97,11 +73,11 @@ func TestExtractMail(t *testing.T) {
 			names: []string{""}},
 		{name: "mbox From line, sloppy base64 without padding",
 			in: "From MAILER-DAEMON Fri Jun 14 00:00:00 2024\n" + mailHead + "Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n" +
-				strings.TrimRight(strings.ReplaceAll(mailB64(gz), "\r\n", " \t\r\n"), "= \t\r\n") + "\r\n",
+				strings.TrimRight(strings.ReplaceAll(mailtest.Base64(gz), "\r\n", " \t\r\n"), "= \t\r\n") + "\r\n",
 			names: []string{""}},
 		{name: "missing final boundary after the report",
-			in: mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + strings.TrimSuffix(mailMultipart("xx", text,
-				"Content-Type: application/gzip\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailB64(gz)), "--xx--\r\n"),
+			in: mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + strings.TrimSuffix(mailtest.Multipart("xx", text,
+				"Content-Type: application/gzip\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailtest.Base64(gz)), "--xx--\r\n"),
 			names: []string{""}},
 		{name: "XML part cut short, within the peek",
 			in:  mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n--xx\r\nContent-Type: text/xml\r\n\r\n" + string(x[:len(x)/2]),
@@ -113,7 +89,7 @@ func TestExtractMail(t *testing.T) {
 			in:  mailHead + "Content-Type: text/plain\r\n\r\nReport-Domain: example.com\r\nSubmitter: google.com\r\n",
 			err: container.ErrNoReport},
 		{name: "mail with no report",
-			in:  mailHead + "Content-Type: multipart/alternative; boundary=\"xx\"\r\n\r\n" + mailMultipart("xx", text, "Content-Type: text/html\r\n\r\n<html><p>feedback</p></html>"),
+			in:  mailHead + "Content-Type: multipart/alternative; boundary=\"xx\"\r\n\r\n" + mailtest.Multipart("xx", text, "Content-Type: text/html\r\n\r\n<html><p>feedback</p></html>"),
 			err: container.ErrNoReport},
 		{name: "broken multipart and no report",
 			in:  mailHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n--xx\r\nContent-Type: text/plain\r\n\r\nhi\r\nnot a boundary\r\n--xx\r\n bad header\r\n\r\n",

@@ -1,7 +1,6 @@
 package arf
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
+	"github.com/dmarcd/dmarcd/internal/mailtest"
 )
 
 // failHead is the header of a report mail; the Content-Type follows.
@@ -32,23 +32,11 @@ const failOrig = "Authentication-Results: mx.reporter.example.org; dkim=fail hea
 	"Message-ID: <abc@evil.test>\r\nDate: Thu, 8 Mar 2005 13:59:00 -0500\r\n\r\n" +
 	"SECRET BODY TEXT that must never be kept\r\n"
 
-// failMultipart builds a multipart body with boundary b from raw parts
-// (each its headers, a blank line and its body).
-func failMultipart(b string, parts ...string) string {
-	var s strings.Builder
-	s.WriteString("This is a multi-part message in MIME format.\r\n")
-	for _, p := range parts {
-		s.WriteString("--" + b + "\r\n" + p + "\r\n")
-	}
-	s.WriteString("--" + b + "--\r\n")
-	return s.String()
-}
-
 // failReportMail is a report mail of the given parts under
 // multipart/report.
 func failReportMail(parts ...string) string {
 	return failHead + "Content-Type: multipart/report; report-type=feedback-report; boundary=\"rr\"\r\n\r\n" +
-		failMultipart("rr", parts...)
+		mailtest.Multipart("rr", parts...)
 }
 
 const (
@@ -57,15 +45,8 @@ const (
 	failOrigPart  = "Content-Type: message/rfc822\r\n\r\n" + failOrig
 )
 
-func failB64(s string) string {
-	enc := base64.StdEncoding.EncodeToString([]byte(s))
-	var out strings.Builder
-	for len(enc) > 76 {
-		out.WriteString(enc[:76] + "\r\n")
-		enc = enc[76:]
-	}
-	return out.String() + enc
-}
+// failB64 is s in base64, without a line end after the last line.
+func failB64(s string) string { return strings.TrimSuffix(mailtest.Base64([]byte(s)), "\r\n") }
 
 // TestExtractFailureFull ensures every field of a complete RFC 6591
 // report is read, from the feedback part and the original's header.
@@ -123,7 +104,7 @@ func TestExtractFailureShapes(t *testing.T) {
 		check func(t *testing.T, r []*Report)
 	}{
 		{name: "base64 feedback part without final line break, under multipart/mixed",
-			in: failHead + "Content-Type: multipart/mixed; boundary=\"mm\"\r\n\r\n" + failMultipart("mm", failPlainPart,
+			in: failHead + "Content-Type: multipart/mixed; boundary=\"mm\"\r\n\r\n" + mailtest.Multipart("mm", failPlainPart,
 				"Content-Type: message/feedback-report; name=\"ATT00001\"\r\nContent-Transfer-Encoding: base64\r\n\r\n\r\n"+failB64(strings.TrimSuffix(failARF, "\r\n")), failOrigPart),
 			n: 1, check: func(t *testing.T, r []*Report) {
 				if r[0].IdentityAlignment != "none" || r[0].SourceIP.String() != "198.51.100.9" {
@@ -190,7 +171,7 @@ func TestExtractFailureShapes(t *testing.T) {
 			}},
 		{name: "report mail forwarded as message/rfc822",
 			in: "From: admin@example.com\r\nSubject: Fwd: report\r\nContent-Type: multipart/mixed; boundary=\"fw\"\r\n\r\n" +
-				failMultipart("fw", "Content-Type: text/plain\r\n\r\nsee attached", "Content-Type: message/rfc822\r\n\r\n"+failReportMail(failFBPart, failOrigPart)),
+				mailtest.Multipart("fw", "Content-Type: text/plain\r\n\r\nsee attached", "Content-Type: message/rfc822\r\n\r\n"+failReportMail(failFBPart, failOrigPart)),
 			n: 1, check: func(t *testing.T, r []*Report) {
 				if r[0].MessageID != "abc@evil.test" || r[0].SourceIP.String() != "198.51.100.9" {
 					t.Errorf("forwarded report %+v", r[0])
@@ -261,7 +242,7 @@ func TestExtractFailureErrors(t *testing.T) {
 	deep := failFBPart
 	for i := range 20 {
 		b := "n" + strings.Repeat("x", i)
-		deep = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\r\n\r\n" + failMultipart(b, deep)
+		deep = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\r\n\r\n" + mailtest.Multipart(b, deep)
 	}
 	tests := []struct {
 		name string
@@ -273,7 +254,7 @@ func TestExtractFailureErrors(t *testing.T) {
 		{"empty input", "", container.ErrNoReport, ""},
 		{"mail without report", failHead + "Content-Type: text/plain\r\n\r\nHello, the DMARC meeting failed to start. Call 198.51.100.1.\r\n", container.ErrNoReport, ""},
 		{"plain text without DMARC", "From: a@example.org\r\nSubject: hello\r\nContent-Type: text/plain\r\n\r\nSender IP Address: 198.51.100.1\r\nauthentication failed\r\n", container.ErrNoReport, ""},
-		{"aggregate report mail", failHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + failMultipart("xx",
+		{"aggregate report mail", failHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailtest.Multipart("xx",
 			"Content-Type: text/plain\r\n\r\nThis is an aggregate DMARC report.", "Content-Type: application/gzip\r\nContent-Transfer-Encoding: base64\r\n\r\nH4sIAAAAAAAA/w=="), container.ErrNoReport, ""},
 		{"broken multipart, nothing found", failHead + "Content-Type: multipart/report; boundary=\"xx\"\r\n\r\n--xx\r\nContent-Type: text/plain\r\n\r\nhi\r\n--xx\r\n bad header\r\n\r\n", container.ErrMalformed, ""},
 		{"deep MIME nesting", failHead + deep, container.ErrTooLarge, "nested"},

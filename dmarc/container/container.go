@@ -175,7 +175,7 @@ func (w *walker) walk(r io.Reader, name string, depth int, mailOK bool) error {
 	defer putBuf(br)
 	head, err := br.Peek(SniffLen)
 	if err != nil && err != io.EOF {
-		return w.classify("reading input", err)
+		return w.mime.classify("reading input", err)
 	}
 	switch kind := Sniff(head); kind {
 	case w.want:
@@ -224,23 +224,12 @@ func putBuf(br *bufio.Reader) {
 	bufs.Put(br)
 }
 
-// classify makes sure err says what went wrong (see isClassified).
-func (w *walker) classify(what string, err error) error {
-	if w.watch.err != nil {
-		return w.watch.err
-	}
-	if isClassified(err) {
-		return err
-	}
-	return fmt.Errorf("dmarc: %s: %w: %w", what, ErrMalformed, err)
-}
-
 // payload hands an input of the wanted kind to fn if match accepts it.
 func (w *walker) payload(br *bufio.Reader, name string, kind Kind) error {
 	what := strings.ToUpper(kind.String())
 	peek, err := br.Peek(PeekLen)
 	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
-		return w.classify("reading "+what, err)
+		return w.mime.classify("reading "+what, err)
 	}
 	if !w.match(peek) {
 		return nil
@@ -261,7 +250,7 @@ func (w *walker) stream(br *bufio.Reader, kind Kind, capr *capReader, name strin
 	if kind == KindGzip {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return w.classify("gzip header", err)
+			return w.mime.classify("gzip header", err)
 		}
 		gz.Multistream(false)
 		if gz.Name != "" {
@@ -271,7 +260,7 @@ func (w *walker) stream(br *bufio.Reader, kind Kind, capr *capReader, name strin
 	} else {
 		zl, err := zlib.NewReader(br)
 		if err != nil {
-			return w.classify("zlib header", err)
+			return w.mime.classify("zlib header", err)
 		}
 		zr = zl
 	}
@@ -291,13 +280,13 @@ func (w *walker) stream(br *bufio.Reader, kind Kind, capr *capReader, name strin
 func (w *walker) zip(br *bufio.Reader, name string, depth int) error {
 	data, err := io.ReadAll(br)
 	if err != nil {
-		return w.classify("reading zip", err)
+		return w.mime.classify("reading zip", err)
 	}
 	w.zipBudget -= int64(len(data))
 	defer func() { w.zipBudget += int64(len(data)) }()
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // never extracted to disk: any name is fine
-		return w.classify("zip archive", err)
+		return w.mime.classify("zip archive", err)
 	}
 	if len(zr.File) > w.lim.MaxMembers {
 		return fmt.Errorf("dmarc: zip archive has %d members, more than %d: %w", len(zr.File), w.lim.MaxMembers, ErrTooLarge)
@@ -316,7 +305,7 @@ func (w *walker) zipMember(f *zip.File, name string, depth int) error {
 	}
 	rc, err := f.Open()
 	if err != nil {
-		return w.classify(fmt.Sprintf("zip member %q", f.Name), err)
+		return w.mime.classify(fmt.Sprintf("zip member %q", f.Name), err)
 	}
 	defer rc.Close()
 	if f.Name != "" {

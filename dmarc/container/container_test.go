@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmarcd/dmarcd/internal/mailtest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
 
@@ -64,10 +65,10 @@ func walkAll(r io.Reader, lim Limits, mark string) ([]string, error) {
 // through every container, with their names, and counts them.
 func TestWalk(t *testing.T) {
 	a, b := []byte("<a>yes</a>"), []byte("<b>no</b>")
-	mail := mimeHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mimeMultipart("xx",
+	mail := mimeHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailtest.Multipart("xx",
 		"Content-Type: text/plain\r\n\r\n<a>prose is not sniffed as mail</a>",
-		"Content-Type: application/octet-stream; name=\"r.zip\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mimeB64(reportgen.Zip("in.xml", a)),
-		"Content-Type: message/rfc822\r\n\r\nFrom: x@y\r\nContent-Type: application/gzip; name=\"fwd.gz\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mimeB64(reportgen.Gzip(a)))
+		"Content-Type: application/octet-stream; name=\"r.zip\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailtest.Base64(reportgen.Zip("in.xml", a)),
+		"Content-Type: message/rfc822\r\n\r\nFrom: x@y\r\nContent-Type: application/gzip; name=\"fwd.gz\"\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailtest.Base64(reportgen.Gzip(a)))
 	for _, tt := range []struct {
 		name string
 		in   []byte

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/dmarcd/dmarcd/internal/mailtest"
 )
 
 // FuzzMail ensures MIMEWalker, given any input as a message, neither
@@ -13,7 +15,7 @@ import (
 // their end or to a classified error. Seeds: testdata/fuzz/FuzzMail (the
 // corpus's report and failure mails) and one here.
 func FuzzMail(f *testing.F) {
-	f.Add([]byte(mimeHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mimeMultipart("xx",
+	f.Add([]byte(mimeHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailtest.Multipart("xx",
 		"Content-Type: text/plain\r\n\r\nhello",
 		"Content-Type: application/gzip; name*0=\"a.xml\"; name*1=\".gz\"\r\nContent-Transfer-Encoding: base64\r\n\r\nH4sIAAAAAAAA/w==\r\n",
 		"Content-Type: message/rfc822\r\n\r\nFrom: a@b\r\nContent-Type: text/rfc822-headers\r\n\r\nSubject: x\r\n")))

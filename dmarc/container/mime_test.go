@@ -1,40 +1,17 @@
 package container
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/dmarcd/dmarcd/internal/mailtest"
 )
 
 const mimeHead = "From: noreply-dmarc-support@google.com\r\nTo: dmarc@reports.example.net\r\n" +
 	"Subject: Report domain: example.com\r\nMIME-Version: 1.0\r\n"
-
-// mimeMultipart builds a multipart body with boundary b from raw parts
-// (each its headers, a blank line and its body).
-func mimeMultipart(b string, parts ...string) string {
-	var s strings.Builder
-	s.WriteString("This is a multi-part message in MIME format.\r\n")
-	for _, p := range parts {
-		s.WriteString("--" + b + "\r\n" + p + "\r\n")
-	}
-	s.WriteString("--" + b + "--\r\n")
-	return s.String()
-}
-
-// mimeB64 base64-encodes b in 76-character lines.
-func mimeB64(b []byte) string {
-	s := base64.StdEncoding.EncodeToString(b)
-	var out strings.Builder
-	for len(s) > 76 {
-		out.WriteString(s[:76] + "\r\n")
-		s = s[76:]
-	}
-	out.WriteString(s + "\r\n")
-	return out.String()
-}
 
 // mimeParts walks in and describes every part: depth, type, file name,
 // the Subject of its message, its body (for an embedded message, its
@@ -61,12 +38,12 @@ func mimeParts(in string, lim Limits) ([]string, *MIMEWalker, error) {
 // and reads header block parts.
 func TestMIMEWalker(t *testing.T) {
 	fwd := "From: a@b\r\nSubject: inner\r\nContent-Type: multipart/mixed; boundary=in\r\n\r\n" +
-		mimeMultipart("in", "Content-Type: text/csv; name=\"=?UTF-8?B?csOpcG9ydC5jc3Y=?=\"\r\n\r\na,b")
+		mailtest.Multipart("in", "Content-Type: text/csv; name=\"=?UTF-8?B?csOpcG9ydC5jc3Y=?=\"\r\n\r\na,b")
 	in := "From MAILER-DAEMON Fri Jun 14 00:00:00 2024\n" + mimeHead +
-		"Content-Type: multipart/mixed;\r\n boundary=\"out\"\r\n\r\n" + mimeMultipart("out",
+		"Content-Type: multipart/mixed;\r\n boundary=\"out\"\r\n\r\n" + mailtest.Multipart("out",
 		"\r\nno header: text/plain",
 		"Content-Type: application/octet-stream\r\nContent-Disposition: attachment; filename*0*=utf-8''a%C3%A9;\r\n filename*1=.bin\r\nContent-Transfer-Encoding: base64\r\n\r\n"+
-			strings.TrimRight(mimeB64([]byte("sloppy base64")), "=\r\n")+" \t\r\n",
+			strings.TrimRight(mailtest.Base64([]byte("sloppy base64")), "=\r\n")+" \t\r\n",
 		"Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\ncaf=C3=A9",
 		"Content-Type: message/rfc822\r\n\r\n"+fwd,
 		"Content-Type: text/rfc822-headers\r\n\r\nSubject: headers only\r\nX-Bad line\r\n")
@@ -97,7 +74,7 @@ func TestMIMEWalkerErrors(t *testing.T) {
 	deep := "Content-Type: text/plain\r\n\r\nbottom"
 	for i := range 20 {
 		b := fmt.Sprintf("b%d", i)
-		deep = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\r\n\r\n" + mimeMultipart(b, deep)
+		deep = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\r\n\r\n" + mailtest.Multipart(b, deep)
 	}
 	t.Run("broken multipart", func(t *testing.T) {
 		in := mimeHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n--xx\r\nContent-Type: text/plain\r\n\r\nhi\r\n--xx\r\n bad header\r\n\r\n"
