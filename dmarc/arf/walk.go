@@ -48,7 +48,9 @@ type failWalker struct {
 	items []*failItem
 	texts []failTextPart
 	top   *failMail
-	mails map[*container.Message]*failMail
+
+	lastMsg  *container.Message // the message mailOf answered for last, and its answer:
+	lastMail *failMail          // parts come in runs of one message
 }
 
 // run walks the mail read from r.
@@ -63,15 +65,11 @@ func (w *failWalker) run(r io.Reader, lim container.Limits) error {
 
 // mailOf returns what a part needs to know about message m.
 func (w *failWalker) mailOf(m *container.Message) *failMail {
-	if fm := w.mails[m]; fm != nil {
-		return fm
+	if m != w.lastMsg {
+		w.lastMsg = m
+		w.lastMail = &failMail{fromDomain: failAddrDomain(m.Header.Get("From")), subject: container.DecodeHeader(m.Header.Get("Subject"))}
 	}
-	fm := &failMail{fromDomain: failAddrDomain(m.Header.Get("From")), subject: container.DecodeHeader(m.Header.Get("Subject"))}
-	if w.mails == nil {
-		w.mails = map[*container.Message]*failMail{}
-	}
-	w.mails[m] = fm
-	return fm
+	return w.lastMail
 }
 
 // part handles a leaf part by type. A message/rfc822 part that is itself
