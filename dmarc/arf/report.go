@@ -145,6 +145,11 @@ func (w *failWalker) reports() ([]*Report, error) {
 	fbs := w.pair()
 	if len(fbs) == 0 {
 		if rep := w.plainText(); rep != nil {
+			if rep.FeedbackType != "auth-failure" {
+				// A notice that names another feedback type (abuse, fraud)
+				// is no DMARC failure report, as in the ARF path below.
+				return nil, fmt.Errorf("dmarc: feedback type %q: %w", rep.FeedbackType, ErrNotFailureReport)
+			}
 			return []*Report{rep}, nil
 		}
 		if err := w.mime.Broken(); err != nil {
