@@ -25,6 +25,7 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
@@ -79,10 +80,10 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	f.StringVar(&o.SMTPListen, "smtp-listen", "127.0.0.1:2525", `address of the SMTP listener receiving reports (HOST:PORT; "" disables it)`)
 	f.StringVar(&o.SMTPHostname, "smtp-hostname", "", "name in the SMTP greeting (default: the reporting domain)")
-	f.Int64Var(&o.SMTPMaxBytes, "smtp-max-bytes", ingest.DefaultSMTPMaxBytes, "largest message accepted, in bytes (larger: 552 5.3.4)")
-	f.IntVar(&o.SMTPMaxConns, "smtp-max-conns", ingest.DefaultSMTPMaxConns, "SMTP connections served at once (more: 421, try later)")
-	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", ingest.DefaultSMTPReadTimeout, "how long an SMTP client may stay silent (between commands and within a message)")
-	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", ingest.DefaultSMTPWriteTimeout, "how long writing one SMTP reply may take")
+	f.Int64Var(&o.SMTPMaxBytes, "smtp-max-bytes", smtp.DefaultMaxBytes, "largest message accepted, in bytes (larger: 552 5.3.4)")
+	f.IntVar(&o.SMTPMaxConns, "smtp-max-conns", smtp.DefaultMaxConns, "SMTP connections served at once (more: 421, try later)")
+	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", smtp.DefaultReadTimeout, "how long an SMTP client may stay silent (between commands and within a message)")
+	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", smtp.DefaultWriteTimeout, "how long writing one SMTP reply may take")
 	f.StringVar(&o.SMTPTLSCert, "smtp-tls-cert", "", "PEM certificate (chain) for STARTTLS; with --smtp-tls-key")
 	f.StringVar(&o.SMTPTLSKey, "smtp-tls-key", "", "PEM private key for STARTTLS; with --smtp-tls-cert")
 	o.addAlertFlags(cmd)
@@ -224,8 +225,8 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 	if hostname == "" {
 		hostname = reportingDomain
 	}
-	smtpSrv, err := ingest.NewSMTPServer(ingest.SMTPConfig{
-		Pipeline:     pipeline,
+	smtpSrv, err := smtp.NewServer(smtp.Config{
+		Intake:       pipeline,
 		Hostname:     hostname,
 		MaxBytes:     o.SMTPMaxBytes,
 		MaxConns:     o.SMTPMaxConns,

@@ -1,10 +1,16 @@
-// Package ingest turns raw mail or files into stored aggregate reports. One
-// pipeline serves every way in (the SMTP listener, file import, quarantine
-// retries): extract the report payloads (dmarc.ExtractAggregate), parse
-// each as a stream, route it to a registered domain, geolocate each record,
-// drop duplicates (reporter org_name + report id + domain), and store it
-// with its summary and the domain's daily roll-ups. An input that yields
-// nothing usable is quarantined with its raw bytes, never dropped.
+// Package ingest turns raw mail or files into stored aggregate and failure
+// reports. The pipeline extracts the report payloads
+// (dmarc.ExtractAggregate), parses each as a stream, routes it to a
+// registered domain, geolocates each record, drops duplicates (reporter
+// org_name + report id + domain), and stores it with its summary and the
+// domain's daily roll-ups. An input that yields nothing usable is
+// quarantined with its raw bytes, never dropped.
+//
+// Every way in calls the one entry point, Pipeline.Ingest (an IngestFunc):
+// an input and how it arrived (Delivery) in, what happened (Result) out.
+// The ways in live beside the pipeline: ingest/smtp (the SMTP listener),
+// ingest/imports (files, folders, mbox); the admin socket and quarantine
+// retries call it too.
 //
 // Writes go through a single writer goroutine (Run) that commits the work
 // of many concurrent Ingest calls in one bbolt transaction (group commit),
@@ -117,6 +123,11 @@ type Delivery struct {
 	// ReceivedAt is when the input arrived; zero means now.
 	ReceivedAt time.Time
 }
+
+// IngestFunc stores one input: the one call every way in makes, raw mail
+// or a file with how it arrived in, what happened out. Pipeline.Ingest is
+// one; the admin socket client offers the same for a running server.
+type IngestFunc func(ctx context.Context, r io.Reader, d Delivery) (*Result, error)
 
 // Outcome is what happened to one report of an input.
 type Outcome struct {

@@ -40,6 +40,7 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -239,7 +240,7 @@ func (b *bench) intake(mbox string) ([]result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	sum, err := ingest.Import(context.Background(), []string{mbox}, ingest.ImportOptions{Ingest: b.p.Ingest, Jobs: b.cfg.workers})
+	sum, err := imports.Run(context.Background(), []string{mbox}, imports.Options{Ingest: b.p.Ingest, Jobs: b.cfg.workers})
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +269,7 @@ func readMbox(path string) ([][]byte, error) {
 	}
 	defer f.Close()
 	var mails [][]byte
-	r := ingest.NewMboxReader(f)
+	r := imports.NewMboxReader(f)
 	for {
 		m, err := r.Next()
 		if err == io.EOF {
