@@ -396,22 +396,3 @@ func (s *Server) FlushKeyUsage() error {
 	}
 	return s.store.TouchAPIKeys(m)
 }
-
-// Run flushes key usage every interval until ctx ends, then once more.
-func (s *Server) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if err := s.FlushKeyUsage(); err != nil {
-				s.log.Error("flushing API key usage", "error", err)
-			}
-			return
-		case <-t.C:
-			if err := s.FlushKeyUsage(); err != nil {
-				s.log.Error("flushing API key usage", "error", err)
-			}
-		}
-	}
-}
