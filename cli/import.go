@@ -149,7 +149,7 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	sum, err := imports.Run(ctx, paths, imports.Options{
 		Jobs:     o.Jobs,
 		Progress: pr.update,
-		Ingest: func(ctx context.Context, r io.Reader, d ingest.Delivery) (*ingest.Result, error) {
+		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
 			return svc.Ingest(ctx, r, d.Name, orgID)
 		},
 	})

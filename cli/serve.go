@@ -45,9 +45,9 @@ type serveOptions struct {
 	DNSCheckInterval time.Duration
 	Retention        time.Duration
 	Alerts           store.AlertRules
-	// ForensicRetention is how long failure reports are kept, by arrival
+	// FailureRetention is how long failure reports are kept, by arrival
 	// date; 0 keeps them forever.
-	ForensicRetention time.Duration
+	FailureRetention time.Duration
 	// Webhooks are the delivery settings (--webhook-*).
 	Webhooks webhookOptions
 }
@@ -139,8 +139,8 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-read-timeout and --smtp-write-timeout must be positive")
 	case (o.SMTPTLSCert == "") != (o.SMTPTLSKey == ""):
 		return usagef("--smtp-tls-cert and --smtp-tls-key go together")
-	case o.ForensicRetention < 0:
-		return usagef("--forensic-retention must not be negative (0 keeps forensic reports forever)")
+	case o.FailureRetention < 0:
+		return usagef("--failure-retention must not be negative (0 keeps failure reports forever)")
 	}
 	return nil
 }
@@ -152,7 +152,9 @@ func (o *serveOptions) addJobFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.VerifyInterval, "verify-interval", worker.DefaultVerifyInterval, "how often pending and inactive domains are verified again (they turn active once their DNS lists the reporting address)")
 	f.DurationVar(&o.DNSCheckInterval, "dns-check-interval", worker.DefaultDNSCheckInterval, "how often each active or inactive domain's DMARC record is checked for changes (the checks are spread over the interval)")
 	f.DurationVar(&o.Retention, "retention", worker.DefaultRetention, "delete aggregate reports that ended longer ago than this, with their daily statistics, and older alerts (checked hourly; 0 keeps them forever)")
-	f.DurationVar(&o.ForensicRetention, "forensic-retention", 90*24*time.Hour, "delete forensic (failure) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
+	f.DurationVar(&o.FailureRetention, "failure-retention", 90*24*time.Hour, "delete failure (forensic) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
+	f.DurationVar(&o.FailureRetention, "forensic-retention", 90*24*time.Hour, "the former name of --failure-retention")
+	deprecatedAlias(f, "forensic-retention", "failure-retention")
 }
 
 // addAlertRuleFlags adds the thresholds of the report alert rules.

@@ -237,7 +237,7 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: s.resolver}, Log: log}
 	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
-	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.ForensicRetention, Log: log}).Job())
+	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.FailureRetention, Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
 		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
 	if err != nil {

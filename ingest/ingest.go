@@ -7,7 +7,7 @@
 // quarantined with its raw bytes, never dropped.
 //
 // Every way in calls the one entry point, Pipeline.Ingest (an IngestFunc):
-// an input and how it arrived (Delivery) in, what happened (Result) out.
+// an input and how it arrived (Arrival) in, what happened (Result) out.
 // The ways in live beside the pipeline: ingest/smtp (the SMTP listener),
 // ingest/imports (files, folders, mbox); the admin socket and quarantine
 // retries call it too.
@@ -46,7 +46,7 @@ const (
 // Errors of Ingest, tested with errors.Is.
 var (
 	// ErrAmbiguous means an imported report's domain is registered by
-	// several organizations and the delivery names none (Delivery.OrgID).
+	// several organizations and the arrival names none (Arrival.OrgID).
 	ErrAmbiguous = errors.New("domain registered by several organizations")
 	// ErrStopped means the pipeline's writer (Run) has ended.
 	ErrStopped = errors.New("ingest: pipeline stopped")
@@ -108,8 +108,9 @@ const (
 	SourceImport Source = "import"
 )
 
-// Delivery describes one input.
-type Delivery struct {
+// Arrival says how one input arrived: by which way, for which recipient or
+// organization, under which name, when.
+type Arrival struct {
 	Source Source
 	// Recipient is the SMTP RCPT TO address: the reports belong to the
 	// domain with that reporting address, also when their policy_published
@@ -127,7 +128,7 @@ type Delivery struct {
 // IngestFunc stores one input: the one call every way in makes, raw mail
 // or a file with how it arrived in, what happened out. Pipeline.Ingest is
 // one; the admin socket client offers the same for a running server.
-type IngestFunc func(ctx context.Context, r io.Reader, d Delivery) (*Result, error)
+type IngestFunc func(ctx context.Context, r io.Reader, d Arrival) (*Result, error)
 
 // Outcome is what happened to one report of an input.
 type Outcome struct {
@@ -212,11 +213,11 @@ func New(cfg Config) (*Pipeline, error) {
 // or an imported report's domain is registered by several organizations
 // and the input had nothing else usable (ErrAmbiguous). SMTP answers 451
 // then; import reports the failure.
-func (p *Pipeline) Ingest(ctx context.Context, r io.Reader, d Delivery) (*Result, error) {
+func (p *Pipeline) Ingest(ctx context.Context, r io.Reader, d Arrival) (*Result, error) {
 	return p.ingest(ctx, r, d, nil)
 }
 
-func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Delivery, retry *store.QuarantineEntry) (*Result, error) {
+func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *store.QuarantineEntry) (*Result, error) {
 	if d.Source != SourceSMTP && d.Source != SourceImport {
 		return nil, fmt.Errorf("ingest: unknown source %q", d.Source)
 	}
@@ -251,7 +252,7 @@ func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, err
 	if err != nil {
 		return nil, fmt.Errorf("ingest: retry quarantine: %w", err)
 	}
-	d := Delivery{Source: Source(entry.Source), Recipient: entry.Recipient, OrgID: entry.OrgID,
+	d := Arrival{Source: Source(entry.Source), Recipient: entry.Recipient, OrgID: entry.OrgID,
 		Name: entry.Name, ReceivedAt: entry.ReceivedAt}
 	res, err := p.ingest(ctx, bytes.NewReader(raw), d, entry)
 	if err != nil {
@@ -267,7 +268,7 @@ func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, err
 
 // logResult writes the one line per input: source, name, counts, outcome;
 // never report contents.
-func (p *Pipeline) logResult(d Delivery, j *job, res *Result, err error) {
+func (p *Pipeline) logResult(d Arrival, j *job, res *Result, err error) {
 	attrs := []any{"source", string(d.Source), "name", d.Name}
 	if err != nil {
 		p.log.Warn("ingest failed", append(attrs, "error", err)...)

@@ -238,7 +238,7 @@ func (im *importer) run(ctx context.Context, j *importJob) {
 		if j.file != nil {
 			r = j.file
 		}
-		j.result, j.err = im.o.Ingest(ctx, r, ingest.Delivery{Source: ingest.SourceImport, Name: j.abs})
+		j.result, j.err = im.o.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, Name: j.abs})
 		if j.file != nil {
 			j.file.Close()
 		}

@@ -86,7 +86,7 @@ type Intake interface {
 	KnownRecipient(addr string) bool
 	// Ingest stores what the message holds and returns once it is durably
 	// stored or quarantined; an error means neither (the sender gets 451).
-	Ingest(ctx context.Context, r io.Reader, d ingest.Delivery) (*ingest.Result, error)
+	Ingest(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error)
 }
 
 var _ Intake = (*ingest.Pipeline)(nil)
@@ -437,7 +437,7 @@ func (ss *session) ingest(r io.Reader, rcpt string, received time.Time) (*ingest
 	if from == "" {
 		from = "<>"
 	}
-	return ss.s.intake.Ingest(ctx, r, ingest.Delivery{
+	return ss.s.intake.Ingest(ctx, r, ingest.Arrival{
 		Source:     ingest.SourceSMTP,
 		Recipient:  rcpt,
 		Name:       from + " -> " + rcpt,

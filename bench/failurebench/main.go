@@ -1,5 +1,5 @@
-// Command forensicbench measures failure (forensic) report intake and the
-// forensic summary endpoint, each beside a baseline, in one run:
+// Command failurebench measures failure report intake and the summary
+// endpoint of failure reports, each beside a baseline, in one run:
 //
 //   - intake: an mbox of -mails generated RFC 6591 report mails (one small
 //     report each) imported through the ingest pipeline (parse, route,
@@ -77,13 +77,13 @@ func main() {
 		err = jsonl.Write(*jsonOut, results)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "forensicbench:", err)
+		fmt.Fprintln(os.Stderr, "failurebench:", err)
 		os.Exit(1)
 	}
 }
 
 func run(cfg config) ([]result, error) {
-	dir, err := os.MkdirTemp("", "forensicbench")
+	dir, err := os.MkdirTemp("", "failurebench")
 	if err != nil {
 		return nil, err
 	}
