@@ -30,7 +30,7 @@ func (l *Local) Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*
 		}
 		orgID = org.ID
 	}
-	return l.Pipeline.Ingest(ctx, r, ingest.Delivery{Source: ingest.SourceImport, OrgID: orgID, Name: name})
+	return l.Pipeline.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, OrgID: orgID, Name: name})
 }
 
 // ListQuarantine lists the quarantine, newest first.

@@ -7,7 +7,7 @@
 #   bench/run.sh api        # only the API throughput benchmark
 #   bench/run.sh smtp       # only SMTP intake (MAILS=3000 SMTP_CONNS=8)
 #   bench/run.sh ingest     # only the ingest pipeline (INGEST_WORKERS=256)
-#   bench/run.sh forensic   # only failure report intake and the forensic summary (FORENSIC_MAILS=20000)
+#   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
@@ -20,7 +20,7 @@ go build -o "$out/bin/apibench" ./bench/apibench
 go build -o "$out/bin/smtpbench" ./bench/smtpbench
 go build -o "$out/bin/ingestbench" ./bench/ingestbench
 go build -o "$out/bin/deliverbench" ./bench/deliverbench
-go build -o "$out/bin/forensicbench" ./bench/forensicbench
+go build -o "$out/bin/failurebench" ./bench/failurebench
 what=${1:-all}
 # Every dmarcd the tools start listens for SMTP on a free port, not on the
 # default 127.0.0.1:2525, which may be taken on a shared machine.
@@ -48,10 +48,10 @@ if [[ $what == all || $what == ingest ]]; then
   echo
 fi
 
-if [[ $what == all || $what == forensic ]]; then
+if [[ $what == all || $what == failure || $what == forensic ]]; then
   echo "== Failure reports: mbox import through the pipeline vs parsing alone; summary endpoint at 100,000 reports vs /healthz"
-  "$out/bin/forensicbench" -mails "${FORENSIC_MAILS:-20000}" -stored "${FORENSIC_STORED:-100000}" \
-    -workers "${INGEST_WORKERS:-256}" -json "$out/forensic-$stamp.json"
+  "$out/bin/failurebench" -mails "${FAILURE_MAILS:-${FORENSIC_MAILS:-20000}}" -stored "${FAILURE_STORED:-${FORENSIC_STORED:-100000}}" \
+    -workers "${INGEST_WORKERS:-256}" -json "$out/failure-$stamp.json"
   echo
 fi
 
@@ -65,5 +65,5 @@ fi
 if [[ $what == all || $what == go ]]; then
   echo "== Go benchmarks (in-process)"
   go test -run '^$' -bench . -benchmem -count "${COUNT:-1}" \
-    ./httpapi/ ./store/ ./dmarc/... ./geo/ ./ingest/ ./webhook/... ./worker/ | tee "$out/go-$stamp.txt"
+    ./httpapi/ ./store/ ./dmarc/... ./geo/ ./ingest/... ./webhook/... ./worker/ | tee "$out/go-$stamp.txt"
 fi

@@ -15,6 +15,7 @@ import (
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -122,7 +123,7 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Org, "org", "", "only match domains of this organization (name or id)")
-	cmd.Flags().IntVar(&o.Jobs, "jobs", ingest.DefaultImportJobs, "inputs stored at once")
+	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs stored at once")
 	o.Geo.AddFlags(cmd, "(only used when no server runs)")
 	return cmd
 }
@@ -145,10 +146,10 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		orgID = org.ID
 	}
 	pr := newImportProgress(g.stdout, g.JSON)
-	sum, err := ingest.Import(ctx, paths, ingest.ImportOptions{
+	sum, err := imports.Run(ctx, paths, imports.Options{
 		Jobs:     o.Jobs,
 		Progress: pr.update,
-		Ingest: func(ctx context.Context, r io.Reader, d ingest.Delivery) (*ingest.Result, error) {
+		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
 			return svc.Ingest(ctx, r, d.Name, orgID)
 		},
 	})
@@ -216,7 +217,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func (p *importProgress) update(it ingest.ImportItem, s *ingest.ImportSummary) {
+func (p *importProgress) update(it imports.Item, s *imports.Summary) {
 	switch {
 	case p.quiet:
 	case p.bar:
@@ -231,7 +232,7 @@ func (p *importProgress) update(it ingest.ImportItem, s *ingest.ImportSummary) {
 	}
 }
 
-func (p *importProgress) draw(s *ingest.ImportSummary) {
+func (p *importProgress) draw(s *imports.Summary) {
 	const width = 30
 	frac := 1.0
 	if s.Files > 0 {
@@ -243,7 +244,7 @@ func (p *importProgress) draw(s *ingest.ImportSummary) {
 		bar, frac*100, s.FilesDone, s.Files, s.Imported, s.Duplicates, s.Quarantined, s.Failed)
 }
 
-func (p *importProgress) finish(s *ingest.ImportSummary) {
+func (p *importProgress) finish(s *imports.Summary) {
 	if p.bar && !p.quiet && s != nil {
 		p.draw(s)
 		fmt.Fprintln(p.w)
@@ -251,7 +252,7 @@ func (p *importProgress) finish(s *ingest.ImportSummary) {
 }
 
 // itemLine is the plain-output line of one input.
-func itemLine(it ingest.ImportItem) string {
+func itemLine(it imports.Item) string {
 	if it.Err != nil {
 		return fmt.Sprintf("failed       %s: %s", it.Name, it.Err)
 	}
@@ -297,7 +298,7 @@ func plural(n int, what string) string {
 
 // printImportSummary ends an import: the counts, the quarantined inputs
 // when no per-input lines named them already, and every failure.
-func printImportSummary(w io.Writer, s *ingest.ImportSummary, listQuarantine bool) {
+func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 	failures := ""
 	if s.FailureReports > 0 {
 		failures = " and " + plural(s.FailureReports, "failure report")

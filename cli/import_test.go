@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -75,7 +76,7 @@ func TestImportOffline(t *testing.T) {
 	}
 
 	code, out, _ = run(t, nil, dd, "import", "--json", "--org", "ACME", files, filepath.Join(files, "missing.xml"))
-	var sum ingest.ImportSummary
+	var sum imports.Summary
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("import --json: %v\n%s", err, out)
 	}

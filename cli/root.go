@@ -127,14 +127,29 @@ Exit codes:
 
 // bindEnv fills every flag the user did not set from DMARCD_<FLAG> (upper
 // case, dashes as underscores), the one place where the environment is read.
-// List flags take comma-separated values.
+// List flags take comma-separated values. A deprecated alias (see
+// deprecatedAlias) is read after its flag and only when neither was set:
+// the new name wins, and the old one warns on stderr.
 func bindEnv(cmd *cobra.Command) error {
 	var err error
+	// Flags set on the command line through their alias.
+	viaAlias := map[string]bool{}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if to := aliasTarget(f); to != "" && f.Changed {
+			viaAlias[to] = true
+		}
+	})
 	set := func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" {
+		if err != nil || f.Changed || viaAlias[f.Name] || f.Name == "help" {
 			return
 		}
-		name := "DMARCD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		to := aliasTarget(f)
+		if to != "" {
+			if t := cmd.Flags().Lookup(to); t != nil && t.Changed {
+				return
+			}
+		}
+		name := envName(f.Name)
 		v, ok := os.LookupEnv(name)
 		if !ok {
 			return
@@ -149,10 +164,49 @@ func bindEnv(cmd *cobra.Command) error {
 			return
 		}
 		f.Changed = true
+		if to != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "environment variable %s is deprecated, use %s\n", name, envName(to))
+		}
 	}
-	cmd.Flags().VisitAll(set)
-	cmd.InheritedFlags().VisitAll(set)
+	pass := func(aliases bool) func(*pflag.Flag) {
+		return func(f *pflag.Flag) {
+			if (aliasTarget(f) != "") == aliases {
+				set(f)
+			}
+		}
+	}
+	cmd.Flags().VisitAll(pass(false))
+	cmd.InheritedFlags().VisitAll(pass(false))
+	cmd.Flags().VisitAll(pass(true))
 	return err
+}
+
+func envName(flag string) string {
+	return "DMARCD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// aliasOf is the annotation of a deprecated alias naming its flag.
+const aliasOf = "dmarcd-alias-of"
+
+// deprecatedAlias makes flag old of fs a deprecated alias of flag name,
+// which must set the same variable: old keeps working on the command line
+// (pflag warns and hides it from help) and as DMARCD_<OLD> (bindEnv
+// warns), and name wins over it in the environment.
+func deprecatedAlias(fs *pflag.FlagSet, old, name string) {
+	if err := fs.SetAnnotation(old, aliasOf, []string{name}); err != nil {
+		panic(err)
+	}
+	if err := fs.MarkDeprecated(old, "use --"+name); err != nil {
+		panic(err)
+	}
+}
+
+// aliasTarget is the flag f is a deprecated alias of, or "".
+func aliasTarget(f *pflag.Flag) string {
+	if to := f.Annotations[aliasOf]; len(to) == 1 {
+		return to[0]
+	}
+	return ""
 }
 
 func splitList(v string) []string {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -128,7 +128,7 @@ func TestImportFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first ingest.ImportSummary
+	var first imports.Summary
 	out := MustCLI(t, "--data-dir", s.DataDir, "import", "--json", corpus)
 	if err := json.Unmarshal([]byte(out.Stdout), &first); err != nil {
 		t.Fatalf("import --json: %v\n%s", err, out.Stdout)
@@ -146,7 +146,7 @@ func TestImportFolder(t *testing.T) {
 		t.Errorf("the API lists %d reports, the import stored %d", listed, first.Imported)
 	}
 
-	var again ingest.ImportSummary
+	var again imports.Summary
 	out = MustCLI(t, "--data-dir", s.DataDir, "import", "--json", corpus)
 	if err := json.Unmarshal([]byte(out.Stdout), &again); err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestKillDuringImport(t *testing.T) {
 
 	s2 := StartServer(t, Options{DataDir: s.DataDir, Args: []string{"--smtp-listen", "", "--rate-limit", "100000"}})
 	s2.Key = key
-	var sum ingest.ImportSummary
+	var sum imports.Summary
 	out := MustCLI(t, "--data-dir", s.DataDir, "import", "--json", dir)
 	if err := json.Unmarshal([]byte(out.Stdout), &sum); err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func errNotFound(msg string) *Error {
 }
 
 // errPlanFeature is the 403 of an endpoint the organization's plan does not
-// include (forensic reports, webhooks); what names the feature.
+// include (failure reports, webhooks); what names the feature.
 func errPlanFeature(what string) *Error {
 	return &Error{Status: http.StatusForbidden, Code: "plan_feature_unavailable",
 		Message: "your plan does not include " + what}

@@ -8,10 +8,6 @@ import (
 //go:embed openapi.json
 var openAPIDocument []byte
 
-// OpenAPIDocument returns the OpenAPI 3.1 description of the API that the
-// server serves at /api/v1/openapi.json.
-func OpenAPIDocument() []byte { return append([]byte(nil), openAPIDocument...) }
-
 func (s *Server) healthz(w http.ResponseWriter, _ *request) error {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version})
 	return nil

@@ -161,11 +161,11 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/api/v1/alerts", readScope, s.listAlerts)
 	s.handle("PUT", "/api/v1/alerts/:id/dismiss", fullScope, s.dismissAlert)
 
-	s.handle("GET", "/api/v1/forensic-reports", readScope, s.listForensic)
-	// One route for :id, summary and statistics (see forensicByID).
-	s.handle("GET", "/api/v1/forensic-reports/:id", readScope, s.forensicByID)
-	s.listRoute("GET", forensicSummaryPath, readScope)
-	s.listRoute("GET", forensicStatisticsPath, readScope)
+	s.handle("GET", "/api/v1/forensic-reports", readScope, s.listFailureReports)
+	// One route for :id, summary and statistics (see failureByID).
+	s.handle("GET", "/api/v1/forensic-reports/:id", readScope, s.failureByID)
+	s.listRoute("GET", failureSummaryPath, readScope)
+	s.listRoute("GET", failureStatisticsPath, readScope)
 
 	s.handle("GET", "/api/v1/webhooks", readScope, s.listWebhooks)
 	s.handle("POST", "/api/v1/webhooks", fullScope, s.createWebhook)
@@ -395,23 +395,4 @@ func (s *Server) FlushKeyUsage() error {
 		m[id] = t.UTC().Truncate(time.Second)
 	}
 	return s.store.TouchAPIKeys(m)
-}
-
-// Run flushes key usage every interval until ctx ends, then once more.
-func (s *Server) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if err := s.FlushKeyUsage(); err != nil {
-				s.log.Error("flushing API key usage", "error", err)
-			}
-			return
-		case <-t.C:
-			if err := s.FlushKeyUsage(); err != nil {
-				s.log.Error("flushing API key usage", "error", err)
-			}
-		}
-	}
 }

@@ -1,10 +1,16 @@
-// Package ingest turns raw mail or files into stored aggregate reports. One
-// pipeline serves every way in (the SMTP listener, file import, quarantine
-// retries): extract the report payloads (aggregate.Extract), parse
-// each as a stream, route it to a registered domain, geolocate each record,
-// drop duplicates (reporter org_name + report id + domain), and store it
-// with its summary and the domain's daily roll-ups. An input that yields
-// nothing usable is quarantined with its raw bytes, never dropped.
+// Package ingest turns raw mail or files into stored aggregate and failure
+// reports. The pipeline extracts the report payloads
+// (aggregate.Extract), parses each as a stream, routes it to a
+// registered domain, geolocates each record, drops duplicates (reporter
+// org_name + report id + domain), and stores it with its summary and the
+// domain's daily roll-ups. An input that yields nothing usable is
+// quarantined with its raw bytes, never dropped.
+//
+// Every way in calls the one entry point, Pipeline.Ingest (an IngestFunc):
+// an input and how it arrived (Arrival) in, what happened (Result) out.
+// The ways in live beside the pipeline: ingest/smtp (the SMTP listener),
+// ingest/imports (files, folders, mbox); the admin socket and quarantine
+// retries call it too.
 //
 // Writes go through a single writer goroutine (Run) that commits the work
 // of many concurrent Ingest calls in one bbolt transaction (group commit),
@@ -40,7 +46,7 @@ const (
 // Errors of Ingest, tested with errors.Is.
 var (
 	// ErrAmbiguous means an imported report's domain is registered by
-	// several organizations and the delivery names none (Delivery.OrgID).
+	// several organizations and the arrival names none (Arrival.OrgID).
 	ErrAmbiguous = errors.New("domain registered by several organizations")
 	// ErrStopped means the pipeline's writer (Run) has ended.
 	ErrStopped = errors.New("ingest: pipeline stopped")
@@ -102,8 +108,9 @@ const (
 	SourceImport Source = "import"
 )
 
-// Delivery describes one input.
-type Delivery struct {
+// Arrival says how one input arrived: by which way, for which recipient or
+// organization, under which name, when.
+type Arrival struct {
 	Source Source
 	// Recipient is the SMTP RCPT TO address: the reports belong to the
 	// domain with that reporting address, also when their policy_published
@@ -117,6 +124,11 @@ type Delivery struct {
 	// ReceivedAt is when the input arrived; zero means now.
 	ReceivedAt time.Time
 }
+
+// IngestFunc stores one input: the one call every way in makes, raw mail
+// or a file with how it arrived in, what happened out. Pipeline.Ingest is
+// one; the admin socket client offers the same for a running server.
+type IngestFunc func(ctx context.Context, r io.Reader, d Arrival) (*Result, error)
 
 // Outcome is what happened to one report of an input.
 type Outcome struct {
@@ -201,11 +213,11 @@ func New(cfg Config) (*Pipeline, error) {
 // or an imported report's domain is registered by several organizations
 // and the input had nothing else usable (ErrAmbiguous). SMTP answers 451
 // then; import reports the failure.
-func (p *Pipeline) Ingest(ctx context.Context, r io.Reader, d Delivery) (*Result, error) {
+func (p *Pipeline) Ingest(ctx context.Context, r io.Reader, d Arrival) (*Result, error) {
 	return p.ingest(ctx, r, d, nil)
 }
 
-func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Delivery, retry *store.QuarantineEntry) (*Result, error) {
+func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *store.QuarantineEntry) (*Result, error) {
 	if d.Source != SourceSMTP && d.Source != SourceImport {
 		return nil, fmt.Errorf("ingest: unknown source %q", d.Source)
 	}
@@ -240,7 +252,7 @@ func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, err
 	if err != nil {
 		return nil, fmt.Errorf("ingest: retry quarantine: %w", err)
 	}
-	d := Delivery{Source: Source(entry.Source), Recipient: entry.Recipient, OrgID: entry.OrgID,
+	d := Arrival{Source: Source(entry.Source), Recipient: entry.Recipient, OrgID: entry.OrgID,
 		Name: entry.Name, ReceivedAt: entry.ReceivedAt}
 	res, err := p.ingest(ctx, bytes.NewReader(raw), d, entry)
 	if err != nil {
@@ -256,7 +268,7 @@ func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, err
 
 // logResult writes the one line per input: source, name, counts, outcome;
 // never report contents.
-func (p *Pipeline) logResult(d Delivery, j *job, res *Result, err error) {
+func (p *Pipeline) logResult(d Arrival, j *job, res *Result, err error) {
 	attrs := []any{"source", string(d.Source), "name", d.Name}
 	if err != nil {
 		p.log.Warn("ingest failed", append(attrs, "error", err)...)

@@ -62,7 +62,7 @@ func (e *env) domain(t *testing.T, name string) *store.Domain {
 }
 
 // ingest runs one input through the pipeline and fails the test on error.
-func (e *env) ingest(t *testing.T, data []byte, d Delivery) *Result {
+func (e *env) ingest(t *testing.T, data []byte, d Arrival) *Result {
 	t.Helper()
 	res, err := e.p.Ingest(context.Background(), bytes.NewReader(data), d)
 	if err != nil {
@@ -71,10 +71,10 @@ func (e *env) ingest(t *testing.T, data []byte, d Delivery) *Result {
 	return res
 }
 
-func importOf(name string) Delivery { return Delivery{Source: SourceImport, Name: name} }
+func importOf(name string) Arrival { return Arrival{Source: SourceImport, Name: name} }
 
-func smtpTo(rcpt string) Delivery {
-	return Delivery{Source: SourceSMTP, Recipient: rcpt, Name: "reporter@example.net -> " + rcpt}
+func smtpTo(rcpt string) Arrival {
+	return Arrival{Source: SourceSMTP, Recipient: rcpt, Name: "reporter@example.net -> " + rcpt}
 }
 
 // openGeo opens the MaxMind test databases.

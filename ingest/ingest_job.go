@@ -22,7 +22,7 @@ const maxGeoCache = 4096
 type job struct {
 	ctx   context.Context
 	p     *Pipeline
-	d     Delivery
+	d     Arrival
 	in    *input
 	retry *store.QuarantineEntry // the entry being retried, or nil
 
@@ -50,7 +50,7 @@ type place struct {
 	draft *store.ReportDraft
 }
 
-func newJob(ctx context.Context, p *Pipeline, r io.Reader, d Delivery, retry *store.QuarantineEntry) *job {
+func newJob(ctx context.Context, p *Pipeline, r io.Reader, d Arrival, retry *store.QuarantineEntry) *job {
 	j := &job{ctx: ctx, p: p, d: d, retry: retry, in: newInput(r, p.cfg.QuarantineMaxBytes)}
 	j.route = &router{db: p.db, d: d}
 	if p.cfg.Geo.Enabled() {

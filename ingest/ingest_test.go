@@ -728,13 +728,13 @@ func TestStopped(t *testing.T) {
 	}
 }
 
-// TestBadDelivery ensures deliveries that cannot be routed at all are
+// TestBadArrival ensures arrivals that cannot be routed at all are
 // refused before anything is read.
-func TestBadDelivery(t *testing.T) {
+func TestBadArrival(t *testing.T) {
 	e := newEnv(t, nil)
-	for _, d := range []Delivery{{Source: "ftp"}, {Source: SourceImport, OrgID: "not-an-id"}} {
+	for _, d := range []Arrival{{Source: "ftp"}, {Source: SourceImport, OrgID: "not-an-id"}} {
 		if _, err := e.p.Ingest(context.Background(), strings.NewReader("x"), d); err == nil {
-			t.Errorf("delivery %+v accepted", d)
+			t.Errorf("arrival %+v accepted", d)
 		}
 	}
 }

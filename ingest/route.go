@@ -22,11 +22,11 @@ import (
 //
 // Import: the report's policy_published domain, exactly, then its
 // organizational domain (dmarc.OrganizationalDomain), among the domains of
-// Delivery.OrgID, or of every organization when it is empty, in which case
+// Arrival.OrgID, or of every organization when it is empty, in which case
 // a name registered by several organizations is ErrAmbiguous.
 type router struct {
 	db *store.DB
-	d  Delivery
+	d  Arrival
 
 	rcptDone bool
 	rcpt     *store.Domain // the recipient's domain, nil when unknown
@@ -106,7 +106,7 @@ func (r *router) orgID() string {
 // reportOf is the report to store for a header routed to dom. Policy tags
 // the report leaves out get their RFC 7489 defaults (pct 100, relaxed
 // alignment), as the API shows them as plain values.
-func reportOf(h *aggregate.Header, dom store.DomainRef, d Delivery) store.Report {
+func reportOf(h *aggregate.Header, dom store.DomainRef, d Arrival) store.Report {
 	pol := h.Policy
 	pp := store.PolicyPublished{Domain: pol.Domain, P: pol.P, SP: nonEmpty(pol.SP), NP: nonEmpty(pol.NP),
 		PCT: 100, ADKIM: pol.ADKIM, ASPF: pol.ASPF}

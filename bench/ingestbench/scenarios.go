@@ -119,7 +119,7 @@ func (r *rig) ingestAll(inputs [][]byte, workers int) (int, float64, error) {
 					return
 				}
 				res, err := r.p.Ingest(context.Background(), bytes.NewReader(inputs[i]),
-					ingest.Delivery{Source: ingest.SourceImport, Name: "input " + strconv.Itoa(i)})
+					ingest.Arrival{Source: ingest.SourceImport, Name: "input " + strconv.Itoa(i)})
 				if err != nil {
 					errs <- err
 					return
@@ -295,7 +295,7 @@ func large(cfg config) ([]result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	res, err := r.p.Ingest(context.Background(), f, ingest.Delivery{Source: ingest.SourceImport, Name: path})
+	res, err := r.p.Ingest(context.Background(), f, ingest.Arrival{Source: ingest.SourceImport, Name: path})
 	secs := since(start)
 	heap := peak()
 	f.Close()
@@ -384,7 +384,7 @@ func stats(cfg config) ([]result, error) {
 	}
 	defer r.close()
 	res, err := r.p.Ingest(context.Background(), bytes.NewReader(reportgen.Generate(7, 100_000, reportgen.Options{})),
-		ingest.Delivery{Source: ingest.SourceImport, Name: "100k.xml"})
+		ingest.Arrival{Source: ingest.SourceImport, Name: "100k.xml"})
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func Load(ctx context.Context, db *store.DB, p *ingest.Pipeline, reportingDomain
 	for i, rep := range reporters {
 		for day := 1; day <= Days; day++ {
 			begin := today.AddDate(0, 0, day-Days-1)
-			res, err := p.Ingest(ctx, bytes.NewReader(report(rep, int64(i*1000+day), day, begin)), ingest.Delivery{
+			res, err := p.Ingest(ctx, bytes.NewReader(report(rep, int64(i*1000+day), day, begin)), ingest.Arrival{
 				Source: ingest.SourceImport,
 				OrgID:  org.ID,
 				Name:   fmt.Sprintf("demo: %s report %d of %d", rep.org, day, Days),

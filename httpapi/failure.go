@@ -10,14 +10,14 @@ import (
 	"github.com/dmarcd/dmarcd/store"
 )
 
-// Forensic (failure) reports: list, single, summary, statistics. Every
-// handler checks the plan first, before it reads any parameter, so that an
-// organization without forensic reports gets the same 403 whatever it
-// sends.
+// Failure reports, served under /api/v1/forensic-reports (the API keeps
+// that name): list, single, summary, statistics. Every handler checks the
+// plan first, before it reads any parameter, so that an organization
+// without failure reports gets the same 403 whatever it sends.
 
-// forensicGate is the 403 of an organization whose plan lacks forensic
-// reports, nil otherwise.
-func forensicGate(r *request) error {
+// failureGate is the 403 of an organization whose plan lacks failure
+// reports, nil otherwise. The message keeps the API's word, "forensic".
+func failureGate(r *request) error {
 	if !r.org.Plan.Limits().Forensic {
 		return errPlanFeature("forensic reports")
 	}
@@ -25,33 +25,33 @@ func forensicGate(r *request) error {
 }
 
 // The paths that share /api/v1/forensic-reports/:id: httprouter 1.3 cannot
-// register fixed segments beside a parameter, so forensicByID dispatches
+// register fixed segments beside a parameter, so failureByID dispatches
 // them and listRoute lists them for the OpenAPI check.
 const (
-	forensicSummaryPath    = "/api/v1/forensic-reports/summary"
-	forensicStatisticsPath = "/api/v1/forensic-reports/statistics"
+	failureSummaryPath    = "/api/v1/forensic-reports/summary"
+	failureStatisticsPath = "/api/v1/forensic-reports/statistics"
 )
 
 // listRoute records a route served by another route's handler (see
-// forensicByID), so that Routes lists it as the API documents it.
+// failureByID), so that Routes lists it as the API documents it.
 func (s *Server) listRoute(method, path string, acc access) {
 	s.routes = append(s.routes, Route{Method: method, Path: path, Access: acc})
 }
 
-// forensicByID serves /forensic-reports/:id, summary and statistics.
-func (s *Server) forensicByID(w http.ResponseWriter, r *request) error {
-	if err := forensicGate(r); err != nil {
+// failureByID serves /forensic-reports/:id, summary and statistics.
+func (s *Server) failureByID(w http.ResponseWriter, r *request) error {
+	if err := failureGate(r); err != nil {
 		return err
 	}
 	var h handlerFunc
 	path := ""
 	switch r.params.ByName("id") {
 	case "summary":
-		h, path = s.forensicSummary, forensicSummaryPath
+		h, path = s.failureSummary, failureSummaryPath
 	case "statistics":
-		h, path = s.forensicStatistics, forensicStatisticsPath
+		h, path = s.failureStatistics, failureStatisticsPath
 	default:
-		return s.getForensic(w, r)
+		return s.getFailureReport(w, r)
 	}
 	if rec, ok := w.(*recorder); ok {
 		rec.route = path
@@ -59,8 +59,8 @@ func (s *Server) forensicByID(w http.ResponseWriter, r *request) error {
 	return h(w, r)
 }
 
-func (s *Server) listForensic(w http.ResponseWriter, r *request) error {
-	if err := forensicGate(r); err != nil {
+func (s *Server) listFailureReports(w http.ResponseWriter, r *request) error {
+	if err := failureGate(r); err != nil {
 		return err
 	}
 	p, err := parsePage(r)
@@ -69,7 +69,7 @@ func (s *Server) listForensic(w http.ResponseWriter, r *request) error {
 	}
 	q := r.URL.Query()
 	f := store.FailureFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}}
-	if f.DomainID, f.DateFrom, f.DateTo, err = forensicScope(q); err != nil {
+	if f.DomainID, f.DateFrom, f.DateTo, err = failureScope(q); err != nil {
 		return err
 	}
 	if f.SourceIP, err = sourceIPParam(q); err != nil {
@@ -89,9 +89,9 @@ func (s *Server) listForensic(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
-// forensicScope reads domain_id, date_from and date_to (Unix seconds, on
+// failureScope reads domain_id, date_from and date_to (Unix seconds, on
 // the arrival date), shared by the list and the statistics.
-func forensicScope(q url.Values) (domainID string, from, to *time.Time, err error) {
+func failureScope(q url.Values) (domainID string, from, to *time.Time, err error) {
 	if domainID = q.Get("domain_id"); domainID != "" && !store.ValidID(domainID) {
 		return "", nil, nil, errBadRequest("query parameter domain_id must be a domain id (a UUID)",
 			FieldError{Field: "domain_id", Message: "must be a UUID"})
@@ -133,8 +133,8 @@ func authFailureParam(q url.Values) (string, error) {
 	return "", errBadRequest("query parameter auth_failure "+msg, FieldError{Field: "auth_failure", Message: msg})
 }
 
-// getForensic answers one report with its original headers.
-func (s *Server) getForensic(w http.ResponseWriter, r *request) error {
+// getFailureReport answers one report with its original headers.
+func (s *Server) getFailureReport(w http.ResponseWriter, r *request) error {
 	rep, err := s.store.FindFailureReport(r.org.ID, r.params.ByName("id"))
 	if errors.Is(err, store.ErrNotFound) {
 		return errNotFound("forensic report not found")
@@ -146,9 +146,9 @@ func (s *Server) getForensic(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
-// forensicSummary answers the last 7 UTC days up to now, from the daily
+// failureSummary answers the last 7 UTC days up to now, from the daily
 // counts kept at ingest.
-func (s *Server) forensicSummary(w http.ResponseWriter, r *request) error {
+func (s *Server) failureSummary(w http.ResponseWriter, r *request) error {
 	sum, err := s.store.FailureSummary(r.org.ID, s.now())
 	if err != nil {
 		return err
@@ -157,12 +157,12 @@ func (s *Server) forensicSummary(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
-// forensicStatistics answers all-time statistics, narrowed by domain_id,
+// failureStatistics answers all-time statistics, narrowed by domain_id,
 // date_from and date_to.
-func (s *Server) forensicStatistics(w http.ResponseWriter, r *request) error {
+func (s *Server) failureStatistics(w http.ResponseWriter, r *request) error {
 	var f store.FailureStatsFilter
 	var err error
-	if f.DomainID, f.DateFrom, f.DateTo, err = forensicScope(r.URL.Query()); err != nil {
+	if f.DomainID, f.DateFrom, f.DateTo, err = failureScope(r.URL.Query()); err != nil {
 		return err
 	}
 	st, err := s.store.FailureStatistics(r.org.ID, f)

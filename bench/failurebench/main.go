@@ -1,5 +1,5 @@
-// Command forensicbench measures failure (forensic) report intake and the
-// forensic summary endpoint, each beside a baseline, in one run:
+// Command failurebench measures failure report intake and the summary
+// endpoint of failure reports, each beside a baseline, in one run:
 //
 //   - intake: an mbox of -mails generated RFC 6591 report mails (one small
 //     report each) imported through the ingest pipeline (parse, route,
@@ -41,6 +41,7 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -77,13 +78,13 @@ func main() {
 		err = jsonl.Write(*jsonOut, results)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "forensicbench:", err)
+		fmt.Fprintln(os.Stderr, "failurebench:", err)
 		os.Exit(1)
 	}
 }
 
 func run(cfg config) ([]result, error) {
-	dir, err := os.MkdirTemp("", "forensicbench")
+	dir, err := os.MkdirTemp("", "failurebench")
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +241,7 @@ func (b *bench) intake(mbox string) ([]result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	sum, err := ingest.Import(context.Background(), []string{mbox}, ingest.ImportOptions{Ingest: b.p.Ingest, Jobs: b.cfg.workers})
+	sum, err := imports.Run(context.Background(), []string{mbox}, imports.Options{Ingest: b.p.Ingest, Jobs: b.cfg.workers})
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +270,7 @@ func readMbox(path string) ([][]byte, error) {
 	}
 	defer f.Close()
 	var mails [][]byte
-	r := ingest.NewMboxReader(f)
+	r := imports.NewMboxReader(f)
 	for {
 		m, err := r.Next()
 		if err == io.EOF {

@@ -49,9 +49,9 @@ func failureMail(from, to string, fs ...failure) []byte {
 	return b.Bytes()
 }
 
-// forensicList lists forensic reports with query q and returns their ids
+// failureList lists failure reports with query q and returns their ids
 // and the total.
-func (s *Server) forensicList(key, q string) ([]string, int) {
+func (s *Server) failureList(key, q string) ([]string, int) {
 	s.t.Helper()
 	r := s.Must(http.StatusOK, "GET", "/api/v1/forensic-reports?"+q, key, nil)
 	ids := []string{}
@@ -64,12 +64,12 @@ func (s *Server) forensicList(key, q string) ([]string, int) {
 	return ids, int(total)
 }
 
-// TestForensicEndToEnd ensures failure reports sent by SMTP to the real
+// TestFailureEndToEnd ensures failure reports sent by SMTP to the real
 // binary are stored (once), mapped to the recipient's domain, geolocated,
-// and read back through every forensic endpoint and filter; that unusable
+// and read back through every forensic-reports endpoint and filter; that unusable
 // ones are quarantined whole; and that plan gating and bad filters answer
 // as API.md says.
-func TestForensicEndToEnd(t *testing.T) {
+func TestFailureEndToEnd(t *testing.T) {
 	s := StartServer(t, Options{Args: geoArgs()})
 	addr := s.SMTPAddr()
 	id1, email1 := s.CreateDomain("example.com")
@@ -97,9 +97,9 @@ func TestForensicEndToEnd(t *testing.T) {
 		}
 	}
 	key := s.Key
-	ids, total := s.forensicList(key, "limit=100")
+	ids, total := s.failureList(key, "limit=100")
 	if total != 6 || len(ids) != 6 {
-		t.Fatalf("%d forensic reports listed, want 6 (5 distinct, one sent to another domain's address)", total)
+		t.Fatalf("%d failure reports listed, want 6 (5 distinct, one sent to another domain's address)", total)
 	}
 
 	// Every filter, alone and combined.
@@ -116,7 +116,7 @@ func TestForensicEndToEnd(t *testing.T) {
 		{"date_from=" + strconv.FormatInt(now.Add(-3*time.Minute).Unix(), 10) + "&date_to=" + strconv.FormatInt(now.Add(-3*time.Minute).Unix(), 10), 1},
 		{"limit=4&page=2", 6},
 	} {
-		got, n := s.forensicList(key, c.q)
+		got, n := s.failureList(key, c.q)
 		if c.q == "limit=4&page=2" {
 			if n != 6 || len(got) != 2 || !slices.Equal(got, ids[4:]) {
 				t.Errorf("page 2 of 4: %v (total %d), want %v", got, n, ids[4:])
@@ -129,7 +129,7 @@ func TestForensicEndToEnd(t *testing.T) {
 	}
 
 	// The single report: fields, geolocation, headers, no body.
-	first, _ := s.forensicList(key, "source_ip=81.2.69.142&domain_id="+id1)
+	first, _ := s.failureList(key, "source_ip=81.2.69.142&domain_id="+id1)
 	rep := s.Must(http.StatusOK, "GET", "/api/v1/forensic-reports/"+first[0], key, nil)
 	geo, _ := rep["geo"].(map[string]any)
 	if rep["domain"] != "example.com" || rep["reported_domain"] != "example.com" || rep["message_id"] != "m1@evil.test" ||
@@ -142,7 +142,7 @@ func TestForensicEndToEnd(t *testing.T) {
 	if len(headers) != 4 || headers[2].(map[string]any)["value"] != "Urgent invoice" {
 		t.Errorf("headers %v", rep["headers"])
 	}
-	noIP, _ := s.forensicList(key, "auth_failure=dmarc&date_to="+strconv.FormatInt(fs[3].arrival.Unix(), 10))
+	noIP, _ := s.failureList(key, "auth_failure=dmarc&date_to="+strconv.FormatInt(fs[3].arrival.Unix(), 10))
 	if len(noIP) != 1 {
 		t.Fatalf("the report without a source IP: %v", noIP)
 	}
@@ -200,20 +200,20 @@ func TestForensicEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Deleting a domain deletes its forensic reports.
+	// Deleting a domain deletes its failure reports.
 	s.Must(http.StatusNoContent, "DELETE", "/api/v1/domains/"+id2, key, nil)
-	if _, total := s.forensicList(key, ""); total != 3 {
-		t.Errorf("after deleting example.org: %d forensic reports, want 3", total)
+	if _, total := s.failureList(key, ""); total != 3 {
+		t.Errorf("after deleting example.org: %d failure reports, want 3", total)
 	}
 	if !strings.Contains(s.Stderr(), `"msg":"ingested"`) || strings.Contains(s.Stderr(), "Urgent invoice") {
 		t.Error("the log lacks the ingest lines, or shows a reported message's subject")
 	}
 }
 
-// TestForensicBadInputEndToEnd ensures failure report mails that cannot be
+// TestFailureBadInputEndToEnd ensures failure report mails that cannot be
 // stored (an abuse report, a feedback part of 10 MB, MIME nested too deep)
 // are accepted and quarantined byte for byte with their reason.
-func TestForensicBadInputEndToEnd(t *testing.T) {
+func TestFailureBadInputEndToEnd(t *testing.T) {
 	s := StartServer(t, Options{})
 	addr := s.SMTPAddr()
 	_, email := s.CreateDomain("example.com")
@@ -264,15 +264,15 @@ func TestForensicBadInputEndToEnd(t *testing.T) {
 			t.Errorf("entry %s: reason %q (want %q), %d bytes kept of %d", e.ID, e.Reason, m.reason, len(raw), len(m.msg))
 		}
 	}
-	if _, total := s.forensicList(s.Key, ""); total != 0 {
-		t.Errorf("%d forensic reports stored from unusable mails", total)
+	if _, total := s.failureList(s.Key, ""); total != 0 {
+		t.Errorf("%d failure reports stored from unusable mails", total)
 	}
 }
 
-// TestForensicRetentionEndToEnd ensures a server started with
-// --forensic-retention deletes, at start, the failure reports that arrived
+// TestFailureRetentionEndToEnd ensures a server started with
+// --failure-retention deletes, at start, the failure reports that arrived
 // longer ago, and keeps the others.
-func TestForensicRetentionEndToEnd(t *testing.T) {
+func TestFailureRetentionEndToEnd(t *testing.T) {
 	s := StartServer(t, Options{})
 	key := s.Key
 	_, email := s.CreateDomain("example.com")
@@ -284,19 +284,19 @@ func TestForensicRetentionEndToEnd(t *testing.T) {
 	if err := sendMail(s.SMTPAddr(), from, []string{email}, mail); err != nil {
 		t.Fatal(err)
 	}
-	if _, total := s.forensicList(key, ""); total != 2 {
-		t.Fatalf("%d forensic reports, want 2", total)
+	if _, total := s.failureList(key, ""); total != 2 {
+		t.Fatalf("%d failure reports, want 2", total)
 	}
 	s.Stop()
-	s2 := StartServer(t, Options{DataDir: s.DataDir, Args: []string{"--forensic-retention", "2h"}})
+	s2 := StartServer(t, Options{DataDir: s.DataDir, Args: []string{"--failure-retention", "2h"}})
 	if entry := s2.waitLogWhere("retention deleted old data", "what", "failure reports"); entry["count"] != 1.0 {
 		t.Errorf("retention log line %v", entry)
 	}
-	if ids, total := s2.forensicList(key, "source_ip=192.0.2.2"); total != 1 || len(ids) != 1 {
+	if ids, total := s2.failureList(key, "source_ip=192.0.2.2"); total != 1 || len(ids) != 1 {
 		t.Errorf("the recent report is gone")
 	}
-	if _, total := s2.forensicList(key, ""); total != 1 {
-		t.Errorf("%d forensic reports after retention, want 1", total)
+	if _, total := s2.failureList(key, ""); total != 1 {
+		t.Errorf("%d failure reports after retention, want 1", total)
 	}
 }
 

@@ -1,4 +1,4 @@
-package ingest
+package smtp
 
 import (
 	"bufio"
@@ -10,11 +10,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/smtp"
@@ -24,90 +22,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
-	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
-// intakeEnv is a real store with registered domains and a running pipeline.
-type intakeEnv struct {
-	db   *store.DB
-	p    *Pipeline
-	stop func() // stops the pipeline's Run and waits for it
-	orgs map[string]*store.Organization
-	doms map[string]*store.Domain // by reporting address
-}
-
-// newIntakeEnv registers each domain spec "org/name/local": the domain
-// name in that organization with reporting address local@reports.test.
-func newIntakeEnv(t *testing.T, specs ...string) *intakeEnv {
-	t.Helper()
-	env := &intakeEnv{db: storetest.Open(t), orgs: map[string]*store.Organization{}, doms: map[string]*store.Domain{}}
-	for _, spec := range specs {
-		parts := strings.Split(spec, "/")
-		org := env.orgs[parts[0]]
-		if org == nil {
-			var err error
-			if org, err = env.db.CreateOrganization(parts[0], store.PlanUnlimited); err != nil {
-				t.Fatal(err)
-			}
-			env.orgs[parts[0]] = org
-		}
-		d := &store.Domain{OrgID: org.ID, Name: parts[1], ReportingEmail: parts[2] + "@reports.test", DMARCRecord: "v=DMARC1; p=none"}
-		if err := env.db.CreateDomain(d); err != nil {
-			t.Fatal(err)
-		}
-		env.doms[d.ReportingEmail] = d
-	}
-	p, err := New(Config{Store: env.db, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.p = p
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	stopped := false
-	env.stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(env.stop)
-	return env
-}
-
-// reports lists the reports stored for the domain with this address.
-func (env *intakeEnv) reports(t *testing.T, addr string) []*store.Report {
-	t.Helper()
-	d := env.doms[addr]
-	reps, _, err := env.db.ListReports(d.OrgID, store.ReportFilter{DomainID: d.ID, Page: store.Page{Page: 1, Limit: 100}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reps
-}
-
-func (env *intakeEnv) quarantine(t *testing.T) []*store.QuarantineEntry {
-	t.Helper()
-	entries, _, err := env.db.ListQuarantine(store.Page{Page: 1, Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return entries
-}
-
 // startSMTP serves env's pipeline on a loopback port.
-func startSMTP(t *testing.T, env *intakeEnv, cfg SMTPConfig) (string, *SMTPServer) {
+func startSMTP(t *testing.T, env *ingesttest.Env, cfg Config) (string, *Server) {
 	t.Helper()
-	cfg.Pipeline = env.p
+	cfg.Intake = env.Pipeline
 	if cfg.Hostname == "" {
 		cfg.Hostname = "mx.reports.test"
 	}
 	cfg.SpoolDir = t.TempDir()
-	srv, err := NewSMTPServer(cfg)
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,28 +51,6 @@ func startSMTP(t *testing.T, env *intakeEnv, cfg SMTPConfig) (string, *SMTPServe
 		}
 	})
 	return ln.Addr().String(), srv
-}
-
-// reportMail is a report mail as receivers send it: a gzip attachment.
-func reportMail(from, to string, seed int64, records int, opts reportgen.Options) ([]byte, reportgen.Stats) {
-	var xml bytes.Buffer
-	stats, _ := reportgen.WriteReport(&xml, seed, records, opts)
-	return mailWith(from, to, reportgen.Gzip(xml.Bytes()), "application/gzip", "report.xml.gz"), stats
-}
-
-// mailWith is a mail with a text part and one base64 attachment.
-func mailWith(from, to string, attachment []byte, ctype, name string) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "From: %s\r\nTo: %s\r\nSubject: Report domain: example.com\r\nMIME-Version: 1.0\r\n", from, to)
-	b.WriteString("Content-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\nContent-Type: text/plain\r\n\r\nThis is a DMARC aggregate report.\r\n")
-	fmt.Fprintf(&b, "--b1\r\nContent-Type: %s; name=\"%s\"\r\nContent-Transfer-Encoding: base64\r\n\r\n", ctype, name)
-	enc := base64.StdEncoding.EncodeToString(attachment)
-	for len(enc) > 76 {
-		b.WriteString(enc[:76] + "\r\n")
-		enc = enc[76:]
-	}
-	b.WriteString(enc + "\r\n--b1--\r\n")
-	return b.Bytes()
 }
 
 // smtpCode returns the SMTP reply code and text of a net/smtp error.
@@ -195,14 +100,14 @@ func dial(t *testing.T, addr string) *smtp.Client {
 // stored, with the counts of the report, and that the same report sent
 // again is not stored twice.
 func TestSMTPStoresReportOnce(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, _ := startSMTP(t, env, SMTPConfig{})
-	msg, stats := reportMail("noreply-dmarc-support@google.com", "abc@reports.test", 7, 25, reportgen.Options{Domain: "example.com"})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{})
+	msg, stats := ingesttest.ReportMail("noreply-dmarc-support@google.com", "abc@reports.test", 7, 25, reportgen.Options{Domain: "example.com"})
 	for i := range 2 {
 		if err := smtp.SendMail(addr, nil, "noreply-dmarc-support@google.com", []string{"abc@reports.test"}, msg); err != nil {
 			t.Fatalf("send %d: %v", i+1, err)
 		}
-		reps := env.reports(t, "abc@reports.test")
+		reps := env.Reports(t, "abc@reports.test")
 		if len(reps) != 1 {
 			t.Fatalf("after send %d: %d reports stored, want 1", i+1, len(reps))
 		}
@@ -212,7 +117,7 @@ func TestSMTPStoresReportOnce(t *testing.T) {
 				r.RecordCount, r.MessageCount, r.DMARCPassCount, stats.Records, stats.Messages, stats.DMARCPass)
 		}
 	}
-	if q := env.quarantine(t); len(q) != 0 {
+	if q := env.Quarantine(t); len(q) != 0 {
 		t.Errorf("quarantine holds %d entries, want none", len(q))
 	}
 }
@@ -221,8 +126,8 @@ func TestSMTPStoresReportOnce(t *testing.T) {
 // address no domain has, before any data, and that addresses compare
 // without case.
 func TestSMTPRecipients(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, _ := startSMTP(t, env, SMTPConfig{})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{})
 	c := dial(t, addr)
 	if err := c.Mail("a@sender.test"); err != nil {
 		t.Fatal(err)
@@ -241,9 +146,9 @@ func TestSMTPRecipients(t *testing.T) {
 // TestSMTPRefusesOversizedMessage ensures a message over MaxBytes gets
 // 552 5.3.4 and leaves nothing behind, and that the session goes on.
 func TestSMTPRefusesOversizedMessage(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, _ := startSMTP(t, env, SMTPConfig{MaxBytes: 8 << 10})
-	big, _ := reportMail("a@sender.test", "abc@reports.test", 1, 1000, reportgen.Options{Domain: "example.com"})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{MaxBytes: 8 << 10})
+	big, _ := ingesttest.ReportMail("a@sender.test", "abc@reports.test", 1, 1000, reportgen.Options{Domain: "example.com"})
 	if len(big) <= 8<<10 {
 		t.Fatalf("test message of %d bytes is not over the limit", len(big))
 	}
@@ -252,13 +157,13 @@ func TestSMTPRefusesOversizedMessage(t *testing.T) {
 	if code != 552 || !strings.HasPrefix(msg, "5.3.4") {
 		t.Errorf("oversized message: %d %q, want 552 5.3.4", code, msg)
 	}
-	if n := len(env.reports(t, "abc@reports.test")); n != 0 {
+	if n := len(env.Reports(t, "abc@reports.test")); n != 0 {
 		t.Errorf("%d reports stored from an oversized message", n)
 	}
-	if q := env.quarantine(t); len(q) != 0 {
+	if q := env.Quarantine(t); len(q) != 0 {
 		t.Errorf("oversized message quarantined: %+v", q[0])
 	}
-	small, _ := reportMail("a@sender.test", "abc@reports.test", 2, 3, reportgen.Options{Domain: "example.com"})
+	small, _ := ingesttest.ReportMail("a@sender.test", "abc@reports.test", 2, 3, reportgen.Options{Domain: "example.com"})
 	if err := send(c, "a@sender.test", []string{"abc@reports.test"}, small); err != nil {
 		t.Errorf("message after the refused one: %v", err)
 	}
@@ -267,13 +172,13 @@ func TestSMTPRefusesOversizedMessage(t *testing.T) {
 // TestSMTPQuarantinesMailWithoutReport ensures a mail with no report is
 // accepted and kept in the quarantine, named by its envelope.
 func TestSMTPQuarantinesMailWithoutReport(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, _ := startSMTP(t, env, SMTPConfig{})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{})
 	msg := []byte("From: a@sender.test\r\nSubject: hello\r\n\r\nJust saying hello.\r\n")
 	if err := smtp.SendMail(addr, nil, "a@sender.test", []string{"abc@reports.test"}, msg); err != nil {
 		t.Fatal(err)
 	}
-	q := env.quarantine(t)
+	q := env.Quarantine(t)
 	if len(q) != 1 || q[0].Source != "smtp" || q[0].Name != "a@sender.test -> abc@reports.test" || q[0].Reason == "" {
 		t.Fatalf("quarantine = %+v, want one smtp entry named by the envelope", q)
 	}
@@ -283,15 +188,15 @@ func TestSMTPQuarantinesMailWithoutReport(t *testing.T) {
 // of two organizations is stored once for each, however often an address
 // is repeated.
 func TestSMTPSeveralRecipients(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc", "globex/example.com/xyz")
-	addr, _ := startSMTP(t, env, SMTPConfig{})
-	msg, stats := reportMail("a@sender.test", "abc@reports.test, xyz@reports.test", 3, 10, reportgen.Options{Domain: "example.com"})
+	env := ingesttest.New(t, "acme/example.com/abc", "globex/example.com/xyz")
+	addr, _ := startSMTP(t, env, Config{})
+	msg, stats := ingesttest.ReportMail("a@sender.test", "abc@reports.test, xyz@reports.test", 3, 10, reportgen.Options{Domain: "example.com"})
 	c := dial(t, addr)
 	if err := send(c, "a@sender.test", []string{"abc@reports.test", "xyz@reports.test", "ABC@reports.test"}, msg); err != nil {
 		t.Fatal(err)
 	}
 	for _, rcpt := range []string{"abc@reports.test", "xyz@reports.test"} {
-		reps := env.reports(t, rcpt)
+		reps := env.Reports(t, rcpt)
 		if len(reps) != 1 || reps[0].RecordCount != stats.Records {
 			t.Errorf("%s: %d reports, want 1 of %d records", rcpt, len(reps), stats.Records)
 		}
@@ -301,10 +206,10 @@ func TestSMTPSeveralRecipients(t *testing.T) {
 // TestSMTPStoreFailureIs451 ensures a message the pipeline cannot store is
 // answered 451 4.3.0, so that the sender keeps it and retries.
 func TestSMTPStoreFailureIs451(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, _ := startSMTP(t, env, SMTPConfig{})
-	env.stop()
-	msg, _ := reportMail("a@sender.test", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{})
+	env.Stop()
+	msg, _ := ingesttest.ReportMail("a@sender.test", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
 	c := dial(t, addr)
 	code, text := smtpCode(send(c, "a@sender.test", []string{"abc@reports.test"}, msg))
 	if code != 451 || !strings.HasPrefix(text, "4.3.0") {
@@ -315,8 +220,8 @@ func TestSMTPStoreFailureIs451(t *testing.T) {
 // TestSMTPConnectionLimit ensures connections beyond MaxConns are told 421
 // and closed, and that a freed slot is served again.
 func TestSMTPConnectionLimit(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, _ := startSMTP(t, env, SMTPConfig{MaxConns: 2})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{MaxConns: 2})
 	a, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -351,9 +256,9 @@ func TestSMTPConnectionLimit(t *testing.T) {
 // TestSMTPStartTLS ensures STARTTLS is offered with a certificate and a
 // report sent over it is stored; without one it is not offered.
 func TestSMTPStartTLS(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
+	env := ingesttest.New(t, "acme/example.com/abc")
 	cert, pool := selfSigned(t, "mx.reports.test")
-	addr, _ := startSMTP(t, env, SMTPConfig{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	addr, _ := startSMTP(t, env, Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	c := dial(t, addr)
 	if ok, _ := c.Extension("STARTTLS"); !ok {
 		t.Fatal("STARTTLS not offered")
@@ -361,15 +266,15 @@ func TestSMTPStartTLS(t *testing.T) {
 	if err := c.StartTLS(&tls.Config{ServerName: "mx.reports.test", RootCAs: pool}); err != nil {
 		t.Fatal(err)
 	}
-	msg, _ := reportMail("a@sender.test", "abc@reports.test", 5, 4, reportgen.Options{Domain: "example.com"})
+	msg, _ := ingesttest.ReportMail("a@sender.test", "abc@reports.test", 5, 4, reportgen.Options{Domain: "example.com"})
 	if err := send(c, "a@sender.test", []string{"abc@reports.test"}, msg); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(env.reports(t, "abc@reports.test")); n != 1 {
+	if n := len(env.Reports(t, "abc@reports.test")); n != 1 {
 		t.Errorf("%d reports over TLS, want 1", n)
 	}
 
-	plainAddr, _ := startSMTP(t, env, SMTPConfig{})
+	plainAddr, _ := startSMTP(t, env, Config{})
 	if ok, _ := dial(t, plainAddr).Extension("STARTTLS"); ok {
 		t.Error("STARTTLS offered without a certificate")
 	}
@@ -402,8 +307,8 @@ func selfSigned(t *testing.T, host string) (tls.Certificate, *x509.CertPool) {
 // TestSMTPShutdownSaysGoodbye ensures Shutdown tells an idle client 421
 // and returns once it is gone, without waiting for its read timeout.
 func TestSMTPShutdownSaysGoodbye(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, srv := startSMTP(t, env, SMTPConfig{ReadTimeout: time.Hour})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, srv := startSMTP(t, env, Config{ReadTimeout: time.Hour})
 	raw, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -434,18 +339,18 @@ func TestSMTPShutdownSaysGoodbye(t *testing.T) {
 // TestSMTPSpoolsLargeMessages ensures a message larger than the in-memory
 // spool is stored whole, from the temporary file, which is then removed.
 func TestSMTPSpoolsLargeMessages(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
-	addr, srv := startSMTP(t, env, SMTPConfig{})
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, srv := startSMTP(t, env, Config{})
 	xml := new(bytes.Buffer)
 	stats, _ := reportgen.WriteReport(xml, 6, 3000, reportgen.Options{Domain: "example.com"})
-	msg := mailWith("a@sender.test", "abc@reports.test", xml.Bytes(), "text/xml", "report.xml")
+	msg := ingesttest.MailWith("a@sender.test", "abc@reports.test", xml.Bytes(), "text/xml", "report.xml")
 	if len(msg) <= spoolMemBytes {
 		t.Fatalf("test message of %d bytes fits the memory spool", len(msg))
 	}
 	if err := smtp.SendMail(addr, nil, "a@sender.test", []string{"abc@reports.test"}, msg); err != nil {
 		t.Fatal(err)
 	}
-	reps := env.reports(t, "abc@reports.test")
+	reps := env.Reports(t, "abc@reports.test")
 	if len(reps) != 1 || reps[0].RecordCount != stats.Records {
 		t.Fatalf("stored %d reports, want 1 of %d records", len(reps), stats.Records)
 	}

@@ -40,18 +40,18 @@ func mustFailure(tb testing.TB, db *store.DB, d *store.Domain, arrival time.Time
 	return f.ID()
 }
 
-// forensicEnv is the API env with failure reports in organization A
+// failureEnv is the API env with failure reports in organization A
 // (unlimited): a1 has f1 (Nov 20), f2 (Nov 21), f4 (Nov 22, no IP); a2 has
 // f3 (Nov 21). Organization B (starter) has b1 with one report.
-type forensicEnv struct {
+type failureEnv struct {
 	*env
 	a1, a2, b1     *store.Domain
 	f1, f2, f3, f4 string
 }
 
-func newForensicEnv(t *testing.T) *forensicEnv {
+func newFailureEnv(t *testing.T) *failureEnv {
 	t.Helper()
-	e := &forensicEnv{env: newEnv(t, 1000)}
+	e := &failureEnv{env: newEnv(t, 1000)}
 	e.a1 = storetest.MustDomain(t, e.db, e.orgA.ID, "alpha.example")
 	e.a2 = storetest.MustDomain(t, e.db, e.orgA.ID, "second.example")
 	e.b1 = storetest.MustDomain(t, e.db, e.orgB.ID, "alpha.example")
@@ -63,11 +63,11 @@ func newForensicEnv(t *testing.T) *forensicEnv {
 	return e
 }
 
-// TestForensicPlanGate ensures a plan without forensic reports gets 403
-// plan_feature_unavailable on every forensic endpoint, before any
+// TestFailurePlanGate ensures a plan without failure reports gets 403
+// plan_feature_unavailable on every forensic-reports endpoint, before any
 // parameter is looked at, and that a plan change takes effect at once.
-func TestForensicPlanGate(t *testing.T) {
-	e := newForensicEnv(t)
+func TestFailurePlanGate(t *testing.T) {
+	e := newFailureEnv(t)
 	paths := []string{
 		"/api/v1/forensic-reports", "/api/v1/forensic-reports/" + e.f1, "/api/v1/forensic-reports/summary",
 		"/api/v1/forensic-reports/statistics",
@@ -93,16 +93,16 @@ func TestForensicPlanGate(t *testing.T) {
 	}
 }
 
-type forensicList struct {
+type failureList struct {
 	Data       []map[string]any `json:"data"`
 	Pagination pagination       `json:"pagination"`
 }
 
-// TestListForensic ensures every filter, their combinations and
+// TestListFailureReports ensures every filter, their combinations and
 // pagination select the right reports, newest arrival first, in the
 // API.md shape.
-func TestListForensic(t *testing.T) {
-	e := newForensicEnv(t)
+func TestListFailureReports(t *testing.T) {
+	e := newFailureEnv(t)
 	unix := func(d, h int) string {
 		return strconv.FormatInt(time.Date(2026, 11, d, h, 0, 0, 0, time.UTC).Unix(), 10)
 	}
@@ -135,7 +135,7 @@ func TestListForensic(t *testing.T) {
 			if r.status != http.StatusOK {
 				t.Fatalf("%d %s", r.status, r.body)
 			}
-			var l forensicList
+			var l failureList
 			if err := json.Unmarshal(r.body, &l); err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +149,7 @@ func TestListForensic(t *testing.T) {
 		})
 	}
 	r := e.do("GET", "/api/v1/forensic-reports?domain_id="+e.a2.ID, e.keyA, nil)
-	var l forensicList
+	var l failureList
 	_ = json.Unmarshal(r.body, &l)
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range l.Data[0] {
@@ -173,10 +173,10 @@ func TestListForensic(t *testing.T) {
 	}
 }
 
-// TestForensicBadFilters ensures bad query values are 400 (naming the
+// TestFailureBadFilters ensures bad query values are 400 (naming the
 // field) and a domain of another organization is 404.
-func TestForensicBadFilters(t *testing.T) {
-	e := newForensicEnv(t)
+func TestFailureBadFilters(t *testing.T) {
+	e := newFailureEnv(t)
 	for _, c := range []struct {
 		path, field string
 	}{
@@ -223,10 +223,10 @@ func TestForensicBadFilters(t *testing.T) {
 	}
 }
 
-// TestGetForensic ensures the single GET adds the original headers (in
+// TestGetFailureReport ensures the single GET adds the original headers (in
 // order) and the DKIM fields, and hides other organizations' reports.
-func TestGetForensic(t *testing.T) {
-	e := newForensicEnv(t)
+func TestGetFailureReport(t *testing.T) {
+	e := newFailureEnv(t)
 	r := e.do("GET", "/api/v1/forensic-reports/"+e.f1, e.readA, nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("%d %s", r.status, r.body)
@@ -262,7 +262,7 @@ func TestGetForensic(t *testing.T) {
 	}
 }
 
-type forensicSummary struct {
+type failureSummary struct {
 	WindowStart   time.Time                  `json:"window_start"`
 	WindowEnd     time.Time                  `json:"window_end"`
 	Total         int64                      `json:"total"`
@@ -272,25 +272,25 @@ type forensicSummary struct {
 	ByDay         []store.FailureDayCount    `json:"by_day"`
 }
 
-// TestForensicSummaryWindow ensures the summary covers the 7 UTC days
+// TestFailureSummaryWindow ensures the summary covers the 7 UTC days
 // ending at the server's now (an injected clock), one row per day with
 // zeros, and moves with the clock.
-func TestForensicSummaryWindow(t *testing.T) {
-	e := newForensicEnv(t)
-	get := func() forensicSummary {
+func TestFailureSummaryWindow(t *testing.T) {
+	e := newFailureEnv(t)
+	get := func() failureSummary {
 		t.Helper()
 		r := e.do("GET", "/api/v1/forensic-reports/summary", e.keyA, nil)
 		if r.status != http.StatusOK {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
-		var s forensicSummary
+		var s failureSummary
 		if err := json.Unmarshal(r.body, &s); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	s := get() // now: Nov 22 09:30
-	days := func(s forensicSummary) string {
+	days := func(s failureSummary) string {
 		out := ""
 		for _, d := range s.ByDay {
 			out += d.Date[8:] + ":" + strconv.FormatInt(d.Count, 10) + " "
@@ -323,10 +323,10 @@ func TestForensicSummaryWindow(t *testing.T) {
 	}
 }
 
-// TestForensicStatistics ensures the statistics count all time by default
+// TestFailureStatistics ensures the statistics count all time by default
 // and by domain and date range when asked, with the groups of API.md.
-func TestForensicStatistics(t *testing.T) {
-	e := newForensicEnv(t)
+func TestFailureStatistics(t *testing.T) {
+	e := newFailureEnv(t)
 	get := func(q string) map[string]any {
 		t.Helper()
 		r := e.do("GET", "/api/v1/forensic-reports/statistics"+q, e.keyA, nil)
@@ -366,17 +366,17 @@ func TestForensicStatistics(t *testing.T) {
 	}
 }
 
-// TestDeleteDomainDeletesForensic ensures deleting a domain through the
-// API removes its forensic reports from every endpoint.
-func TestDeleteDomainDeletesForensic(t *testing.T) {
-	e := newForensicEnv(t)
+// TestDeleteDomainDeletesFailureReports ensures deleting a domain through the
+// API removes its failure reports from every endpoint.
+func TestDeleteDomainDeletesFailureReports(t *testing.T) {
+	e := newFailureEnv(t)
 	if r := e.do("DELETE", "/api/v1/domains/"+e.a1.ID, e.keyA, nil); r.status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}
 	if r := e.do("GET", "/api/v1/forensic-reports/"+e.f1, e.keyA, nil); r.status != http.StatusNotFound {
 		t.Errorf("report of the deleted domain: %d", r.status)
 	}
-	var l forensicList
+	var l failureList
 	_ = json.Unmarshal(e.do("GET", "/api/v1/forensic-reports", e.keyA, nil).body, &l)
 	if l.Pagination.Total != 1 || l.Data[0]["id"] != e.f3 {
 		t.Errorf("left %+v", l)

@@ -1,4 +1,7 @@
-package ingest
+// Package imports is the file way in: it walks files, folders and mbox
+// files and hands each input (a file, or one message of an mbox file) to
+// the ingest pipeline, many at once, summing up what happened.
+package imports
 
 import (
 	"bytes"
@@ -13,43 +16,43 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/dmarcd/dmarcd/ingest"
 )
 
-// DefaultImportJobs is how many inputs an import has in flight at once:
+// DefaultJobs is how many inputs an import has in flight at once:
 // each waits for its commit, so the pipeline commits about this many
 // reports per write transaction. Parsing is limited to one input per CPU
 // inside the pipeline, so waiting jobs hold little more than an open file;
 // the ingest benchmark went from 19k (8 in flight) to ~100k small-report
 // records/s with hundreds in flight.
-const DefaultImportJobs = 64
+const DefaultJobs = 64
 
-// IngestFunc ingests one input as Pipeline.Ingest does; the admin socket
-// client offers the same for a running server.
-type IngestFunc func(ctx context.Context, r io.Reader, d Delivery) (*Result, error)
-
-// ImportOptions configures Import. Ingest is required.
-type ImportOptions struct {
-	Ingest IngestFunc
-	// Jobs is the number of inputs in flight; default DefaultImportJobs.
+// Options configures Run. Ingest is required.
+type Options struct {
+	// Ingest stores one input: Pipeline.Ingest, or the admin socket
+	// client's, which offers the same for a running server.
+	Ingest ingest.IngestFunc
+	// Jobs is the number of inputs in flight; default DefaultJobs.
 	Jobs int
 	// Progress, when set, is called after each input with its outcome and
 	// the summary so far; calls do not overlap, and the summary must not
 	// be kept past the call.
-	Progress func(item ImportItem, sum *ImportSummary)
+	Progress func(item Item, sum *Summary)
 }
 
-// ImportItem is the outcome of one input: a file, or one message of an
+// Item is the outcome of one input: a file, or one message of an
 // mbox file.
-type ImportItem struct {
+type Item struct {
 	// Name is the path as given or found in a folder, with "#N" appended
 	// for message N (from 1) of an mbox file.
 	Name   string
-	Result *Result // nil when Err is set
+	Result *ingest.Result // nil when Err is set
 	Err    error
 }
 
-// ImportSummary counts what an import did. The lists are in input order.
-type ImportSummary struct {
+// Summary counts what an import did. The lists are in input order.
+type Summary struct {
 	Files     int `json:"files"`  // files found
 	Inputs    int `json:"inputs"` // files and mbox messages ingested or failed
 	FilesDone int `json:"-"`      // files whose every input is done (progress)
@@ -61,39 +64,39 @@ type ImportSummary struct {
 	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
 	Failed         int `json:"failed"`          // inputs not read or not stored
 
-	Quarantine []ImportQuarantined `json:"quarantine"`
-	Failures   []ImportFailure     `json:"failures"`
+	Quarantine []Quarantined `json:"quarantine"`
+	Failures   []FailedInput `json:"failures"`
 }
 
-// ImportQuarantined is one input kept in the quarantine.
-type ImportQuarantined struct {
+// Quarantined is one input kept in the quarantine.
+type Quarantined struct {
 	File   string `json:"file"`
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
 }
 
-// ImportFailure is one input that failed, or a path that could not be read.
-type ImportFailure struct {
+// FailedInput is one input that failed, or a path that could not be read.
+type FailedInput struct {
 	File   string `json:"file"`
 	Reason string `json:"reason"`
 }
 
-// Import ingests every file under paths: files, folders (recursively, in
+// Run ingests every file under paths: files, folders (recursively, in
 // name order, skipping names that start with a dot and not following
 // symbolic links to folders), and mbox files, split into their messages.
 // Names are used as they are, never expanded as patterns. A path or input
 // that fails is counted and listed in the summary, and the import goes on;
 // the error is ctx's when the import was cancelled (the summary then says
 // what was done), or a configuration error.
-func Import(ctx context.Context, paths []string, o ImportOptions) (*ImportSummary, error) {
+func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	if o.Ingest == nil {
-		return nil, errors.New("ingest: ImportOptions.Ingest is required")
+		return nil, errors.New("ingest: imports.Options.Ingest is required")
 	}
 	if o.Jobs <= 0 {
-		o.Jobs = DefaultImportJobs
+		o.Jobs = DefaultJobs
 	}
 	files, failures := collectFiles(paths)
-	im := &importer{o: o, sum: &ImportSummary{Files: len(files)}}
+	im := &importer{o: o, sum: &Summary{Files: len(files)}}
 	for _, f := range failures {
 		im.record(&importJob{seq: im.nextSeq(), name: f.File, err: errors.New(f.Reason)})
 	}
@@ -125,7 +128,7 @@ type importJob struct {
 	err  error
 	fs   *importFile
 
-	result *Result
+	result *ingest.Result
 }
 
 // importFile tracks when every input of a file is done.
@@ -135,10 +138,10 @@ type importFile struct {
 }
 
 type importer struct {
-	o   ImportOptions
+	o   Options
 	mu  sync.Mutex
 	seq int
-	sum *ImportSummary
+	sum *Summary
 	// seqs order the lists of the summary by input.
 	qSeq, fSeq []int
 }
@@ -235,7 +238,7 @@ func (im *importer) run(ctx context.Context, j *importJob) {
 		if j.file != nil {
 			r = j.file
 		}
-		j.result, j.err = im.o.Ingest(ctx, r, Delivery{Source: SourceImport, Name: j.abs})
+		j.result, j.err = im.o.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, Name: j.abs})
 		if j.file != nil {
 			j.file.Close()
 		}
@@ -252,17 +255,17 @@ func (im *importer) record(j *importJob) {
 	defer im.mu.Unlock()
 	s := im.sum
 	s.Inputs++
-	item := ImportItem{Name: j.name, Result: j.result, Err: j.err}
+	item := Item{Name: j.name, Result: j.result, Err: j.err}
 	if j.err != nil {
 		s.Failed++
-		s.Failures = append(s.Failures, ImportFailure{File: j.name, Reason: reason(j.err)})
+		s.Failures = append(s.Failures, FailedInput{File: j.name, Reason: reason(j.err)})
 		im.fSeq = append(im.fSeq, j.seq)
 	} else {
 		for _, o := range j.result.Reports {
 			switch {
 			case o.Duplicate:
 				s.Duplicates++
-			case o.Kind == KindFailure:
+			case o.Kind == ingest.KindFailure:
 				s.FailureReports++
 			default:
 				s.Imported++
@@ -271,7 +274,7 @@ func (im *importer) record(j *importJob) {
 		}
 		if j.result.Quarantined != "" {
 			s.Quarantined++
-			s.Quarantine = append(s.Quarantine, ImportQuarantined{File: j.name, ID: j.result.Quarantined, Reason: j.result.Reason})
+			s.Quarantine = append(s.Quarantine, Quarantined{File: j.name, ID: j.result.Quarantined, Reason: j.result.Reason})
 			im.qSeq = append(im.qSeq, j.seq)
 		}
 	}
@@ -304,10 +307,10 @@ func (im *importer) finish() {
 	sortBy(im.sum.Quarantine, im.qSeq)
 	sortBy(im.sum.Failures, im.fSeq)
 	if im.sum.Quarantine == nil {
-		im.sum.Quarantine = []ImportQuarantined{}
+		im.sum.Quarantine = []Quarantined{}
 	}
 	if im.sum.Failures == nil {
-		im.sum.Failures = []ImportFailure{}
+		im.sum.Failures = []FailedInput{}
 	}
 }
 
@@ -326,13 +329,13 @@ func sortBy[T any](items []T, seqs []int) {
 
 // collectFiles expands paths into the files to import, in order, and the
 // paths that cannot be read.
-func collectFiles(paths []string) ([]string, []ImportFailure) {
+func collectFiles(paths []string) ([]string, []FailedInput) {
 	var files []string
-	var failures []ImportFailure
+	var failures []FailedInput
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			failures = append(failures, ImportFailure{File: p, Reason: reason(err)})
+			failures = append(failures, FailedInput{File: p, Reason: reason(err)})
 			continue
 		}
 		if fi.Mode().IsRegular() {
@@ -340,12 +343,12 @@ func collectFiles(paths []string) ([]string, []ImportFailure) {
 			continue
 		}
 		if !fi.IsDir() {
-			failures = append(failures, ImportFailure{File: p, Reason: "not a regular file or folder"})
+			failures = append(failures, FailedInput{File: p, Reason: "not a regular file or folder"})
 			continue
 		}
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
-				failures = append(failures, ImportFailure{File: path, Reason: reason(err)})
+				failures = append(failures, FailedInput{File: path, Reason: reason(err)})
 				if d != nil && d.IsDir() && path != p {
 					return fs.SkipDir
 				}
@@ -368,7 +371,7 @@ func collectFiles(paths []string) ([]string, []ImportFailure) {
 			return nil
 		})
 		if err != nil {
-			failures = append(failures, ImportFailure{File: p, Reason: reason(err)})
+			failures = append(failures, FailedInput{File: p, Reason: reason(err)})
 		}
 	}
 	return files, failures

@@ -1,4 +1,4 @@
-package ingest
+package imports
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
 
@@ -36,8 +37,8 @@ func importTree(t *testing.T) string {
 	writeFile(t, filepath.Join(dir, ".git", "x.xml"), rep(10, "example.com"))
 	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("not a report\n"))
 	writeFile(t, filepath.Join(dir, "other.xml"), rep(6, "unregistered.test"))
-	m4, _ := reportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
-	m5, _ := reportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com"})
+	m4, _ := ingesttest.ReportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
+	m5, _ := ingesttest.ReportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com"})
 	var mbox bytes.Buffer
 	for _, m := range [][]byte{m4, []byte("Subject: hi\n\n>From me, hello\n"), m5} {
 		mbox.WriteString("From a@google.com Thu Nov 20 10:00:00 2026\n")
@@ -52,20 +53,23 @@ func importTree(t *testing.T) string {
 // odd names, counts each outcome, lists failures and quarantined inputs in
 // input order, reports progress for every input, and can be re-run.
 func TestImportFolder(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
+	env := ingesttest.New(t, "acme/example.com/abc")
 	dir := importTree(t)
 	// A failure report (reported domain example.com) is counted apart.
-	failure := mustReadFile(t, corpusPath("failure/dmarc_ruf_report_linkedin.eml"))
+	failure, err := os.ReadFile(filepath.Join("..", "..", "testdata", "corpus", "failure", "dmarc_ruf_report_linkedin.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "ruf.eml"), failure, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "nope.xml")
-	var items []ImportItem
-	var last ImportSummary
-	sum, err := Import(context.Background(), []string{missing, dir}, ImportOptions{
-		Ingest: env.p.Ingest,
+	var items []Item
+	var last Summary
+	sum, err := Run(context.Background(), []string{missing, dir}, Options{
+		Ingest: env.Pipeline.Ingest,
 		Jobs:   3,
-		Progress: func(it ImportItem, s *ImportSummary) {
+		Progress: func(it Item, s *Summary) {
 			items = append(items, it)
 			last = *s
 		},
@@ -73,7 +77,7 @@ func TestImportFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ImportSummary{Files: 7, Inputs: 10, FilesDone: 7, Imported: 5, Records: 25, FailureReports: 1, Duplicates: 0, Quarantined: 3, Failed: 1}
+	want := Summary{Files: 7, Inputs: 10, FilesDone: 7, Imported: 5, Records: 25, FailureReports: 1, Duplicates: 0, Quarantined: 3, Failed: 1}
 	got := *sum
 	got.Quarantine, got.Failures = nil, nil
 	if !reflect.DeepEqual(got, want) {
@@ -95,17 +99,17 @@ func TestImportFolder(t *testing.T) {
 	if strings.Join(qFiles, ",") != "inbox.mbox#2,notes.txt,other.xml" {
 		t.Errorf("quarantined %v, want in input order", qFiles)
 	}
-	if n := len(env.reports(t, "abc@reports.test")); n != 5 {
+	if n := len(env.Reports(t, "abc@reports.test")); n != 5 {
 		t.Errorf("%d reports stored, want 5", n)
 	}
-	entries := env.quarantine(t)
+	entries := env.Quarantine(t)
 	for _, e := range entries {
 		if !filepath.IsAbs(e.Name) || e.Source != "import" {
 			t.Errorf("quarantine entry %q from %s, want an absolute path from import", e.Name, e.Source)
 		}
 	}
 
-	again, err := Import(context.Background(), []string{filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), dir}, ImportOptions{Ingest: env.p.Ingest})
+	again, err := Run(context.Background(), []string{filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), dir}, Options{Ingest: env.Pipeline.Ingest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,13 +121,13 @@ func TestImportFolder(t *testing.T) {
 // TestImportCancelled ensures a cancelled import stops, says so, and
 // reports what it did.
 func TestImportCancelled(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
+	env := ingesttest.New(t, "acme/example.com/abc")
 	dir := importTree(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	sum, err := Import(ctx, []string{dir}, ImportOptions{
-		Ingest: env.p.Ingest,
+	sum, err := Run(ctx, []string{dir}, Options{
+		Ingest: env.Pipeline.Ingest,
 		Jobs:   1,
-		Progress: func(ImportItem, *ImportSummary) {
+		Progress: func(Item, *Summary) {
 			cancel()
 		},
 	})
@@ -138,7 +142,7 @@ func TestImportCancelled(t *testing.T) {
 // TestImportBadPaths ensures paths that are not files or folders are
 // failures with a reason, and the rest is imported.
 func TestImportBadPaths(t *testing.T) {
-	env := newIntakeEnv(t, "acme/example.com/abc")
+	env := ingesttest.New(t, "acme/example.com/abc")
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.xml")
 	writeFile(t, good, reportgen.Generate(1, 3, reportgen.Options{Domain: "example.com"}))
@@ -147,7 +151,7 @@ func TestImportBadPaths(t *testing.T) {
 		{"/dev/null", "not a regular file"},
 		{filepath.Join(dir, "*.xml"), "no such file"}, // never expanded
 	} {
-		sum, err := Import(context.Background(), []string{c.path, good}, ImportOptions{Ingest: env.p.Ingest})
+		sum, err := Run(context.Background(), []string{c.path, good}, Options{Ingest: env.Pipeline.Ingest})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,8 @@
-package ingest
+// Package smtp is the SMTP way in: a listener (emersion/go-smtp) that
+// receives report mail for the reporting addresses of registered domains
+// and hands each message to the ingest pipeline, through the narrow Intake
+// interface, once per recipient domain.
+package smtp
 
 import (
 	"context"
@@ -16,20 +20,21 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/metrics"
 )
 
-// SMTP defaults, see SMTPConfig.
+// SMTP defaults, see Config.
 const (
-	DefaultSMTPMaxBytes      = 50 << 20
-	DefaultSMTPMaxConns      = 100
-	DefaultSMTPReadTimeout   = 5 * time.Minute
-	DefaultSMTPWriteTimeout  = time.Minute
-	DefaultSMTPIngestTimeout = 2 * time.Minute
-	defaultSMTPMaxRecipients = 50
-	// smtpMaxLineLength is far above RFC 5321's 1000 octets: a report sent
+	DefaultMaxBytes      = 50 << 20
+	DefaultMaxConns      = 100
+	DefaultReadTimeout   = 5 * time.Minute
+	DefaultWriteTimeout  = time.Minute
+	DefaultIngestTimeout = 2 * time.Minute
+	defaultMaxRecipients = 50
+	// maxLineLength is far above RFC 5321's 1000 octets: a report sent
 	// by a careless reporter as one long XML line is still a report.
-	smtpMaxLineLength = 64 << 10
+	maxLineLength = 64 << 10
 )
 
 // The replies of DESIGN.md, "Command line".
@@ -42,24 +47,25 @@ var (
 		Message: "Could not store the message, try again later"}
 )
 
-// SMTPConfig configures an SMTPServer. Pipeline is required; every other
-// field has a default.
-type SMTPConfig struct {
-	Pipeline *Pipeline
+// Config configures a Server. Intake is required; every other field has a
+// default.
+type Config struct {
+	// Intake stores the messages: an *ingest.Pipeline in dmarcd.
+	Intake Intake
 	// Hostname is the name in the greeting and the EHLO answer.
 	Hostname string
 	// MaxBytes is the largest message accepted (552 5.3.4 beyond);
-	// default DefaultSMTPMaxBytes. It is also announced with SIZE.
+	// default DefaultMaxBytes. It is also announced with SIZE.
 	MaxBytes int64
 	// MaxConns is the number of connections served at once; further ones
-	// get "421 4.3.2" and are closed. Default DefaultSMTPMaxConns.
+	// get "421 4.3.2" and are closed. Default DefaultMaxConns.
 	MaxConns int
 	// ReadTimeout is how long a client may stay silent, between commands
 	// and within a message; WriteTimeout bounds each reply. Defaults
-	// DefaultSMTPReadTimeout and DefaultSMTPWriteTimeout.
+	// DefaultReadTimeout and DefaultWriteTimeout.
 	ReadTimeout, WriteTimeout time.Duration
 	// IngestTimeout bounds storing one message (451 beyond); default
-	// DefaultSMTPIngestTimeout.
+	// DefaultIngestTimeout.
 	IngestTimeout time.Duration
 	// TLS enables STARTTLS when set.
 	TLS *tls.Config
@@ -71,19 +77,27 @@ type SMTPConfig struct {
 	Now      func() time.Time
 }
 
-// intake is what the listener needs of a Pipeline.
-type intake interface {
+// Intake is what the listener needs of the ingest pipeline: the RCPT TO
+// check, and storing one message for one recipient. *ingest.Pipeline
+// implements it.
+type Intake interface {
+	// KnownRecipient reports whether addr is the reporting address of a
+	// registered domain.
 	KnownRecipient(addr string) bool
-	Ingest(ctx context.Context, r io.Reader, d Delivery) (*Result, error)
+	// Ingest stores what the message holds and returns once it is durably
+	// stored or quarantined; an error means neither (the sender gets 451).
+	Ingest(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error)
 }
 
-// SMTPServer receives report mail for the reporting addresses of
+var _ Intake = (*ingest.Pipeline)(nil)
+
+// Server receives report mail for the reporting addresses of
 // registered domains. A message is acknowledged (250) only once the
 // pipeline has durably stored or quarantined it, for every recipient
 // domain; a sender whose message could not be stored gets 451 and retries.
-type SMTPServer struct {
-	cfg    SMTPConfig
-	intake intake
+type Server struct {
+	cfg    Config
+	intake Intake
 	srv    *smtp.Server
 	log    *slog.Logger
 
@@ -98,23 +112,23 @@ type SMTPServer struct {
 	messages *metrics.CounterVec
 }
 
-// NewSMTPServer returns a server for cfg; call Serve to run it. The error
+// NewServer returns a server for cfg; call Serve to run it. The error
 // says what is wrong with cfg.
-func NewSMTPServer(cfg SMTPConfig) (*SMTPServer, error) {
-	if cfg.Pipeline == nil {
-		return nil, errors.New("ingest: SMTPConfig.Pipeline is required")
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Intake == nil {
+		return nil, errors.New("ingest: smtp.Config.Intake is required")
 	}
 	if cfg.MaxBytes < 0 || cfg.MaxConns < 0 || cfg.ReadTimeout < 0 || cfg.WriteTimeout < 0 || cfg.IngestTimeout < 0 {
 		return nil, errors.New("ingest: SMTP limits and timeouts must not be negative")
 	}
 	cfg = cfg.withDefaults()
-	s := &SMTPServer{cfg: cfg, intake: cfg.Pipeline, log: cfg.Logger, conns: map[*smtpConn]struct{}{}}
+	s := &Server{cfg: cfg, intake: cfg.Intake, log: cfg.Logger, conns: map[*smtpConn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Domain = cfg.Hostname
 	srv.MaxMessageBytes = cfg.MaxBytes
-	srv.MaxRecipients = defaultSMTPMaxRecipients
-	srv.MaxLineLength = smtpMaxLineLength
+	srv.MaxRecipients = defaultMaxRecipients
+	srv.MaxLineLength = maxLineLength
 	srv.ReadTimeout = cfg.ReadTimeout
 	srv.WriteTimeout = cfg.WriteTimeout
 	srv.TLSConfig = cfg.TLS
@@ -132,24 +146,24 @@ func NewSMTPServer(cfg SMTPConfig) (*SMTPServer, error) {
 	return s, nil
 }
 
-func (c SMTPConfig) withDefaults() SMTPConfig {
+func (c Config) withDefaults() Config {
 	if c.Hostname == "" {
 		c.Hostname = "localhost"
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultSMTPMaxBytes
+		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.MaxConns == 0 {
-		c.MaxConns = DefaultSMTPMaxConns
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultSMTPReadTimeout
+		c.ReadTimeout = DefaultReadTimeout
 	}
 	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultSMTPWriteTimeout
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	if c.IngestTimeout == 0 {
-		c.IngestTimeout = DefaultSMTPIngestTimeout
+		c.IngestTimeout = DefaultIngestTimeout
 	}
 	if c.SpoolDir == "" {
 		c.SpoolDir = os.TempDir()
@@ -165,7 +179,7 @@ func (c SMTPConfig) withDefaults() SMTPConfig {
 
 // Serve accepts connections on ln until Shutdown or Close, then returns
 // nil; any other error is the listener's.
-func (s *SMTPServer) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error {
 	err := s.srv.Serve(&smtpListener{Listener: ln, s: s})
 	if errors.Is(err, smtp.ErrServerClosed) {
 		return nil
@@ -177,7 +191,7 @@ func (s *SMTPServer) Serve(ln net.Listener) error {
 // stored finish, says goodbye (421) to idle clients, and returns when
 // every connection is closed. When ctx ends first it closes what is left
 // (as Close does) and returns ctx's error.
-func (s *SMTPServer) Shutdown(ctx context.Context) error {
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.mu.Lock()
 	for c := range s.conns {
@@ -198,7 +212,7 @@ func (s *SMTPServer) Shutdown(ctx context.Context) error {
 
 // Close closes the listener and every connection at once; messages being
 // stored are abandoned (their senders got no 250 and will retry).
-func (s *SMTPServer) Close() error {
+func (s *Server) Close() error {
 	s.draining.Store(true)
 	s.cancel()
 	err := s.srv.Close()
@@ -214,7 +228,7 @@ func (s *SMTPServer) Close() error {
 	return err
 }
 
-func (s *SMTPServer) count(outcome string) {
+func (s *Server) count(outcome string) {
 	if s.messages != nil {
 		s.messages.With(outcome).Inc()
 	}
@@ -225,7 +239,7 @@ func (s *SMTPServer) count(outcome string) {
 // line each instead of a goroutine and buffers held open.
 type smtpListener struct {
 	net.Listener
-	s *SMTPServer
+	s *Server
 }
 
 func (l *smtpListener) Accept() (net.Conn, error) {
@@ -261,7 +275,7 @@ func (l *smtpListener) Accept() (net.Conn, error) {
 // deadline and completes.
 type smtpConn struct {
 	net.Conn
-	s      *SMTPServer
+	s      *Server
 	inData atomic.Bool
 	closed sync.Once
 }
@@ -307,7 +321,7 @@ func (l smtpErrorLog) Println(v ...any) {
 	l.log.Debug("smtp: " + strings.TrimSpace(fmt.Sprintln(v...)))
 }
 
-func (s *SMTPServer) newSession(c *smtp.Conn) (smtp.Session, error) {
+func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	nc := c.Conn()
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
@@ -325,7 +339,7 @@ func remoteIP(a net.Addr) string {
 
 // session is one SMTP transaction at a time on one connection.
 type session struct {
-	s      *SMTPServer
+	s      *Server
 	conn   *smtpConn // nil only when go-smtp hands us a foreign conn
 	remote string
 	from   string
@@ -416,15 +430,15 @@ func (ss *session) Data(r io.Reader) error {
 	return nil
 }
 
-func (ss *session) ingest(r io.Reader, rcpt string, received time.Time) (*Result, error) {
+func (ss *session) ingest(r io.Reader, rcpt string, received time.Time) (*ingest.Result, error) {
 	ctx, cancel := context.WithTimeout(ss.s.ctx, ss.s.cfg.IngestTimeout)
 	defer cancel()
 	from := ss.from
 	if from == "" {
 		from = "<>"
 	}
-	return ss.s.intake.Ingest(ctx, r, Delivery{
-		Source:     SourceSMTP,
+	return ss.s.intake.Ingest(ctx, r, ingest.Arrival{
+		Source:     ingest.SourceSMTP,
 		Recipient:  rcpt,
 		Name:       from + " -> " + rcpt,
 		ReceivedAt: received,

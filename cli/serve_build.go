@@ -1,0 +1,374 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/geo"
+	"github.com/dmarcd/dmarcd/httpapi"
+	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/smtp"
+	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/worker"
+)
+
+// server is what 'dmarcd serve' runs: built by newServer, started and
+// stopped by run, released by close.
+type server struct {
+	g   *globalOptions
+	o   serveOptions
+	log *slog.Logger
+
+	reportingDomain string
+	smtpTLS         bool // STARTTLS is offered
+	geo             *geo.DB
+	db              *store.DB
+	resolver        *dnscheck.Resolver
+	hooks           *webhook.Client
+	api             *httpapi.Server
+	pipeline        *ingest.Pipeline
+	smtp            *smtp.Server
+	apiSrv          *http.Server
+	adminSrv        *http.Server
+	sched           *worker.Scheduler
+	lns             *listeners
+
+	// ready is what /readyz reports: set once everything serves, cleared
+	// when shutdown begins.
+	ready atomic.Bool
+}
+
+// newServer checks the options and builds every component of serve, each
+// after those it needs: the store, DNS and webhook clients, the API, the
+// pipeline and the SMTP server, the admin socket's server, the scheduler
+// and its jobs, and last the listeners. It creates the first organization
+// and key on an empty database, but starts nothing (see run). On error it
+// releases what it had acquired; usage errors name the flag.
+func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
+	log, err := newLogger(g.stderr, o.LogFormat, o.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	s := &server{g: g, o: o, log: log}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.reportingDomain, err = resolveReportingDomain(o.ReportingDomain, log); err != nil {
+		return nil, err
+	}
+	tlsCfg, err := o.smtpTLS()
+	if err != nil {
+		return nil, err
+	}
+	s.smtpTLS = tlsCfg != nil
+	if s.geo, err = geo.Open(o.Geo.config()); err != nil {
+		return nil, fmt.Errorf("geolocation database: %w", err)
+	}
+	if err := os.MkdirAll(g.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	db, err := store.Open(g.dbPath(), &store.Options{Timeout: time.Second})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("another process (probably another 'dmarcd serve') holds %s; stop it or choose another --data-dir", g.dbPath())
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.db = db
+
+	if s.resolver, err = dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout}); err != nil {
+		return nil, err
+	}
+	hooks, hookPolicy, err := o.Webhooks.client(s.resolver, log)
+	if err != nil {
+		return nil, err
+	}
+	s.hooks = hooks
+	reg := metrics.NewRegistry()
+	if err := setAlertRules(db, o.Alerts, reg); err != nil {
+		return nil, err
+	}
+	s.api = httpapi.New(httpapi.Config{
+		Store:           db,
+		DNS:             &dnscheck.Checker{Resolver: s.resolver},
+		ReportingDomain: s.reportingDomain,
+		RateLimit:       o.RateLimit,
+		Logger:          log,
+		Metrics:         reg,
+		Version:         version(),
+		WebhookClient:   hooks,
+		WebhookResolver: s.resolver,
+		WebhookPolicy:   hookPolicy,
+		Ready: func() error {
+			if !s.ready.Load() {
+				return errors.New("starting")
+			}
+			return nil
+		},
+	})
+	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now}); err != nil {
+		return nil, err
+	}
+	hostname := o.SMTPHostname
+	if hostname == "" {
+		hostname = s.reportingDomain
+	}
+	s.smtp, err = smtp.NewServer(smtp.Config{
+		Intake:       s.pipeline,
+		Hostname:     hostname,
+		MaxBytes:     o.SMTPMaxBytes,
+		MaxConns:     o.SMTPMaxConns,
+		ReadTimeout:  o.SMTPReadTimeout,
+		WriteTimeout: o.SMTPWriteTimeout,
+		TLS:          tlsCfg,
+		Logger:       log,
+		Metrics:      reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.apiSrv = &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	s.adminSrv = &http.Server{
+		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline}, log),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	if s.sched, err = s.scheduleJobs(reg); err != nil {
+		return nil, err
+	}
+
+	if s.lns, err = listen(g, o); err != nil {
+		return nil, err
+	}
+	if err := bootstrap(db, g, s.lns.api.Addr().String(), log); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// close releases what newServer acquired: the listeners (closed already
+// by a run's shutdown) and the admin socket's file, idle webhook
+// connections, the store and the geolocation databases.
+func (s *server) close() {
+	if s.lns != nil {
+		s.lns.close()
+		os.Remove(s.g.socketPath())
+	}
+	if s.hooks != nil {
+		s.hooks.CloseIdleConnections()
+	}
+	if s.db != nil {
+		s.db.Close()
+	}
+	if s.geo != nil {
+		s.geo.Close()
+	}
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
+}
+
+// setAlertRules gives the store the alert thresholds and counts the alerts
+// raised in dmarcd_alerts_raised_total.
+func setAlertRules(db *store.DB, rules store.AlertRules, reg *metrics.Registry) error {
+	if err := db.SetAlertRules(rules); err != nil {
+		return usagef("alert thresholds (--alert-*): %v", err)
+	}
+	raised := reg.Counter("dmarcd_alerts_raised_total", "Alerts raised, by type and severity.", "type", "severity")
+	db.OnAlert(func(a *store.Alert) { raised.With(a.Type, a.Severity).Inc() })
+	return nil
+}
+
+// scheduleJobs returns the scheduler with every job of serve: re-verification,
+// DNS change detection, retention, webhook deliveries and the flush of API
+// key usage, and the metrics of every job's runs.
+func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) {
+	o, db, log := s.o, s.db, s.log
+	sched := worker.New(log, nil)
+	runs := reg.Counter("dmarcd_scheduler_job_runs_total", "Runs of scheduler jobs, by job.", "job")
+	failures := reg.Counter("dmarcd_scheduler_job_failures_total", "Runs of scheduler jobs that failed (or panicked), by job.", "job")
+	took := reg.Histogram("dmarcd_scheduler_job_duration_seconds", "Duration of scheduler job runs in seconds, by job.",
+		[]float64{0.001, 0.01, 0.1, 0.5, 1, 5, 30, 120, 600}, "job")
+	sched.Observe(func(job string, d time.Duration, err error) {
+		runs.With(job).Inc()
+		took.With(job).Observe(d.Seconds())
+		if err != nil {
+			failures.With(job).Inc()
+		}
+	})
+	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: s.resolver}, Log: log}
+	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
+	sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
+	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.FailureRetention, Log: log}).Job())
+	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
+		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
+	if err != nil {
+		return nil, err
+	}
+	sched.Add(worker.Job{Name: "webhook-deliveries", Every: worker.DefaultDeliverEvery, AtStart: true, Run: deliverer.DeliverDue})
+	sched.Add(worker.Job{Name: "flush-key-usage", Every: time.Minute, Run: func(context.Context, time.Time) error {
+		return s.api.FlushKeyUsage()
+	}})
+	return sched, nil
+}
+
+// client builds the webhook client: it resolves with the server's DNS
+// servers and refuses non-public addresses unless AllowPrivate.
+func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, webhook.Policy, error) {
+	p := webhook.Policy{AllowPrivate: o.AllowPrivate}
+	if o.Concurrency < 1 {
+		return nil, p, usagef("--webhook-concurrency must be at least 1")
+	}
+	for _, d := range o.RetryDelays {
+		if d <= 0 {
+			return nil, p, usagef("--webhook-retry-delays must all be positive, got %s", d)
+		}
+	}
+	if o.CAFile != "" {
+		pool, err := webhook.LoadCAFile(o.CAFile)
+		if err != nil {
+			return nil, p, usagef("--webhook-ca-file: %v", err)
+		}
+		p.RootCAs = pool
+	}
+	if o.AllowPrivate {
+		log.Warn("--webhook-allow-private: webhooks may deliver to loopback, private and link-local addresses")
+	}
+	return webhook.NewClient(resolver, p), p, nil
+}
+
+// listeners are the sockets serve opens before it announces itself.
+type listeners struct {
+	api, admin, smtp net.Listener // smtp nil when disabled
+}
+
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.api, l.admin, l.smtp} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+func listen(g *globalOptions, o serveOptions) (*listeners, error) {
+	var l listeners
+	var err error
+	if l.api, err = net.Listen("tcp", o.Listen); err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", o.Listen, err)
+	}
+	if o.SMTPListen != "" {
+		if l.smtp, err = net.Listen("tcp", o.SMTPListen); err != nil {
+			l.close()
+			return nil, fmt.Errorf("--smtp-listen %s: %w", o.SMTPListen, err)
+		}
+	}
+	if l.admin, err = admin.Listen(g.socketPath()); err != nil {
+		l.close()
+		return nil, err
+	}
+	return &l, nil
+}
+
+// resolveReportingDomain is --reporting-domain, else the host name. A name
+// that cannot receive mail from the Internet is allowed (for trying dmarcd
+// out) but logged as a warning.
+func resolveReportingDomain(flag string, log *slog.Logger) (string, error) {
+	name := flag
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		name = host
+	}
+	norm, err := dmarc.NormalizeDomain(name)
+	if err != nil {
+		if flag != "" {
+			return "", usagef("--reporting-domain %q: %v", flag, err)
+		}
+		log.Warn("no usable --reporting-domain: reporting addresses will not receive mail until it is set to a domain whose MX points at this server",
+			"hostname", name)
+		return strings.ToLower(strings.TrimSuffix(name, ".")), nil
+	}
+	if flag == "" {
+		log.Warn("--reporting-domain not set: using this host's name; set it to the domain whose MX points at this server", "reporting_domain", norm)
+	}
+	return norm, nil
+}
+
+// bootstrap creates the organization "default" and its first key on an
+// empty database, and prints the key once, with a line to try it.
+func bootstrap(db *store.DB, g *globalOptions, apiAddr string, log *slog.Logger) error {
+	n, err := db.CountOrganizations()
+	if err != nil || n > 0 {
+		return err
+	}
+	org, err := db.CreateOrganization("default", store.PlanUnlimited)
+	if err != nil {
+		return err
+	}
+	key, secret, err := db.CreateAPIKey(org.ID, "bootstrap", store.ScopeFull)
+	if err != nil {
+		return err
+	}
+	log.Info("empty database: created organization default and its first API key", "org_id", org.ID, "key_prefix", key.Prefix)
+	host := apiAddr
+	if h, p, err := net.SplitHostPort(apiAddr); err == nil && net.ParseIP(h).IsUnspecified() {
+		host = net.JoinHostPort("127.0.0.1", p)
+	}
+	if g.JSON {
+		return printJSON(g.stdout, map[string]string{"organization": org.Name, "organization_id": org.ID, "api_key": secret})
+	}
+	fmt.Fprintf(g.stdout, `
+dmarcd: this is a new database. Created organization "default" (plan unlimited)
+and its first API key. The key is shown only this once; store it now:
+
+    %s
+
+Try it:
+
+    curl -H 'X-API-Key: %s' http://%s/api/v1/domains
+
+More keys: dmarcd keys create --org default --name NAME --data-dir %s
+
+`, secret, secret, host, g.DataDir)
+	return nil
+}
