@@ -15,7 +15,7 @@ import (
 
 // BenchmarkTLSParseStore measures what import does with TLS reports:
 // parse a Microsoft-style report (two policies, two failure details) from
-// bytes and store it, committing 100 reports per transaction, each report
+// bytes and store it, committing 1,000 reports per transaction, each report
 // with its own id so that none is a duplicate. reports/s is the figure of
 // issue 14 (target 20,000).
 func BenchmarkTLSParseStore(b *testing.B) {
@@ -26,7 +26,7 @@ func BenchmarkTLSParseStore(b *testing.B) {
 	db := storetest.Open(b)
 	org := storetest.MustOrganization(b, db, "acme", store.PlanUnlimited)
 	dom := storetest.MustDomain(b, db, org.ID, "example.com")
-	const batch = 100
+	const batch = 1000
 	in := make([]store.TLSInput, 0, batch)
 	now := time.Now()
 	old := []byte(`"133771234567890123+example.com"`)

@@ -221,12 +221,11 @@ func LooksLikeTLSReport(data []byte) bool {
 // The JSON as sent. Pointers tell absent and null from empty.
 type (
 	rawReport struct {
-		OrganizationName *string  `json:"organization-name"`
-		DateRange        *rawDate `json:"date-range"`
-		ContactInfo      *string  `json:"contact-info"`
-		ReportID         *string  `json:"report-id"`
-		// json.RawMessage so that "policies": null is told from absent.
-		Policies json.RawMessage `json:"policies"`
+		OrganizationName *string       `json:"organization-name"`
+		DateRange        *rawDate      `json:"date-range"`
+		ContactInfo      *string       `json:"contact-info"`
+		ReportID         *string       `json:"report-id"`
+		Policies         *[]*rawPolicy `json:"policies"`
 	}
 	rawDate struct {
 		Start *string `json:"start-datetime"`
@@ -349,17 +348,10 @@ func (raw *rawReport) convert(lim Limits) (*Report, error) {
 		return nil, malformed("date-range ends (%s) before it starts (%s)",
 			r.DateEnd.Format(time.RFC3339), r.DateBegin.Format(time.RFC3339))
 	}
-	if len(raw.Policies) == 0 || bytes.Equal(raw.Policies, []byte("null")) {
+	if raw.Policies == nil {
 		return nil, malformed("policies is missing")
 	}
-	var pols []*rawPolicy
-	if err := json.Unmarshal(raw.Policies, &pols); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, malformed("policies: %s: a JSON %s where the schema wants a %s", fieldName(te), te.Value, typeName(te.Type.Kind().String()))
-		}
-		return nil, malformed("policies: %v", err)
-	}
+	pols := *raw.Policies
 	r.Policies = make([]Policy, 0, len(pols))
 	failures := 0
 	for i, rp := range pols {

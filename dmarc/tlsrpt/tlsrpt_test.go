@@ -45,9 +45,9 @@ func TestParseGoogle(t *testing.T) {
 		DateBegin:        time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC),
 		DateEnd:          time.Date(2026, 11, 20, 23, 59, 59, 0, time.UTC),
 		Policies: []Policy{{
-			Type:    PolicySTS,
-			Domain:  "example.com",
-			Strings: []string{"version: STSv1", "mode: enforce", "mx: mx1.example.com", "mx: mx2.example.com", "max_age: 604800"},
+			Type:               PolicySTS,
+			Domain:             "example.com",
+			Strings:            []string{"version: STSv1", "mode: enforce", "mx: mx1.example.com", "mx: mx2.example.com", "max_age: 604800"},
 			SuccessfulSessions: 1200, FailedSessions: 3,
 			Failures: []FailureDetail{
 				{ResultType: "certificate-expired", SendingMTAIP: "209.85.220.41", ReceivingMXHostname: "mx2.example.com", ReceivingIP: "192.0.2.25", FailedSessions: 2},
