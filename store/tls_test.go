@@ -227,7 +227,7 @@ func TestTLSStatistics(t *testing.T) {
 	mustStoreTLS(t, e.db, e.a1, tlsReport("M", "2", 20, 50, 1, "certificate-expired"))
 	mustStoreTLS(t, e.db, e.a1, tlsReport("G", "3", 22, 10, 0))
 	mustStoreTLS(t, e.db, e.a1, tlsReport("G", "4", 25, 1000, 1000, "dane-required")) // outside
-	mustStoreTLS(t, e.db, e.a2, tlsReport("G", "5", 20, 7, 7, "tlsa-invalid"))       // other domain
+	mustStoreTLS(t, e.db, e.a2, tlsReport("G", "5", 20, 7, 7, "tlsa-invalid"))        // other domain
 	st, err := e.db.TLSStatistics(e.orgA.ID, e.a1.ID, time.Date(2026, 11, 19, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
