@@ -117,6 +117,7 @@ Exit codes:
 		newImportCommand(g),
 		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),
+		newCheckTLSCommand(g),
 		newBackupCommand(g),
 		newRestoreCommand(g),
 		newWebhookCommand(g),

@@ -38,8 +38,8 @@ func TestDomainLifecycle(t *testing.T) {
 	if !strings.Contains(record, "rua=mailto:"+email) || !strings.HasPrefix(record, "v=DMARC1; p=none") {
 		t.Errorf("dmarc_record = %q", record)
 	}
-	if recs, _ := created["dns_records"].([]any); len(recs) != 2 {
-		t.Errorf("dns_records = %v, want the _dmarc record and the authorization record", created["dns_records"])
+	if recs, _ := created["dns_records"].([]any); len(recs) != 3 {
+		t.Errorf("dns_records = %v, want the _dmarc record, the authorization record and the TLS-RPT record", created["dns_records"])
 	}
 
 	s.Must(http.StatusConflict, "POST", "/api/v1/domains", s.Key, map[string]string{"name": "example.com"})

@@ -53,6 +53,7 @@ func newEnv(t *testing.T, rateLimit int) *env {
 	e.api = New(Config{
 		Store:           db,
 		DNS:             &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
+		TLS:             &dnscheck.TLSChecker{Resolver: res},
 		ReportingDomain: "reports.example.net",
 		RateLimit:       rateLimit,
 		Metrics:         e.reg,

@@ -72,8 +72,9 @@ func (s *Server) createDomain(w http.ResponseWriter, r *request) error {
 	}
 	w.Header().Set("Location", "/api/v1/domains/"+d.ID)
 	writeJSON(w, http.StatusCreated, createdDomain{
-		Domain:     d,
-		DNSRecords: dnscheck.PublishRecords(d.Name, d.DMARCRecord, s.cfg.ReportingDomain),
+		Domain: d,
+		DNSRecords: append(dnscheck.PublishRecords(d.Name, d.DMARCRecord, s.cfg.ReportingDomain),
+			dnscheck.TLSRPTRecord(d.Name, d.ReportingEmail)),
 	})
 	return nil
 }

@@ -54,6 +54,9 @@ type Config struct {
 	WebhookClient   *webhook.Client
 	WebhookResolver webhook.Resolver
 	WebhookPolicy   webhook.Policy
+
+	// TLS answers check-tls; without it check-tls answers 500.
+	TLS TLSChecker
 }
 
 // Server is the HTTP API. Create it with New.
@@ -176,6 +179,11 @@ func (s *Server) registerRoutes() {
 
 	// check-dmarc changes nothing, so read keys may call it (API.md).
 	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)
+
+	s.handle("GET", "/api/v1/tls-reports", readScope, s.listTLSReports)
+	s.handle("GET", "/api/v1/tls-reports/:id", readScope, s.getTLSReport)
+	s.handle("GET", "/api/v1/domains/:id/tls-statistics", readScope, s.domainTLSStatistics)
+	s.handle("POST", "/api/v1/check-tls", readScope, s.checkTLS)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.

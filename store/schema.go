@@ -107,6 +107,18 @@ var (
 	// bucketFailureRollups: failRollupKey(org id, UTC day, domain id) ->
 	// failureDay (binary, appendFailureDay).
 	bucketFailureRollups = []byte("failure_rollups")
+
+	// SMTP TLS reports (RFC 8460); keys in tls.go.
+	// bucketTLSReports: report id -> the report with its policies (JSON).
+	bucketTLSReports = []byte("tls_reports")
+	// bucketTLSByOrg: tlsTimeKey(org id, date_begin, id) -> domain id | date_end.
+	bucketTLSByOrg = []byte("tls_reports_by_org")
+	// bucketTLSByDomain: tlsTimeKey(domain id, date_begin, id) -> date_end.
+	bucketTLSByDomain = []byte("tls_reports_by_domain")
+	// bucketTLSDedup: tlsDedupKey(domain id, org name, report id) -> id.
+	bucketTLSDedup = []byte("tls_dedup")
+	// bucketTLSRollups: tlsRollupKey(domain id, UTC day) -> tlsDay (JSON).
+	bucketTLSRollups = []byte("tls_rollups")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -122,6 +134,7 @@ var allBuckets = [][]byte{
 	bucketAlerts, bucketAlertsByOrg, bucketAlertsByDomain, bucketAlertDedup, bucketAlertSources,
 	bucketFailures, bucketFailureHeaders, bucketFailuresByOrg, bucketFailuresByDomain,
 	bucketFailureDedup, bucketFailureRollups,
+	bucketTLSReports, bucketTLSByOrg, bucketTLSByDomain, bucketTLSDedup, bucketTLSRollups,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.

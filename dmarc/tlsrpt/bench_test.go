@@ -1,0 +1,27 @@
+package tlsrpt
+
+import "testing"
+
+// BenchmarkParse measures one Microsoft-style report (two policies, two
+// failure details) read from bytes.
+func BenchmarkParse(b *testing.B) {
+	raw := readTestdata(b, "microsoft.json")
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseBytes(raw, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseGzip is BenchmarkParse on the gzipped report.
+func BenchmarkParseGzip(b *testing.B) {
+	raw := gz(b, readTestdata(b, "microsoft.json"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseBytes(raw, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// SMTP TLS reports (RFC 8460): list, single, a domain's statistics, and
+// check-tls.
+
+// TLSChecker is the check-tls logic of package dnscheck.
+type TLSChecker interface {
+	CheckTLS(ctx context.Context, domain string) (*dnscheck.TLSResult, error)
+}
+
+// tlsPagination is the pagination of report lists: API.md's fields plus
+// next_cursor (null on the last page).
+type tlsPagination struct {
+	pagination
+	NextCursor *string `json:"next_cursor"`
+}
+
+type tlsListBody struct {
+	Data       []*store.TLSReport `json:"data"`
+	Pagination tlsPagination      `json:"pagination"`
+}
+
+func (s *Server) listTLSReports(w http.ResponseWriter, r *request) error {
+	p, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.TLSFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}, Cursor: q.Get("cursor")}
+	if f.DomainID, f.DateFrom, f.DateTo, err = failureScope(q); err != nil {
+		return err
+	}
+	l, err := s.store.ListTLSReports(r.org.ID, f)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errNotFound("domain not found")
+	case errors.Is(err, store.ErrInvalid):
+		return errBadRequest("query parameter cursor is not one this listing returned",
+			FieldError{Field: "cursor", Message: "must be a next_cursor of this listing"})
+	case err != nil:
+		return err
+	}
+	body := tlsListBody{Data: l.Reports, Pagination: tlsPagination{pagination: p.of(l.Total)}}
+	if f.Cursor != "" {
+		body.Pagination.Page = 1
+	}
+	if l.NextCursor != "" {
+		body.Pagination.NextCursor = &l.NextCursor
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func (s *Server) getTLSReport(w http.ResponseWriter, r *request) error {
+	rep, err := s.store.FindTLSReport(r.org.ID, r.params.ByName("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("TLS report not found")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// domainTLSStatistics answers a domain's TLS statistics over a range of
+// UTC days (the window of the DMARC statistics), from the daily roll-ups.
+func (s *Server) domainTLSStatistics(w http.ResponseWriter, r *request) error {
+	from, to, err := statsRange(r, s.now())
+	if err != nil {
+		return err
+	}
+	st, err := s.store.TLSStatistics(r.org.ID, r.params.ByName("id"), from, to)
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("domain not found")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// checkTLS answers check-tls for any domain.
+func (s *Server) checkTLS(w http.ResponseWriter, r *request) error {
+	var in struct {
+		Domain *string `json:"domain"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	name, err := domainField("domain", in.Domain)
+	if err != nil {
+		return err
+	}
+	if s.cfg.TLS == nil {
+		return errors.New("check-tls is not configured")
+	}
+	// DNS lookups and the 5 s policy fetch.
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout+dnscheck.MTASTSBudget)
+	defer cancel()
+	res, err := s.cfg.TLS.CheckTLS(ctx, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func init() { RegisterCascade(deleteDomainTLS) }
+
+// tlsDeleteStep is how many TLS reports one transaction of
+// DeleteTLSReportsBefore deletes.
+const tlsDeleteStep = 1000
+
+// DeleteTLSReportsBefore deletes every TLS report whose date_end is before
+// t, with its index entries and its share of the daily roll-ups, in
+// transactions of at most 1,000 reports, and returns how many it deleted.
+// Meant for the retention job, with the aggregate reports' cutoff. An
+// error leaves the reports of the failed transaction in place.
+func (db *DB) DeleteTLSReportsBefore(t time.Time) (int, error) {
+	total := 0
+	cutoff := unixKey(t)
+	for {
+		n := 0
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			ids := expiredTLS(tx, cutoff, tlsDeleteStep)
+			days := tlsDays{}
+			for _, id := range ids {
+				if err := deleteTLS(tx, id, days); err != nil {
+					return err
+				}
+			}
+			n = len(ids)
+			return days.put(tx)
+		})
+		if err != nil {
+			return total, wrap("delete TLS reports", err)
+		}
+		total += n
+		if n < tlsDeleteStep {
+			return total, nil
+		}
+	}
+}
+
+// expiredTLS returns the ids of up to max reports whose date_end is before
+// cutoff (Unix seconds). Every such report began before cutoff, so each
+// organization's range is read only up to there.
+func expiredTLS(tx *bolt.Tx, cutoff uint64, max int) []string {
+	var ids []string
+	c := tx.Bucket(bucketTLSByOrg).Cursor()
+	k, v := c.First()
+	for k != nil && len(ids) < max {
+		if len(k) != tlsTimeKeyLen || len(v) != idLen+8 {
+			k, v = c.Next()
+			continue
+		}
+		if tlsKeyBegin(k) < cutoff {
+			if binary.BigEndian.Uint64(v[idLen:]) < cutoff {
+				ids = append(ids, tlsKeyID(k))
+			}
+			k, v = c.Next()
+			continue
+		}
+		next := prefixEnd(k[:idLen])
+		if next == nil {
+			break
+		}
+		k, v = c.Seek(next)
+	}
+	return ids
+}
+
+// deleteTLS removes report id, its index and dedup entries, and takes it
+// out of its day's roll-up.
+func deleteTLS(tx *bolt.Tx, id string, days tlsDays) error {
+	d, err := getTLS(tx, id)
+	if err != nil {
+		return err
+	}
+	r := d.TLSReport
+	for _, del := range []struct {
+		b []byte
+		k []byte
+	}{
+		{bucketTLSReports, idKey(id)},
+		{bucketTLSByOrg, tlsTimeKey(r.OrgID, r.DateBegin, id)},
+		{bucketTLSByDomain, tlsTimeKey(r.DomainID, r.DateBegin, id)},
+		{bucketTLSDedup, tlsDedupKey(r.DomainID, r.OrganizationName, r.ReportID)},
+	} {
+		if err := tx.Bucket(del.b).Delete(del.k); err != nil {
+			return err
+		}
+	}
+	return days.add(tx, d, -1)
+}
+
+// deleteDomainTLS removes the TLS reports of a deleted domain with their
+// roll-ups. It runs inside DeleteDomain (registered as a cascade).
+func deleteDomainTLS(tx *bolt.Tx, domainID string) error {
+	prefix := []byte(domainID)
+	var ids []string
+	c := tx.Bucket(bucketTLSByDomain).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(k) == tlsTimeKeyLen {
+			ids = append(ids, tlsKeyID(k))
+		}
+	}
+	for _, id := range ids {
+		d, err := getTLS(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketTLSReports).Delete(idKey(id)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketTLSByOrg).Delete(tlsTimeKey(d.OrgID, d.DateBegin, id)); err != nil {
+			return err
+		}
+	}
+	for _, b := range [][]byte{bucketTLSByDomain, bucketTLSDedup, bucketTLSRollups} {
+		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
