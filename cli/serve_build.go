@@ -118,6 +118,8 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		WebhookClient:   hooks,
 		WebhookResolver: s.resolver,
 		WebhookPolicy:   hookPolicy,
+		// MTA-STS policy files are fetched under the webhook address policy.
+		TLS: &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
 		Ready: func() error {
 			if !s.ready.Load() {
 				return errors.New("starting")
