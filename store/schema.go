@@ -107,6 +107,16 @@ var (
 	// bucketFailureRollups: failRollupKey(org id, UTC day, domain id) ->
 	// failureDay (binary, appendFailureDay).
 	bucketFailureRollups = []byte("failure_rollups")
+
+	// Sources (source_rollup.go, rdns.go).
+	// bucketSourceRollups: rollupKey(domain id, UTC day) | seq (big-endian)
+	// -> a segment of that day's per-source-IP roll-up.
+	bucketSourceRollups = []byte("source_rollups")
+	// bucketRDNSPending: rollupKey(domain id, UTC day) -> the sequence of
+	// the last commit that touched it: days whose IPs reverse DNS must see.
+	bucketRDNSPending = []byte("rdns_pending")
+	// bucketRDNS: source IP (text) -> rdnsEntry (binary, rdns.go).
+	bucketRDNS = []byte("rdns")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -122,6 +132,7 @@ var allBuckets = [][]byte{
 	bucketAlerts, bucketAlertsByOrg, bucketAlertsByDomain, bucketAlertDedup, bucketAlertSources,
 	bucketFailures, bucketFailureHeaders, bucketFailuresByOrg, bucketFailuresByDomain,
 	bucketFailureDedup, bucketFailureRollups,
+	bucketSourceRollups, bucketRDNSPending, bucketRDNS,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
