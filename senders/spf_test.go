@@ -82,7 +82,7 @@ func TestSPFCases(t *testing.T) {
 		want       SPFResult
 	}{
 		{"example.com", "192.0.2.7", SPFPass},
-		{"example.com", "198.18.1.1", SPFPass},    // include
+		{"example.com", "198.18.1.1", SPFPass},     // include
 		{"example.com", "2001:db8:aa::1", SPFPass}, // include, ip6
 		{"example.com", "198.51.100.10", SPFPass},  // a
 		{"example.com", "203.0.113.6", SPFPass},    // mx/30
@@ -114,7 +114,7 @@ func TestSPFCases(t *testing.T) {
 		{"temp.test", "192.0.2.2", SPFTempError},
 		{"exists.test", "192.0.2.2", SPFPass},
 		{"limit.test", "10.0.0.0", SPFPass},
-		{"limit.test", "10.0.0.9", SPFPass},      // the 10th lookup
+		{"limit.test", "10.0.0.9", SPFPass},       // the 10th lookup
 		{"limit.test", "10.0.0.10", SPFPermError}, // the 11th
 		{"limit.test", "192.0.2.1", SPFPermError},
 		{"loop.test", "192.0.2.1", SPFPermError},

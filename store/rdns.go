@@ -96,3 +96,27 @@ func decodeRDNS(ip string, raw []byte) (RDNSEntry, error) {
 	}
 	return e, nil
 }
+
+// TemporaryRDNS returns up to max entries whose last lookup failed for
+// now, to be tried again.
+func (db *DB) TemporaryRDNS(max int) ([]RDNSEntry, error) {
+	var out []RDNSEntry
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRDNS).Cursor()
+		for k, v := c.First(); k != nil && len(out) < max; k, v = c.Next() {
+			if len(v) < 2 || RDNSStatus(v[1]) != RDNSTemporary {
+				continue
+			}
+			e, err := decodeRDNS(string(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("temporary reverse dns", err)
+	}
+	return out, nil
+}
