@@ -179,6 +179,11 @@ func (v *Views) PolicyAdvice(ctx context.Context, orgID, domainID string, from, 
 			len(w.days), a.Messages, th.MinDays, th.MinMessages))
 		return a, nil
 	}
+	if a.LegitimateMessages == 0 {
+		a.Stage = StageNotEnoughData
+		a.Reasons = append(a.Reasons, fmt.Sprintf("No mail from authorized senders in the last %d days of the window.", th.ReadyDays))
+		return a, nil
+	}
 	p := *pub.P
 	if p == "reject" && !pub.testing() {
 		a.Stage = StageEnforced
