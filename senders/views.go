@@ -138,20 +138,26 @@ func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.
 	recentFrom := to.UTC().Truncate(24*time.Hour).AddDate(0, 0, -(th.ReadyDays - 1))
 	all := map[string]*store.SourceRollup{}
 	recent := map[string]*store.SourceRollup{}
-	merge := func(m map[string]*store.SourceRollup, s *store.SourceRollup) {
+	// Each s is the caller's to keep: the first of an IP is kept as is,
+	// and copied only when both maps need it.
+	merge := func(m map[string]*store.SourceRollup, s *store.SourceRollup, shared bool) {
 		if g := m[s.SourceIP]; g != nil {
 			g.Merge(s)
-		} else {
+			return
+		}
+		if shared {
 			c := *s
 			c.Auth = slices.Clone(s.Auth)
-			m[s.SourceIP] = &c
+			s = &c
 		}
+		m[s.SourceIP] = s
 	}
 	err = v.DB.EachSourceDay(orgID, domainID, from, to, func(day time.Time, s *store.SourceRollup) {
 		w.days[day] = true
-		merge(all, s)
-		if !day.Before(recentFrom) {
-			merge(recent, s)
+		isRecent := !day.Before(recentFrom)
+		merge(all, s, isRecent)
+		if isRecent {
+			merge(recent, s, false)
 		}
 	})
 	if err != nil {
