@@ -22,6 +22,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
@@ -57,6 +58,9 @@ type Config struct {
 
 	// TLS answers check-tls; without it check-tls answers 500.
 	TLS TLSChecker
+	// Senders computes the sources, senders and policy-advice views; nil
+	// uses the embedded known-sender map without SPF evaluation.
+	Senders *senders.Views
 }
 
 // Server is the HTTP API. Create it with New.
@@ -155,6 +159,9 @@ func (s *Server) registerRoutes() {
 	s.handle("DELETE", "/api/v1/domains/:id", fullScope, s.deleteDomain)
 	s.handle("POST", "/api/v1/domains/:id/verify", fullScope, s.verifyDomain)
 	s.handle("GET", "/api/v1/domains/:id/statistics", readScope, s.domainStatistics)
+	s.handle("GET", "/api/v1/domains/:id/sources", readScope, s.domainSources)
+	s.handle("GET", "/api/v1/domains/:id/senders", readScope, s.domainSenders)
+	s.handle("GET", "/api/v1/domains/:id/policy-advice", readScope, s.domainPolicyAdvice)
 
 	s.handle("GET", "/api/v1/reports", readScope, s.listReports)
 	s.handle("GET", "/api/v1/reports/:id", readScope, s.getReport)

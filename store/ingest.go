@@ -60,6 +60,9 @@ type ReportDraft struct {
 	pending bool   // records were handed out by TakeChunk
 	scratch []byte
 
+	// srcDay is the report's per-source roll-up (source_rollup.go).
+	srcDay sourceDraft
+
 	// Set by Finish.
 	val, key, index, ident []byte
 	day                    uint32
@@ -97,7 +100,7 @@ func NewReportDraft(r Report) (*ReportDraft, error) {
 	}
 	r.DateBegin, r.DateEnd = r.DateBegin.UTC().Truncate(time.Second), r.DateEnd.UTC().Truncate(time.Second)
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount, r.RecordCount = 0, 0, 0, 0
-	d := &ReportDraft{rep: r, sum: newSummaryAcc(), src: make(sourceAcc)}
+	d := &ReportDraft{rep: r, sum: newSummaryAcc(), src: make(sourceAcc), srcDay: sourceDraft{}}
 	d.bin, _ = binID(r.ID)
 	return d, nil
 }
@@ -124,6 +127,7 @@ func (d *ReportDraft) Add(r *Record) {
 	}
 	d.n++
 	d.sum.add(r)
+	d.srcDay.add(r)
 	pass := r.DKIM == "pass" || r.SPF == "pass"
 	c := sourceCount{messages: r.Count, pass: ifPass(pass, r.Count), fail: ifPass(!pass, r.Count)}
 	if r.Geo != nil {
@@ -336,6 +340,7 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 	latest := map[string]time.Time{}
 	owners := map[string]string{} // domain id -> org id, "" when gone
 	var stored []*ReportDraft
+	sources := newSourceRollups()
 	for i, d := range b.Reports {
 		out, err := storeDraft(tx, records, d, owners)
 		if err != nil {
@@ -346,6 +351,7 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 			continue
 		}
 		stored = append(stored, d)
+		sources.add(d)
 		key := string(rollupKey(d.rep.DomainID, d.day))
 		day := days[key]
 		if day == nil {
@@ -365,6 +371,9 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 		if err := in.putRollup(tx, key, day); err != nil {
 			return nil, err
 		}
+	}
+	if err := sources.put(tx); err != nil {
+		return nil, err
 	}
 	for domainID, t := range latest {
 		if err := touchDomain(tx, domainID, t); err != nil {

@@ -110,11 +110,22 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 // deleteRollupsBefore deletes every domain's roll-ups of days before day,
 // in transactions of bounded size.
 func (db *DB) deleteRollupsBefore(day uint32) error {
+	for _, bucket := range [][]byte{bucketRollups, bucketSourceRollups} {
+		if err := db.deleteDayKeysBefore(bucket, day); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteDayKeysBefore deletes the keys of bucket, each rollupKey(domain,
+// day) or longer, of days before day.
+func (db *DB) deleteDayKeysBefore(bucket []byte, day uint32) error {
 	for {
 		n := 0
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
 			var old [][]byte
-			rollups := tx.Bucket(bucketRollups)
+			rollups := tx.Bucket(bucket)
 			domains := tx.Bucket(bucketDomains).Cursor()
 			for dom, _ := domains.First(); dom != nil && len(old) < retentionStep; dom, _ = domains.Next() {
 				end := rollupKey(string(dom), day)

@@ -119,6 +119,15 @@ var (
 	bucketTLSDedup = []byte("tls_dedup")
 	// bucketTLSRollups: tlsRollupKey(domain id, UTC day) -> tlsDay (JSON).
 	bucketTLSRollups = []byte("tls_rollups")
+	// Sources (source_rollup.go, rdns.go).
+	// bucketSourceRollups: rollupKey(domain id, UTC day) | seq (big-endian)
+	// -> a segment of that day's per-source-IP roll-up.
+	bucketSourceRollups = []byte("source_rollups")
+	// bucketRDNSPending: rollupKey(domain id, UTC day) -> the sequence of
+	// the last commit that touched it: days whose IPs reverse DNS must see.
+	bucketRDNSPending = []byte("rdns_pending")
+	// bucketRDNS: source IP (text) -> rdnsEntry (binary, rdns.go).
+	bucketRDNS = []byte("rdns")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -135,6 +144,7 @@ var allBuckets = [][]byte{
 	bucketFailures, bucketFailureHeaders, bucketFailuresByOrg, bucketFailuresByDomain,
 	bucketFailureDedup, bucketFailureRollups,
 	bucketTLSReports, bucketTLSByOrg, bucketTLSByDomain, bucketTLSDedup, bucketTLSRollups,
+	bucketSourceRollups, bucketRDNSPending, bucketRDNS,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.

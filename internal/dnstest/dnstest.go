@@ -39,12 +39,16 @@ type Server struct {
 type entry struct {
 	txt      [][]string
 	addrs    []netip.Addr
+	mx       []string // exchange host names, in preference order
+	ptr      []string
 	rcode    int // 0: answer from the zone
 	drop     bool
 	truncUDP bool
 }
 
-func (e *entry) hasData() bool { return len(e.txt) > 0 || len(e.addrs) > 0 }
+func (e *entry) hasData() bool {
+	return len(e.txt) > 0 || len(e.addrs) > 0 || len(e.mx) > 0 || len(e.ptr) > 0
+}
 
 // Start runs a server on 127.0.0.1 and stops it when the test ends. It
 // fails the test when no port is free for both UDP and TCP.
@@ -171,6 +175,21 @@ func (s *Server) SetA(name string, addrs ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entryLocked(name).addrs = parsed
+}
+
+// SetMX replaces the MX records of name with hosts, preference 10, 20, ...
+func (s *Server) SetMX(name string, hosts ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entryLocked(name).mx = append([]string(nil), hosts...)
+}
+
+// SetPTR replaces the PTR records of name (a reverse name such as
+// "1.2.0.192.in-addr.arpa", see dns.ReverseAddr) with hosts.
+func (s *Server) SetPTR(name string, hosts ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entryLocked(name).ptr = append([]string(nil), hosts...)
 }
 
 // SetRcode makes every query for name answer with rcode (for example

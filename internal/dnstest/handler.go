@@ -95,6 +95,14 @@ func records(q dns.Question, e *entry) []dns.RR {
 				rrs = append(rrs, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: ip.AsSlice()})
 			}
 		}
+	case dns.TypeMX:
+		for i, h := range e.mx {
+			rrs = append(rrs, &dns.MX{Hdr: hdr(dns.TypeMX), Preference: uint16(10 * (i + 1)), Mx: dns.Fqdn(h)})
+		}
+	case dns.TypePTR:
+		for _, h := range e.ptr {
+			rrs = append(rrs, &dns.PTR{Hdr: hdr(dns.TypePTR), Ptr: dns.Fqdn(h)})
+		}
 	}
 	return rrs
 }

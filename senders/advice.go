@@ -1,0 +1,230 @@
+package senders
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// Stages of the road p=none -> p=quarantine -> p=reject.
+const (
+	StageNoRecord           = "no_record"
+	StageNotEnoughData      = "not_enough_data"
+	StageFixSenders         = "fix_senders"
+	StageReadyForQuarantine = "ready_for_quarantine"
+	StageReadyForReject     = "ready_for_reject"
+	StageEnforced           = "enforced"
+)
+
+// Published is the policy as published; nil fields are absent tags.
+type Published struct {
+	P   *string `json:"p"`
+	SP  *string `json:"sp"`
+	PCT *int    `json:"pct"`
+	T   *string `json:"t"`
+
+	tags [][2]string // every tag in order, v first
+}
+
+// Advice is the answer of /policy-advice.
+type Advice struct {
+	Published              *Published `json:"published"`
+	Stage                  string     `json:"stage"`
+	WindowDays             int        `json:"window_days"`
+	Messages               int64      `json:"messages"`
+	LegitimateMessages     int64      `json:"legitimate_messages"`
+	LegitimatePassRate     float64    `json:"legitimate_pass_rate"`
+	UnknownFailingMessages int64      `json:"unknown_failing_messages"`
+	BlockingSenders        []*Group   `json:"blocking_senders"`
+	NextRecord             *string    `json:"next_record"`
+	Reasons                []string   `json:"reasons"`
+}
+
+// ParseDMARCTags reads a DMARC record's tags ("v=DMARC1; p=none; ...");
+// nil when it is not a DMARC record.
+func ParseDMARCTags(record string) *Published {
+	p := &Published{}
+	for i, part := range strings.Split(record, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(part, "=")
+		k, val = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(val)
+		if !ok || (i == 0 && (k != "v" || !strings.EqualFold(val, "DMARC1"))) {
+			return nil
+		}
+		p.tags = append(p.tags, [2]string{k, val})
+		lv := strings.ToLower(val)
+		switch k {
+		case "p":
+			p.P = &lv
+		case "sp":
+			p.SP = &lv
+		case "t":
+			p.T = &lv
+		case "pct":
+			if n, err := strconv.Atoi(val); err == nil {
+				p.PCT = &n
+			}
+		}
+	}
+	if len(p.tags) == 0 {
+		return nil
+	}
+	return p
+}
+
+// testing reports whether the policy is applied in test mode or to part of
+// the mail: t=y, or pct under 100.
+func (p *Published) testing() bool {
+	return (p.T != nil && *p.T == "y") || (p.PCT != nil && *p.PCT < 100)
+}
+
+// next returns the record with p set, t=y when ramp, and pct dropped (RFC
+// 9989 replaces it with t), every other tag kept in its order.
+func (p *Published) next(policy string, ramp bool) string {
+	parts := []string{"v=DMARC1", "p=" + policy}
+	if ramp {
+		parts = append(parts, "t=y")
+	}
+	for _, kv := range p.tags {
+		switch kv[0] {
+		case "v", "p", "t", "pct":
+			continue
+		}
+		parts = append(parts, kv[0]+"="+kv[1])
+	}
+	return strings.Join(parts, "; ")
+}
+
+// published finds the domain's DMARC record: as the last DNS check saw it,
+// or, before any check, as the newest report in the window says.
+func (v *Views) published(dom *store.Domain, from, to time.Time) (*Published, error) {
+	switch rec := dom.LastDNSRecord; {
+	case rec == "(none)":
+		return nil, nil
+	case rec != "":
+		if strings.Contains(rec, "\n") {
+			return nil, nil // several records: none applies (RFC 7489 6.6.3)
+		}
+		return ParseDMARCTags(rec), nil
+	}
+	reps, _, err := v.DB.ListReports(dom.OrgID, store.ReportFilter{DomainID: dom.ID, DateFrom: &from, DateTo: &to,
+		Page: store.Page{Page: 1, Limit: 1}})
+	if err != nil || len(reps) == 0 {
+		return nil, err
+	}
+	pp := reps[0].PolicyPublished
+	if pp.P == "" {
+		return nil, nil
+	}
+	rec := "v=DMARC1; p=" + pp.P
+	if pp.SP != nil {
+		rec += "; sp=" + *pp.SP
+	}
+	if pp.PCT != 100 && pp.PCT > 0 {
+		rec += "; pct=" + strconv.Itoa(pp.PCT)
+	}
+	return ParseDMARCTags(rec), nil
+}
+
+// PolicyAdvice says where the domain stands on the way to p=reject, from
+// its mail over from..to (readiness from the last ReadyDays days of it).
+func (v *Views) PolicyAdvice(ctx context.Context, orgID, domainID string, from, to time.Time) (*Advice, error) {
+	w, err := v.load(ctx, orgID, domainID, from, to)
+	if err != nil {
+		return nil, err
+	}
+	th := v.thresholds()
+	a := &Advice{BlockingSenders: []*Group{}, Reasons: []string{},
+		WindowDays: int(to.UTC().Truncate(24*time.Hour).Sub(from.UTC().Truncate(24*time.Hour))/(24*time.Hour)) + 1}
+	if a.Published, err = v.published(w.domain, from, to); err != nil {
+		return nil, err
+	}
+	for _, s := range w.sources {
+		a.Messages += s.Messages
+		if s.category == CategoryUnknown {
+			a.UnknownFailingMessages += s.Messages - s.DMARCPass
+		}
+	}
+	recent := make([]*Source, 0, len(w.recent))
+	var legitPass int64
+	for _, s := range w.recent {
+		recent = append(recent, s)
+		if s.category != CategoryUnknown {
+			a.LegitimateMessages += s.Messages
+			legitPass += s.DMARCPass
+		}
+	}
+	a.LegitimatePassRate = rate(legitPass, a.LegitimateMessages)
+	pub := a.Published
+	if pub == nil || pub.P == nil {
+		a.Published = nil
+		a.Stage = StageNoRecord
+		a.Reasons = append(a.Reasons, fmt.Sprintf("%s publishes no DMARC record: publish the suggested one to start receiving reports.", w.domain.Name))
+		if w.domain.DMARCRecord != "" {
+			r := w.domain.DMARCRecord
+			a.NextRecord = &r
+		}
+		return a, nil
+	}
+	if len(w.days) < th.MinDays || a.Messages < th.MinMessages {
+		a.Stage = StageNotEnoughData
+		a.Reasons = append(a.Reasons, fmt.Sprintf("Reports on %d days with %d messages in the window; advice needs %d days and %d messages.",
+			len(w.days), a.Messages, th.MinDays, th.MinMessages))
+		return a, nil
+	}
+	if a.LegitimateMessages == 0 {
+		a.Stage = StageNotEnoughData
+		a.Reasons = append(a.Reasons, fmt.Sprintf("No mail from authorized senders in the last %d days of the window.", th.ReadyDays))
+		return a, nil
+	}
+	p := *pub.P
+	if p == "reject" && !pub.testing() {
+		a.Stage = StageEnforced
+		a.Reasons = append(a.Reasons, "p=reject applies to all mail: the domain is fully protected.")
+		return a, nil
+	}
+	for _, g := range v.group(w.domain.Name, recent) {
+		if g.Category == CategoryAuthorized && g.DMARCPassRate < th.Passing &&
+			float64(g.Messages) >= th.BlockingShare*float64(a.LegitimateMessages) {
+			a.BlockingSenders = append(a.BlockingSenders, g)
+		}
+	}
+	if a.LegitimatePassRate < th.Ready || len(a.BlockingSenders) > 0 {
+		a.Stage = StageFixSenders
+		if a.LegitimatePassRate < th.Ready {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("%.1f%% of legitimate mail passed DMARC over the last %d days; enforcement needs %.0f%%.",
+				100*a.LegitimatePassRate, th.ReadyDays, 100*th.Ready))
+		}
+		for _, g := range a.BlockingSenders {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("%s sends %d messages and passes DMARC for %.1f%% of them.", g.Name, g.Messages, 100*g.DMARCPassRate))
+		}
+		return a, nil
+	}
+	var next string
+	switch {
+	case p == "none":
+		a.Stage, next = StageReadyForQuarantine, pub.next("quarantine", true)
+		a.Reasons = append(a.Reasons, "Legitimate mail passes: move to p=quarantine in test mode (t=y) first.")
+	case p == "quarantine" && pub.testing():
+		a.Stage, next = StageReadyForQuarantine, pub.next("quarantine", false)
+		a.Reasons = append(a.Reasons, "Legitimate mail passes under p=quarantine in test mode: apply it to all mail.")
+	case p == "quarantine":
+		a.Stage, next = StageReadyForReject, pub.next("reject", true)
+		a.Reasons = append(a.Reasons, "p=quarantine applies to all mail and legitimate mail passes: move to p=reject in test mode (t=y).")
+	default: // reject in test mode or on part of the mail
+		a.Stage, next = StageReadyForReject, pub.next("reject", false)
+		a.Reasons = append(a.Reasons, "Legitimate mail passes under p=reject in test mode: apply it to all mail.")
+	}
+	if a.UnknownFailingMessages > 0 {
+		a.Reasons = append(a.Reasons, fmt.Sprintf("%d failing messages come from unknown senders: enforcement is what stops them.", a.UnknownFailingMessages))
+	}
+	a.NextRecord = &next
+	return a, nil
+}

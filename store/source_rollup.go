@@ -1,0 +1,402 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Per-source roll-ups: for each domain, UTC day (of a report's date_begin)
+// and source IP, the counts the sources, senders and policy-advice views
+// need, kept at ingest so that those views never scan records.
+//
+// Unlike the day roll-up (rollup.go), which caps its sources, these keep
+// every source IP. A day of a busy domain may hold tens of thousands of
+// them, too many to decode and re-encode on every commit, so a day is
+// stored as segments: each commit appends one segment per domain and day it
+// touched, holding only the sources of the reports it stored (key
+// sourceSegKey(domain, day, seq)). Reading a day merges its segments. When
+// a day has maxSourceSegments segments, the commit that would add one more
+// merges them all into segment 0 instead, so a day never has more than
+// that many and the work of merging is spread over that many commits.
+//
+// Each commit also queues the days it touched for reverse DNS
+// (bucketRDNSPending), so the resolver job learns new source IPs without a
+// change to the ingest path beyond this file.
+
+// maxSourceSegments is how many segments one domain-day may have.
+const maxSourceSegments = 32
+
+// maxSourceAuth is how many distinct (kind, domain, result) entries a
+// source keeps per day; the rest count in the totals only.
+const maxSourceAuth = 8
+
+// AuthDomainCount counts a source's messages with one auth result: Kind
+// "spf" (the SPF-checked domain, usually the envelope sender's) or "dkim"
+// (the signing domain), the domain and its result as reported.
+type AuthDomainCount struct {
+	Kind     string `json:"kind"`
+	Domain   string `json:"domain"`
+	Result   string `json:"result"`
+	Messages int64  `json:"messages"`
+}
+
+// SourceRollup is the mail of one source IP for one domain: on one day as
+// stored, or summed over days by a reader. SPFAligned and DKIMAligned are
+// the DMARC-evaluated (aligned) results; Auth the raw results with their
+// domains, most messages first. FirstSeen is the earliest date_begin and
+// LastSeen the latest date_end of the reports that carried the source.
+type SourceRollup struct {
+	SourceIP    string
+	Messages    int64
+	DMARCPass   int64
+	SPFAligned  int64
+	DKIMAligned int64
+	Disposition DispositionCount
+	FirstSeen   time.Time
+	LastSeen    time.Time
+	CountryCode *string
+	ASN         *uint32
+	ASOrg       *string
+	Auth        []AuthDomainCount
+}
+
+// Merge adds o (the same source on another day or report) into s.
+func (s *SourceRollup) Merge(o *SourceRollup) {
+	s.Messages += o.Messages
+	s.DMARCPass += o.DMARCPass
+	s.SPFAligned += o.SPFAligned
+	s.DKIMAligned += o.DKIMAligned
+	s.Disposition.None += o.Disposition.None
+	s.Disposition.Quarantine += o.Disposition.Quarantine
+	s.Disposition.Reject += o.Disposition.Reject
+	if s.FirstSeen.IsZero() || (!o.FirstSeen.IsZero() && o.FirstSeen.Before(s.FirstSeen)) {
+		s.FirstSeen = o.FirstSeen
+	}
+	if o.LastSeen.After(s.LastSeen) {
+		s.LastSeen = o.LastSeen
+	}
+	if s.CountryCode == nil {
+		s.CountryCode = o.CountryCode
+	}
+	if s.ASN == nil {
+		s.ASN, s.ASOrg = o.ASN, o.ASOrg
+	}
+	for _, a := range o.Auth {
+		s.addAuth(a.Kind, a.Domain, a.Result, a.Messages)
+	}
+}
+
+// addAuth counts n messages with one auth result, keeping at most
+// maxSourceAuth distinct entries.
+func (s *SourceRollup) addAuth(kind, domain, result string, n int64) {
+	for i := range s.Auth {
+		a := &s.Auth[i]
+		if a.Kind == kind && a.Domain == domain && a.Result == result {
+			a.Messages += n
+			return
+		}
+	}
+	if len(s.Auth) >= maxSourceAuth {
+		return
+	}
+	s.Auth = append(s.Auth, AuthDomainCount{Kind: kind, Domain: domain, Result: result, Messages: n})
+}
+
+// sourceDraft accumulates a report's per-source roll-up while it is parsed.
+type sourceDraft map[string]*SourceRollup
+
+// add counts one record.
+func (s sourceDraft) add(r *Record) {
+	g := s[r.SourceIP]
+	if g == nil {
+		g = &SourceRollup{SourceIP: r.SourceIP}
+		if r.Geo != nil {
+			g.CountryCode, g.ASN, g.ASOrg = clonePtr(r.Geo.CountryCode), clonePtr(r.Geo.ASN), clonePtr(r.Geo.ASOrg)
+		}
+		s[r.SourceIP] = g
+	}
+	n := r.Count
+	g.Messages += n
+	spf, dkim := r.SPF == "pass", r.DKIM == "pass"
+	g.DMARCPass += ifPass(spf || dkim, n)
+	g.SPFAligned += ifPass(spf, n)
+	g.DKIMAligned += ifPass(dkim, n)
+	switch r.Disposition {
+	case "quarantine":
+		g.Disposition.Quarantine += n
+	case "reject":
+		g.Disposition.Reject += n
+	default:
+		g.Disposition.None += n
+	}
+	for _, a := range r.AuthResults.SPF {
+		g.addAuth("spf", a.Domain, a.Result, n)
+	}
+	for _, a := range r.AuthResults.DKIM {
+		g.addAuth("dkim", a.Domain, a.Result, n)
+	}
+}
+
+// sourceRollups gathers, during one commit, the per-source roll-ups of the
+// reports it stores, by domain and day.
+type sourceRollups map[string]sourceDraft // rollupKey -> sources
+
+// newSourceRollups starts the per-source roll-ups of one commit.
+func newSourceRollups() sourceRollups { return sourceRollups{} }
+
+// add counts one stored report (Finish called) into its domain's day.
+func (sr sourceRollups) add(d *ReportDraft) {
+	key := string(rollupKey(d.rep.DomainID, d.day))
+	day := sr[key]
+	if day == nil {
+		day = sourceDraft{}
+		sr[key] = day
+	}
+	begin, end := d.rep.DateBegin, d.rep.DateEnd
+	for ip, s := range d.srcDay {
+		g := day[ip]
+		if g == nil {
+			g = &SourceRollup{SourceIP: ip}
+			day[ip] = g
+		}
+		s.FirstSeen, s.LastSeen = begin, end
+		g.Merge(s)
+	}
+}
+
+// put writes one segment per domain-day touched (merging the day's
+// segments when it has too many) and queues the days for reverse DNS.
+func (sr sourceRollups) put(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketSourceRollups)
+	pending := tx.Bucket(bucketRDNSPending)
+	for key, day := range sr {
+		prefix := []byte(key)
+		seq, err := nextSegment(b, prefix)
+		if err != nil {
+			return err
+		}
+		if seq >= maxSourceSegments {
+			if err := eachSegment(b, prefix, func(s *SourceRollup) {
+				if g := day[s.SourceIP]; g != nil {
+					g.Merge(s)
+				} else {
+					day[s.SourceIP] = s
+				}
+			}); err != nil {
+				return err
+			}
+			if _, err := deletePrefix(b, prefix, -1); err != nil {
+				return err
+			}
+			seq = 0
+		}
+		if err := b.Put(sourceSegKey(prefix, seq), appendSourceSegment(nil, day)); err != nil {
+			return err
+		}
+		n, err := pending.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := pending.Put(prefix, binary.BigEndian.AppendUint64(nil, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sourceSegKey is rollupKey(domain, day) | seq (big-endian).
+func sourceSegKey(prefix []byte, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(bytes.Clone(prefix), seq)
+}
+
+// nextSegment returns the seq after the last segment of the day prefix.
+func nextSegment(b *bolt.Bucket, prefix []byte) (uint32, error) {
+	c := b.Cursor()
+	k, _ := c.Seek(sourceSegKey(prefix, 0xffffffff))
+	if k == nil {
+		k, _ = c.Last()
+	} else if bytes.HasPrefix(k, prefix) {
+		return 0, fmt.Errorf("source roll-up segment %x: %w", k, errCorrupt)
+	} else {
+		k, _ = c.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return 0, nil
+	}
+	if len(k) != len(prefix)+4 {
+		return 0, fmt.Errorf("source roll-up key of length %d: %w", len(k), errCorrupt)
+	}
+	return binary.BigEndian.Uint32(k[len(prefix):]) + 1, nil
+}
+
+// appendSourceSegment encodes the sources of a segment, in IP order.
+func appendSourceSegment(e enc, day sourceDraft) enc {
+	ips := make([]string, 0, len(day))
+	for ip := range day {
+		ips = append(ips, ip)
+	}
+	slices.Sort(ips)
+	e = append(e, codecVersion)
+	e = e.uvarint(uint64(len(ips)))
+	for _, ip := range ips {
+		s := day[ip]
+		e = e.str(ip).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
+		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
+		e = e.varint(s.FirstSeen.Unix()).varint(s.LastSeen.Unix())
+		e = e.opt(s.CountryCode).optU32(s.ASN).opt(s.ASOrg)
+		e = e.uvarint(uint64(len(s.Auth)))
+		for _, a := range s.Auth {
+			e = e.sym(a.Kind).str(a.Domain).sym(a.Result).varint(a.Messages)
+		}
+	}
+	return e
+}
+
+// decodeSourceSegment calls fn with each source of a segment; each call
+// gets a new SourceRollup the caller may keep.
+func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
+	d := &dec{b: raw}
+	if d.byte() != codecVersion {
+		return errCorrupt
+	}
+	n := d.count()
+	for range n {
+		s := &SourceRollup{SourceIP: d.str(), Messages: d.varint(), DMARCPass: d.varint(),
+			SPFAligned: d.varint(), DKIMAligned: d.varint()}
+		s.Disposition = DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
+		s.FirstSeen, s.LastSeen = time.Unix(d.varint(), 0).UTC(), time.Unix(d.varint(), 0).UTC()
+		s.CountryCode, s.ASN, s.ASOrg = d.opt(), d.optU32(), d.opt()
+		na := d.count()
+		if na > maxSourceAuth {
+			return errCorrupt
+		}
+		for range na {
+			s.Auth = append(s.Auth, AuthDomainCount{Kind: d.sym(), Domain: d.str(), Result: d.sym(), Messages: d.varint()})
+		}
+		if !d.ok() {
+			return errCorrupt
+		}
+		fn(s)
+	}
+	if !d.ok() || len(d.b) != 0 {
+		return errCorrupt
+	}
+	return nil
+}
+
+// eachSegment decodes every segment of the day prefix.
+func eachSegment(b *bolt.Bucket, prefix []byte, fn func(*SourceRollup)) error {
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if err := decodeSourceSegment(v, fn); err != nil {
+			return fmt.Errorf("source roll-up %x: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// EachSourceDay calls fn for every source of every UTC day from..to (both
+// truncated to their UTC day, both included) of domain domainID of
+// organization orgID, oldest day first; a source appears once per segment
+// of a day (sum them by SourceIP). Days without a call had no report.
+// Errors: ErrNotFound when the domain is not the organization's,
+// ErrInvalid when to is before from or the range is longer than 366 days.
+func (db *DB) EachSourceDay(orgID, domainID string, from, to time.Time, fn func(day time.Time, s *SourceRollup)) error {
+	fromDay, toDay := dayNumber(from), dayNumber(to)
+	if toDay < fromDay {
+		return wrap("source roll-ups", errorf(ErrInvalid, "date_to is before date_from"))
+	}
+	if toDay-fromDay >= maxStatsDays {
+		return wrap("source roll-ups", errorf(ErrInvalid, "date range is longer than %d days", maxStatsDays))
+	}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
+			return err
+		}
+		prefix := []byte(domainID)
+		c := tx.Bucket(bucketSourceRollups).Cursor()
+		for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) != len(prefix)+8 {
+				return fmt.Errorf("source roll-up key of length %d: %w", len(k), errCorrupt)
+			}
+			day := binary.BigEndian.Uint32(k[len(prefix):])
+			if day > toDay {
+				break
+			}
+			t := dayTime(day)
+			if err := decodeSourceSegment(v, func(s *SourceRollup) { fn(t, s) }); err != nil {
+				return fmt.Errorf("source roll-up of domain %s day %d: %w", domainID, day, err)
+			}
+		}
+		return nil
+	})
+	return wrap("source roll-ups", err)
+}
+
+// PendingSources is a batch of source IPs of the domain-days that ingest
+// commits touched since they were last handled, for the reverse DNS job.
+type PendingSources struct {
+	IPs  []string          // deduplicated, sorted
+	days map[string][]byte // day prefix -> the touch sequence read
+}
+
+// PendingSourceIPs returns the source IPs of up to maxDays domain-days
+// queued for reverse DNS by ingest commits. Pass the batch to
+// DonePendingSources once its IPs are handled; a day touched again in
+// between stays queued.
+func (db *DB) PendingSourceIPs(maxDays int) (*PendingSources, error) {
+	p := &PendingSources{days: map[string][]byte{}}
+	seen := map[string]bool{}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSourceRollups)
+		c := tx.Bucket(bucketRDNSPending).Cursor()
+		for k, v := c.First(); k != nil && len(p.days) < maxDays; k, v = c.Next() {
+			p.days[string(k)] = bytes.Clone(v)
+			if err := eachSegment(b, k, func(s *SourceRollup) {
+				if !seen[s.SourceIP] {
+					seen[s.SourceIP] = true
+					p.IPs = append(p.IPs, s.SourceIP)
+				}
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("pending source ips", err)
+	}
+	slices.Sort(p.IPs)
+	return p, nil
+}
+
+// DonePendingSources unqueues the days of p not touched since p was read.
+func (db *DB) DonePendingSources(p *PendingSources) error {
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRDNSPending)
+		for k, seq := range p.days {
+			if v := b.Get([]byte(k)); v != nil && bytes.Equal(v, seq) {
+				if err := b.Delete([]byte(k)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return wrap("done pending sources", err)
+}
+
+func init() {
+	RegisterCascade(func(tx *bolt.Tx, domainID string) error {
+		if _, err := deletePrefix(tx.Bucket(bucketSourceRollups), []byte(domainID), -1); err != nil {
+			return err
+		}
+		_, err := deletePrefix(tx.Bucket(bucketRDNSPending), []byte(domainID), -1)
+		return err
+	})
+}
