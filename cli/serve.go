@@ -9,6 +9,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/demo"
+	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -50,6 +51,20 @@ type serveOptions struct {
 	FailureRetention time.Duration
 	// Webhooks are the delivery settings (--webhook-*).
 	Webhooks webhookOptions
+	// Senders are the sender-intelligence settings (--rdns-rate, --sender-map).
+	Senders sendersOptions
+}
+
+// sendersOptions configure the sources, senders and policy-advice views.
+type sendersOptions struct {
+	RDNSRate  float64
+	SenderMap string
+}
+
+func (o *sendersOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Float64Var(&o.RDNSRate, "rdns-rate", senders.DefaultRDNSRate, "reverse DNS lookups of new report sources per second at most (each: a PTR query and the forward check of its names)")
+	f.StringVar(&o.SenderMap, "sender-map", "", "CSV file of known senders (base_reverse_dns,name,type) that adds to or replaces rows of the embedded map")
 }
 
 func (o *serveOptions) AddFlags(cmd *cobra.Command) {
@@ -73,6 +88,7 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.addJobFlags(cmd)
 	o.addAlertRuleFlags(cmd)
 	o.Webhooks.AddFlags(cmd)
+	o.Senders.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
 }

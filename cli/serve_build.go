@@ -21,6 +21,7 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 	"github.com/dmarcd/dmarcd/worker"
@@ -45,6 +46,7 @@ type server struct {
 	apiSrv          *http.Server
 	adminSrv        *http.Server
 	sched           *worker.Scheduler
+	rdns            *senders.RDNSJob
 	lns             *listeners
 
 	// ready is what /readyz reports: set once everything serves, cleared
@@ -107,7 +109,15 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if err := setAlertRules(db, o.Alerts, reg); err != nil {
 		return nil, err
 	}
+	known := senders.DefaultKnownSenders()
+	if o.Senders.SenderMap != "" {
+		if known, err = known.WithFile(o.Senders.SenderMap); err != nil {
+			return nil, usageError{fmt.Errorf("--sender-map: %w", err)}
+		}
+	}
+	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate})
 	s.api = httpapi.New(httpapi.Config{
+		Senders:         &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)},
 		Store:           db,
 		DNS:             &dnscheck.Checker{Resolver: s.resolver},
 		ReportingDomain: s.reportingDomain,

@@ -69,6 +69,13 @@ func (s *server) run(ctx context.Context) error {
 	go serve("API", s.apiSrv, lns.api)
 	go serve("admin", s.adminSrv, lns.admin)
 	go func() { defer wg.Done(); s.sched.Run(runCtx) }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.rdns.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("reverse DNS job stopped", "error", err)
+		}
+	}()
 	smtpAddr := ""
 	if lns.smtp != nil {
 		smtpAddr = lns.smtp.Addr().String()
