@@ -107,6 +107,14 @@ var (
 	// bucketFailureRollups: failRollupKey(org id, UTC day, domain id) ->
 	// failureDay (binary, appendFailureDay).
 	bucketFailureRollups = []byte("failure_rollups")
+
+	// IMAP intake (mailbox.go).
+	// bucketMailboxes: mailbox id -> mailboxRecord JSON (sealed credentials included).
+	bucketMailboxes = []byte("mailboxes")
+	// bucketMailboxesByOrg: orgTimeIDKey(org id, created_at, mailbox id) -> empty.
+	bucketMailboxesByOrg = []byte("mailboxes_by_org")
+	// bucketMailboxState: mailbox id -> UIDVALIDITY | last done UID (big-endian uint32s).
+	bucketMailboxState = []byte("mailbox_state")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -122,6 +130,7 @@ var allBuckets = [][]byte{
 	bucketAlerts, bucketAlertsByOrg, bucketAlertsByDomain, bucketAlertDedup, bucketAlertSources,
 	bucketFailures, bucketFailureHeaders, bucketFailuresByOrg, bucketFailuresByDomain,
 	bucketFailureDedup, bucketFailureRollups,
+	bucketMailboxes, bucketMailboxesByOrg, bucketMailboxState,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
