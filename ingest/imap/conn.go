@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +28,13 @@ type Conn struct {
 	opts    *Options
 	acct    Account
 	newMail chan struct{} // a token when the server announced new messages
+
+	// dog closes the connection when a step overruns its deadline: the
+	// client library sets read deadlines of its own, so this is what
+	// bounds every step; timedOut records why the connection closed.
+	dogMu    sync.Mutex
+	dog      *time.Timer
+	timedOut atomic.Bool
 }
 
 // systemResolver resolves with the operating system's resolver.
@@ -112,8 +121,26 @@ type x509HostnameError interface {
 	Host() string
 }
 
-// deadline sets the connection's deadline d from now.
-func (c *Conn) deadline(d time.Duration) { _ = c.raw.SetDeadline(time.Now().Add(d)) }
+// deadline gives the next step d: the connection's deadline, and the
+// watchdog that closes it should the step still run then.
+func (c *Conn) deadline(d time.Duration) {
+	_ = c.raw.SetDeadline(time.Now().Add(d))
+	c.dogMu.Lock()
+	defer c.dogMu.Unlock()
+	if c.dog == nil {
+		c.dog = time.AfterFunc(d, func() { c.timedOut.Store(true); _ = c.raw.Close() })
+		return
+	}
+	c.dog.Reset(d)
+}
+
+// stepError describes err of step, as a timeout when the watchdog fired.
+func (c *Conn) stepError(step string, err error) *Error {
+	if c.timedOut.Load() {
+		return &Error{Step: step, Msg: fmt.Sprintf("timeout: no answer within %s", c.opts.timeout()), Err: err}
+	}
+	return c.opts.stepError(step, err)
+}
 
 // watch closes the connection when ctx ends, so a blocked call returns.
 func (c *Conn) watch(ctx context.Context) (stop func() bool) {
@@ -172,22 +199,22 @@ func Dial(ctx context.Context, acct Account, opts *Options, tokens *TokenSource)
 	case SecurityTLS:
 		tc := tls.Client(raw, tlsCfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			_ = raw.Close()
-			return nil, opts.stepError("connect", err)
+			c.abort0()
+			return nil, c.stepError("connect", err)
 		}
 		c.c = imapclient.New(tc, copts)
 	case SecurityStartTLS:
 		c.c, err = imapclient.NewStartTLS(raw, copts)
 		if err != nil {
-			_ = raw.Close()
-			return nil, opts.stepError("STARTTLS", err)
+			c.abort0()
+			return nil, c.stepError("STARTTLS", err)
 		}
 	default:
 		c.c = imapclient.New(raw, copts)
 	}
 	if err := c.c.WaitGreeting(); err != nil {
-		c.Close()
-		return nil, opts.stepError("connect", err)
+		c.abort()
+		return nil, c.stepError("connect", err)
 	}
 	c.deadline(t)
 	if err := c.login(ctx, tokens); err != nil {
@@ -208,7 +235,7 @@ func (c *Conn) login(ctx context.Context, tokens *TokenSource) error {
 		}
 		c.deadline(c.opts.timeout())
 		if err := c.c.Login(c.acct.Username, creds.Password).Wait(); err != nil {
-			return c.opts.stepError("login", err)
+			return c.stepError("login", err)
 		}
 		return nil
 	}
@@ -217,7 +244,7 @@ func (c *Conn) login(ctx context.Context, tokens *TokenSource) error {
 	}
 	tok, err := tokens.Token(ctx)
 	if err != nil {
-		return c.opts.stepError("login", err)
+		return c.stepError("login", err)
 	}
 	c.deadline(c.opts.timeout())
 	sc := &xoauth2Client{user: c.acct.Username, token: tok}
@@ -225,21 +252,54 @@ func (c *Conn) login(ctx context.Context, tokens *TokenSource) error {
 		if sc.serverSaid != "" {
 			return &Error{Step: "login", Msg: describe(err, c.opts.timeout()) + " (" + sc.serverSaid + ")", Err: err}
 		}
-		return c.opts.stepError("login", err)
+		return c.stepError("login", err)
 	}
 	return nil
 }
 
-// Close logs out briefly and closes the connection.
+// logoutWait bounds the LOGOUT of Close.
+const logoutWait = 2 * time.Second
+
+// Close logs out, waiting at most logoutWait (a broken connection never
+// answers), and closes the connection.
 func (c *Conn) Close() {
-	_ = c.raw.SetDeadline(time.Now().Add(2 * time.Second))
-	_ = c.c.Logout().Wait()
+	_ = c.raw.SetDeadline(time.Now().Add(logoutWait))
+	done := make(chan struct{})
+	go func() { _ = c.c.Logout().Wait(); close(done) }()
+	t := time.NewTimer(logoutWait)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	t.Stop()
+	c.abort()
+}
+
+// abort0 closes a connection that has no client yet.
+func (c *Conn) abort0() {
+	c.dogMu.Lock()
+	if c.dog != nil {
+		c.dog.Stop()
+	}
+	c.dogMu.Unlock()
+	_ = c.raw.Close()
+}
+
+// abort closes the connection without a word.
+func (c *Conn) abort() {
+	c.dogMu.Lock()
+	if c.dog != nil {
+		c.dog.Stop()
+	}
+	c.dogMu.Unlock()
 	_ = c.c.Close()
 	_ = c.raw.Close()
 }
 
 // CanIdle reports whether the server offers IDLE.
-func (c *Conn) CanIdle() bool { return c.c.Caps().Has(imap.CapIdle) || c.c.Caps().Has(imap.CapIMAP4rev2) }
+func (c *Conn) CanIdle() bool {
+	return c.c.Caps().Has(imap.CapIdle) || c.c.Caps().Has(imap.CapIMAP4rev2)
+}
 
 // Check connects and signs in to acct, selects its folder and signs out:
 // what is tried before a mailbox is saved.
@@ -253,7 +313,7 @@ func Check(ctx context.Context, acct Account, opts *Options) error {
 	defer stop()
 	c.deadline(c.opts.timeout())
 	if _, err := c.c.Select(acct.Folder, &imap.SelectOptions{ReadOnly: true}).Wait(); err != nil {
-		return c.opts.stepError("select "+acct.Folder, err)
+		return c.stepError("select "+acct.Folder, err)
 	}
 	return nil
 }
@@ -272,7 +332,7 @@ func (c *Conn) Idle(ctx context.Context, d time.Duration, wake <-chan struct{}) 
 	c.deadline(c.opts.timeout())
 	cmd, err := c.c.Idle()
 	if err != nil {
-		return false, c.opts.stepError("idle", err)
+		return false, c.stepError("idle", err)
 	}
 	// The server stays silent while idling; keep the deadline past d.
 	c.deadline(d + c.opts.timeout())
@@ -289,10 +349,10 @@ func (c *Conn) Idle(ctx context.Context, d time.Duration, wake <-chan struct{}) 
 	}
 	c.deadline(c.opts.timeout())
 	if err := cmd.Close(); err != nil {
-		return got, c.opts.stepError("idle", err)
+		return got, c.stepError("idle", err)
 	}
 	if err := cmd.Wait(); err != nil {
-		return got, c.opts.stepError("idle", err)
+		return got, c.stepError("idle", err)
 	}
 	if ctx.Err() != nil {
 		return got, ctx.Err()

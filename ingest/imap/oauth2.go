@@ -128,11 +128,11 @@ func (s *TokenSource) Token(ctx context.Context) (string, error) {
 		return "", &TokenError{Msg: describe(err, s.http.Timeout)}
 	}
 	var tr struct {
-		AccessToken  string          `json:"access_token"`
-		ExpiresIn    json.Number     `json:"expires_in"`
-		RefreshToken string          `json:"refresh_token"`
-		Error        string          `json:"error"`
-		Description  string          `json:"error_description"`
+		AccessToken  string      `json:"access_token"`
+		ExpiresIn    json.Number `json:"expires_in"`
+		RefreshToken string      `json:"refresh_token"`
+		Error        string      `json:"error"`
+		Description  string      `json:"error_description"`
 	}
 	_ = json.Unmarshal(body, &tr)
 	if resp.StatusCode != http.StatusOK || tr.AccessToken == "" {

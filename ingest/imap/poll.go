@@ -38,7 +38,7 @@ func (c *Conn) poll(ctx context.Context, mb Mailbox, sink Sink, state State, res
 	c.deadline(t)
 	sel, err := c.c.Select(folder, nil).Wait()
 	if err != nil {
-		return c.opts.stepError("select "+folder, err)
+		return c.stepError("select "+folder, err)
 	}
 	validity, last, err := state.Load(mb.ID)
 	if err != nil {
@@ -60,7 +60,7 @@ func (c *Conn) poll(ctx context.Context, mb Mailbox, sink Sink, state State, res
 	set.AddRange(imap.UID(last+1), 0) // last+1:*
 	found, err := c.c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{set}}, nil).Wait()
 	if err != nil {
-		return c.opts.stepError("search", err)
+		return c.stepError("search", err)
 	}
 	uids := slices.DeleteFunc(found.AllUIDs(), func(u imap.UID) bool { return uint32(u) <= last })
 	slices.Sort(uids)
@@ -84,7 +84,7 @@ func (c *Conn) one(ctx context.Context, mb Mailbox, uid imap.UID, sink Sink, res
 	c.deadline(t)
 	sizes, err := c.c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, RFC822Size: true}).Collect()
 	if err != nil {
-		return c.opts.stepError("fetch", err)
+		return c.stepError("fetch", err)
 	}
 	if len(sizes) == 0 {
 		return nil // expunged meanwhile by someone else
@@ -99,7 +99,7 @@ func (c *Conn) one(ctx context.Context, mb Mailbox, uid imap.UID, sink Sink, res
 	section := &imap.FetchItemBodySection{Peek: true}
 	msgs, err := c.c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{section}}).Collect()
 	if err != nil {
-		return c.opts.stepError("fetch", err)
+		return c.stepError("fetch", err)
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -141,13 +141,13 @@ func (c *Conn) move(uid imap.UID) error {
 		if cerr := c.c.Create(c.acct.ArchiveFolder, nil).Wait(); cerr != nil {
 			var ce *imap.Error
 			if !errors.As(cerr, &ce) || ce.Code != imap.ResponseCodeAlreadyExists {
-				return c.opts.stepError("create "+c.acct.ArchiveFolder, cerr)
+				return c.stepError("create "+c.acct.ArchiveFolder, cerr)
 			}
 		}
 		err = c.moveOnce(uid)
 	}
 	if err != nil {
-		return c.opts.stepError("move to "+c.acct.ArchiveFolder, err)
+		return c.stepError("move to "+c.acct.ArchiveFolder, err)
 	}
 	return nil
 }
