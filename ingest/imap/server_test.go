@@ -111,6 +111,7 @@ func withCaps(caps ...imap.Cap) serverOpt {
 		}
 	}
 }
+
 // setToken changes the token the server accepts from the next connection.
 func (s *memServer) setToken(tok string) {
 	s.mu.Lock()
