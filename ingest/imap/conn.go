@@ -28,6 +28,7 @@ type Conn struct {
 	opts    *Options
 	acct    Account
 	newMail chan struct{} // a token when the server announced new messages
+	caps    imap.CapSet   // after sign-in
 
 	// dog closes the connection when a step overruns its deadline: the
 	// client library sets read deadlines of its own, so this is what
@@ -221,6 +222,15 @@ func Dial(ctx context.Context, acct Account, opts *Options, tokens *TokenSource)
 		c.Close()
 		return nil, err
 	}
+	// Capabilities change with sign-in (IDLE, MOVE are often announced only
+	// then); ask once instead of trusting what the greeting said.
+	c.deadline(t)
+	caps, err := c.c.Capability().Wait()
+	if err != nil {
+		c.Close()
+		return nil, c.stepError("capability", err)
+	}
+	c.caps = caps
 	return c, nil
 }
 
@@ -329,6 +339,17 @@ func (c *Conn) Idle(ctx context.Context, d time.Duration, wake <-chan struct{}) 
 	}
 	stop := c.watch(ctx)
 	defer stop()
+	// A NOOP first collects what arrived since the poll: some servers
+	// announce only changes made after IDLE begins.
+	c.deadline(c.opts.timeout())
+	if err := c.c.Noop().Wait(); err != nil {
+		return false, c.stepError("noop", err)
+	}
+	select {
+	case <-c.newMail:
+		return true, nil
+	default:
+	}
 	c.deadline(c.opts.timeout())
 	cmd, err := c.c.Idle()
 	if err != nil {

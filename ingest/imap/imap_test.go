@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -352,6 +353,7 @@ func TestArchiveEmptyLeavesInPlace(t *testing.T) {
 func TestIdleDelivery(t *testing.T) {
 	e := newEnv(t)
 	sink := newSink()
+	e.opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := imapin.NewManager(e.dir, sink, e.dir, e.opts)
 	m.Interval = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
@@ -539,6 +541,10 @@ func TestXOAUTH2(t *testing.T) {
 		t.Errorf("http token URL: err = %v", err)
 	}
 }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

@@ -242,6 +242,7 @@ func (w *worker) run(ctx context.Context) {
 			continue
 		}
 		backoff = 0
+		log.Debug("imap: polled", "messages", res.Messages, "idle", conn.CanIdle())
 		if conn.CanIdle() && w.idleSlot() {
 			_, ierr := conn.Idle(ctx, min(m.Interval, idleRestart), w.kick)
 			<-m.idleSlots

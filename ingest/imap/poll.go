@@ -155,8 +155,8 @@ func (c *Conn) move(uid imap.UID) error {
 func (c *Conn) moveOnce(uid imap.UID) error {
 	c.deadline(c.opts.timeout())
 	set := imap.UIDSetNum(uid)
-	caps := c.c.Caps()
-	if caps.Has(imap.CapMove) || caps.Has(imap.CapIMAP4rev2) {
+	caps := c.caps
+	if caps.Has(imap.CapMove) {
 		_, err := c.c.Move(set, c.acct.ArchiveFolder).Wait()
 		return err
 	}

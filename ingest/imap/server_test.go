@@ -153,10 +153,11 @@ func (s *memServer) start(port int) {
 			s.mu.Lock()
 			tok := s.token
 			s.mu.Unlock()
+			sess := idleSession{inner.(moveSession)}
 			if tok != "" {
-				return &oauthSession{moveSession: inner.(moveSession), token: tok}, nil, nil
+				return &oauthSession{moveSession: sess, token: tok}, nil, nil
 			}
-			return inner, nil, nil
+			return sess, nil, nil
 		},
 		Caps:         s.caps,
 		Logger:       discardLogger{},
@@ -210,6 +211,27 @@ func (s *memServer) count(mailbox string) int {
 		s.t.Fatal(err)
 	}
 	return int(*st.NumMessages)
+}
+
+// idleSession fixes a gap of the memory server: its IDLE announces only
+// changes queued after IDLE began, so mail appended between a client's
+// last command and its IDLE went unannounced. This IDLE sends whatever is
+// queued, and keeps doing so until the client ends it, as Dovecot does.
+type idleSession struct{ moveSession }
+
+func (s idleSession) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if err := s.moveSession.Poll(w, true); err != nil {
+			return err
+		}
+		select {
+		case <-stop:
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // oauthSession adds SASL XOAUTH2 to the memory server's session: the
