@@ -3,7 +3,9 @@ module github.com/dmarcd/dmarcd
 go 1.26.0
 
 require (
+	github.com/emersion/go-imap/v2 v2.0.0-beta.8
 	github.com/emersion/go-message v0.18.2
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
 	github.com/emersion/go-smtp v0.25.1
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/miekg/dns v1.1.73
@@ -16,7 +18,6 @@ require (
 )
 
 require (
-	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )

@@ -128,6 +128,13 @@ var (
 	bucketRDNSPending = []byte("rdns_pending")
 	// bucketRDNS: source IP (text) -> rdnsEntry (binary, rdns.go).
 	bucketRDNS = []byte("rdns")
+	// IMAP intake (mailbox.go).
+	// bucketMailboxes: mailbox id -> mailboxRecord JSON (sealed credentials included).
+	bucketMailboxes = []byte("mailboxes")
+	// bucketMailboxesByOrg: orgTimeIDKey(org id, created_at, mailbox id) -> empty.
+	bucketMailboxesByOrg = []byte("mailboxes_by_org")
+	// bucketMailboxState: mailbox id -> UIDVALIDITY | last done UID (big-endian uint32s).
+	bucketMailboxState = []byte("mailbox_state")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -145,6 +152,7 @@ var allBuckets = [][]byte{
 	bucketFailureDedup, bucketFailureRollups,
 	bucketTLSReports, bucketTLSByOrg, bucketTLSByDomain, bucketTLSDedup, bucketTLSRollups,
 	bucketSourceRollups, bucketRDNSPending, bucketRDNS,
+	bucketMailboxes, bucketMailboxesByOrg, bucketMailboxState,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
