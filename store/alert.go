@@ -96,8 +96,6 @@ type AlertFilter struct {
 	Page     Page
 }
 
-func init() { RegisterCascade(deleteDomainAlerts) }
-
 func errAlertNotFound() error { return errorf(ErrNotFound, "alert not found") }
 
 // ValidAlertSeverity reports whether s is info, warning or critical.
