@@ -216,7 +216,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *request) error {
 		return errNoWebhooks
 	}
 	now := s.now()
-	ev, err := webhook.NewAlertEvent(r.org.ID, sampleAlert(now), now, true)
+	ev, err := webhook.NewAlertEvent(store.NewEventID(), r.org.ID, sampleAlert(now), now, true)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ var (
 	bucketWebhooks = []byte("webhooks")
 	// bucketWebhooksByOrg: orgTimeIDKey(org id, created_at, webhook id) -> empty.
 	bucketWebhooksByOrg = []byte("webhooks_by_org")
-	// bucketOutbox: outboxKey(due, entry id) -> outboxRecord JSON: the
+	// bucketOutbox: outboxKey(due, entry id) -> outboxRecord (binary): the
 	// deliveries waiting for their next attempt, in due order (outbox.go).
 	bucketOutbox = []byte("webhook_outbox")
 	// bucketOutboxByWebhook: webhook id | entry id -> outboxKey | alert id.

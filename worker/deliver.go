@@ -55,8 +55,9 @@ type DeliverConfig struct {
 }
 
 // Deliverer is the webhook delivery job: it sends the outbox's due
-// deliveries, signed afresh on each attempt, and records the results
-// (retries, auto-disable, alerts sent) in the store.
+// deliveries, each body built by package webhook from the entry and
+// signed afresh on each attempt, and records the results (retries,
+// auto-disable, alerts sent) in the store.
 type Deliverer struct {
 	db          *store.DB
 	client      *webhook.Client
@@ -140,6 +141,9 @@ type attempt struct {
 	// cancelled: the run was stopped before an answer came. The attempt is
 	// not recorded; the delivery stays due and is made again later.
 	cancelled bool
+	// drop: not attempted (the webhook is gone or inactive, or the entry
+	// cannot make a body); the entry is removed.
+	drop bool
 }
 
 // run is the state of one DeliverDue call: what is in flight.
@@ -213,8 +217,8 @@ func (d *Deliverer) collect(r *run, a attempt) []attempt {
 }
 
 // dispatch starts attempts for due deliveries while slots are free. It
-// returns, as finished, the deliveries whose webhook is gone or inactive,
-// to be dropped without an attempt.
+// returns, as finished, the deliveries to drop without an attempt: their
+// webhook is gone or inactive, or their entry makes no body.
 func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 	free := d.concurrency - r.n
 	if free <= 0 {
@@ -235,17 +239,34 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 	for _, dl := range due {
 		r.inFlight[dl.ID] = true
 		if dl.URL == "" {
-			orphans = append(orphans, attempt{delivery: dl})
+			orphans = append(orphans, attempt{delivery: dl, drop: true})
+			continue
+		}
+		body, err := alertCreatedBody(dl)
+		if err != nil {
+			d.log.Error("webhook delivery dropped: its outbox entry makes no event body",
+				"webhook_id", dl.WebhookID, "event_id", dl.EventID, "alert_id", dl.AlertID, "error", err)
+			orphans = append(orphans, attempt{delivery: dl, drop: true})
 			continue
 		}
 		r.perHook[dl.WebhookID]++
 		r.n++
 		go func() {
-			res := d.client.DeliverBody(ctx, dl.URL, string(dl.Secret), dl.EventID, dl.Body, d.now())
+			res := d.client.DeliverBody(ctx, dl.URL, string(dl.Secret), dl.EventID, body, d.now())
 			r.done <- attempt{delivery: dl, res: res, at: d.now(), cancelled: !res.Success && ctx.Err() != nil}
 		}()
 	}
 	return orphans, nil
+}
+
+// alertCreatedBody is the body of an outbox entry's delivery, built by
+// package webhook: the same bytes on every attempt.
+func alertCreatedBody(dl *store.Delivery) ([]byte, error) {
+	ev, err := webhook.NewAlertEvent(dl.EventID, dl.OrgID, dl.Alert, dl.CreatedAt, false)
+	if err != nil {
+		return nil, err
+	}
+	return webhook.Encode(ev)
 }
 
 // record writes the results of finished attempts in one transaction, then
@@ -254,7 +275,7 @@ func (d *Deliverer) record(r *run, finished []attempt) error {
 	results := make([]store.DeliveryResult, 0, len(finished))
 	var kept []attempt
 	for _, a := range finished {
-		if a.delivery.URL != "" {
+		if !a.drop {
 			r.perHook[a.delivery.WebhookID]--
 		}
 		if a.cancelled {
@@ -264,7 +285,7 @@ func (d *Deliverer) record(r *run, finished []attempt) error {
 		kept = append(kept, a)
 		results = append(results, store.DeliveryResult{
 			Delivery: a.delivery, Success: a.res.Success, StatusCode: a.res.StatusCode,
-			At: a.at, Drop: a.delivery.URL == "",
+			At: a.at, Drop: a.drop,
 		})
 	}
 	if len(results) == 0 {
