@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/geo"
@@ -59,7 +60,7 @@ type serveOptions struct {
 	VerifyInterval   time.Duration
 	DNSCheckInterval time.Duration
 	Retention        time.Duration
-	Alerts           store.AlertRules
+	Alerts           alert.Rules
 	// ForensicRetention is how long failure reports are kept, by arrival
 	// date; 0 keeps them forever.
 	ForensicRetention time.Duration
@@ -380,7 +381,7 @@ func (o *serveOptions) validate() error {
 // addAlertFlags adds the flags of the scheduler's jobs and the alert rules.
 func (o *serveOptions) addAlertFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	o.Alerts = store.DefaultAlertRules()
+	o.Alerts = alert.DefaultRules()
 	f.DurationVar(&o.VerifyInterval, "verify-interval", worker.DefaultVerifyInterval, "how often pending and inactive domains are verified again (they turn active once their DNS lists the reporting address)")
 	f.DurationVar(&o.DNSCheckInterval, "dns-check-interval", worker.DefaultDNSCheckInterval, "how often each active or inactive domain's DMARC record is checked for changes (the checks are spread over the interval)")
 	f.DurationVar(&o.Retention, "retention", worker.DefaultRetention, "delete aggregate reports that ended longer ago than this, with their daily statistics, and older alerts (checked hourly; 0 keeps them forever)")
@@ -392,7 +393,7 @@ func (o *serveOptions) addAlertFlags(cmd *cobra.Command) {
 
 // setAlertRules gives the store the alert thresholds and counts the alerts
 // raised in dmarcd_alerts_raised_total.
-func setAlertRules(db *store.DB, rules store.AlertRules, reg *metrics.Registry) error {
+func setAlertRules(db *store.DB, rules alert.Rules, reg *metrics.Registry) error {
 	if err := db.SetAlertRules(rules); err != nil {
 		return usagef("alert thresholds (--alert-*): %v", err)
 	}

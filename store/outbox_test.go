@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
@@ -18,7 +19,7 @@ var delays = []time.Duration{30 * time.Second, 120 * time.Second}
 // deliveries.
 func queueAlert(tb testing.TB, db *store.DB, orgID string, now time.Time) *store.Alert {
 	tb.Helper()
-	a := &store.Alert{OrgID: orgID, Type: store.AlertDNSRecordChanged, Severity: store.SeverityWarning,
+	a := &store.Alert{OrgID: orgID, Type: alert.TypeDNSRecordChanged, Severity: alert.SeverityWarning,
 		Title: "DMARC record changed", Message: "p=reject became p=none", CreatedAt: now,
 		Details: json.RawMessage(`{"old":"v=DMARC1; p=reject","new":"v=DMARC1; p=none"}`)}
 	if err := db.QueueTestAlert(a); err != nil {
@@ -130,7 +131,7 @@ func TestEnqueueAlertDeliveries(t *testing.T) {
 	if err := json.Unmarshal(ds[0].Alert, &al); err != nil {
 		t.Fatal(err)
 	}
-	if al["id"] != a.ID || al["type"] != store.AlertDNSRecordChanged || al["status"] != "pending" ||
+	if al["id"] != a.ID || al["type"] != alert.TypeDNSRecordChanged || al["status"] != "pending" ||
 		al["domain_id"] != nil || al["sent_at"] != nil || al["created_at"] != "2026-11-22T09:30:00Z" {
 		t.Errorf("alert of the delivery = %v", al)
 	}

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -42,7 +43,7 @@ func TestDeliverToEveryActiveWebhook(t *testing.T) {
 	}
 	ev := ga[0].event
 	if *ev.Test || ev.OrganizationID != e.org.ID || ev.Data.Alert["id"] != al.ID ||
-		ev.Data.Alert["type"] != store.AlertDMARCFailureRate || ev.Data.Alert["severity"] != store.SeverityCritical {
+		ev.Data.Alert["type"] != alert.TypeDMARCFailureRate || ev.Data.Alert["severity"] != alert.SeverityCritical {
 		t.Errorf("event = %+v", ev)
 	}
 	if ts := ga[0].header.Get("X-Webhook-Timestamp"); ts != strconv.FormatInt(e.clock.Now().Unix(), 10) {
