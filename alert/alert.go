@@ -13,9 +13,9 @@ const (
 	// TypeNewFailingSource: a source IP with failing mail not seen for the
 	// domain in the previous days.
 	TypeNewFailingSource = "new_failing_source"
-	// TypeForensicReportReceived: a failure (forensic) report arrived. The
+	// TypeFailureReportReceived: a failure (forensic) report arrived. The
 	// name is API.md's.
-	TypeForensicReportReceived = "forensic_report_received"
+	TypeFailureReportReceived = "forensic_report_received"
 	// TypeDNSRecordChanged: the _dmarc record changed in some other way.
 	TypeDNSRecordChanged = "dns_record_changed"
 	// TypeDNSRecordMissing: the _dmarc record vanished.
@@ -36,7 +36,7 @@ const (
 // ValidType reports whether t is one of the alert types.
 func ValidType(t string) bool {
 	switch t {
-	case TypeDMARCFailureRate, TypeNewFailingSource, TypeForensicReportReceived, TypeDNSRecordChanged,
+	case TypeDMARCFailureRate, TypeNewFailingSource, TypeFailureReportReceived, TypeDNSRecordChanged,
 		TypeDNSRecordMissing, TypePolicyWeakened, TypeReportingAddressRemoved:
 		return true
 	}

@@ -24,8 +24,8 @@ type Failure struct {
 	Geo any
 }
 
-// forensicDetails explain a forensic_report_received alert.
-type forensicDetails struct {
+// failureDetails explain a forensic_report_received alert.
+type failureDetails struct {
 	ForensicReportID string    `json:"forensic_report_id"`
 	SourceIP         *string   `json:"source_ip"`
 	Geo              any       `json:"geo"`
@@ -40,18 +40,18 @@ func (r Rules) EvaluateFailure(f *Failure, h History, now time.Time) *Candidate 
 		return nil
 	}
 	hour := now.Truncate(time.Hour)
-	key := DedupKey{Day: Day(now), DomainID: f.DomainID, Type: TypeForensicReportReceived, Cause: strconv.Itoa(hour.Hour())}
+	key := DedupKey{Day: Day(now), DomainID: f.DomainID, Type: TypeFailureReportReceived, Cause: strconv.Itoa(hour.Hour())}
 	if _, ok := h.Raised(key); ok {
 		return nil
 	}
-	det := forensicDetails{ForensicReportID: f.ID, Geo: f.Geo, ArrivalDate: f.ArrivalDate.UTC().Truncate(time.Second), HourStart: hour}
+	det := failureDetails{ForensicReportID: f.ID, Geo: f.Geo, ArrivalDate: f.ArrivalDate.UTC().Truncate(time.Second), HourStart: hour}
 	from := ""
 	if f.SourceIP != "" {
 		det.SourceIP = new(f.SourceIP)
 		from = " about mail from " + f.SourceIP + f.describe()
 	}
 	return &Candidate{
-		Type: TypeForensicReportReceived, Severity: SeverityInfo,
+		Type: TypeFailureReportReceived, Severity: SeverityInfo,
 		Title:   "Failure report received for " + f.Domain,
 		Message: fmt.Sprintf("A failure (forensic) report%s arrived for %s; further ones this hour raise no alert.", from, f.Domain),
 		Details: det, Dedup: key,

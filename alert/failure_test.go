@@ -26,8 +26,8 @@ func TestFailureReportOncePerHour(t *testing.T) {
 	if c == nil {
 		t.Fatal("no alert")
 	}
-	wantKey := alert.DedupKey{Day: today, DomainID: "d1", Type: alert.TypeForensicReportReceived, Cause: "9"}
-	if c.Type != alert.TypeForensicReportReceived || c.Severity != alert.SeverityInfo || c.Dedup != wantKey ||
+	wantKey := alert.DedupKey{Day: today, DomainID: "d1", Type: alert.TypeFailureReportReceived, Cause: "9"}
+	if c.Type != alert.TypeFailureReportReceived || c.Severity != alert.SeverityInfo || c.Dedup != wantKey ||
 		c.Title != "Failure report received for example.com" ||
 		c.Message != "A failure (forensic) report about mail from 192.0.2.1 (GB, AS20712) arrived for example.com; further ones this hour raise no alert." {
 		t.Errorf("candidate %+v", c)

@@ -86,7 +86,7 @@ func TestDay(t *testing.T) {
 // TestTypesAndSeverities ensures every type is valid, and severities rank
 // in their order.
 func TestTypesAndSeverities(t *testing.T) {
-	for _, typ := range []string{alert.TypeDMARCFailureRate, alert.TypeNewFailingSource, alert.TypeForensicReportReceived,
+	for _, typ := range []string{alert.TypeDMARCFailureRate, alert.TypeNewFailingSource, alert.TypeFailureReportReceived,
 		alert.TypeDNSRecordChanged, alert.TypeDNSRecordMissing, alert.TypePolicyWeakened, alert.TypeReportingAddressRemoved} {
 		if !alert.ValidType(typ) {
 			t.Errorf("%s is not valid", typ)

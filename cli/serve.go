@@ -419,7 +419,7 @@ func (o *serveOptions) scheduleAlertJobs(sched *worker.Scheduler, db *store.DB, 
 	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: resolver}, Log: log}
 	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	sched.Add((&worker.DNSWatch{Store: db, Resolver: resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
-	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.ForensicRetention, Log: log}).Job())
+	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.ForensicRetention, Log: log}).Job())
 }
 
 // webhookOptions are the flags of webhook deliveries.

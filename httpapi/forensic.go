@@ -18,7 +18,7 @@ import (
 // forensicGate is the 403 of an organization whose plan lacks forensic
 // reports, nil otherwise.
 func forensicGate(r *request) error {
-	if !r.org.Plan.Limits().Forensic {
+	if !r.org.Plan.Limits().FailureReports {
 		return errPlanFeature("forensic reports")
 	}
 	return nil

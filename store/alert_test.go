@@ -311,9 +311,9 @@ func TestSetAlertRulesRejectsBadSettings(t *testing.T) {
 	}
 }
 
-// TestForensicAlertsOncePerHour ensures failure reports raise at most one
+// TestFailureReportAlertsOncePerHour ensures failure reports raise at most one
 // alert per domain per UTC clock hour, with the source IP and its geo.
-func TestForensicAlertsOncePerHour(t *testing.T) {
+func TestFailureReportAlertsOncePerHour(t *testing.T) {
 	e := newAlertEnv(t)
 	cc := "NL"
 	ref := func(dom *store.Domain, ip string) store.FailureRef {
@@ -328,7 +328,7 @@ func TestForensicAlertsOncePerHour(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := e.alerts(t, e.orgA, store.AlertFilter{})
-	if len(as) != 1 || as[0].Type != alert.TypeForensicReportReceived || as[0].Severity != alert.SeverityInfo {
+	if len(as) != 1 || as[0].Type != alert.TypeFailureReportReceived || as[0].Severity != alert.SeverityInfo {
 		t.Fatalf("within one hour: %v", kinds(as))
 	}
 	d := details(t, as[0])

@@ -138,11 +138,11 @@ func outboxAlertKey(alertID, webhookID string) []byte {
 	return append([]byte(alertID), webhookID...)
 }
 
-// Delivery is an outbox entry due for an attempt, with what the attempt
+// OutboxEntry is an outbox entry due for an attempt, with what the attempt
 // needs: what its alert.created event is made of (package webhook builds
 // the body from EventID, OrgID, Alert and CreatedAt, the same bytes on
 // every attempt), and the webhook's current URL and secret.
-type Delivery struct {
+type OutboxEntry struct {
 	ID        string // the outbox entry
 	WebhookID string
 	OrgID     string
@@ -183,21 +183,21 @@ func deleteOutbox(tx *bolt.Tx, key []byte, rec *outboxRecord) error {
 // uses it to leave out deliveries in flight and to count per webhook. An
 // entry whose webhook is gone or inactive comes back with an empty URL.
 // The error is a failure to read the database.
-func (db *DB) DueDeliveries(now time.Time, max int, skip func(*Delivery) bool) ([]*Delivery, error) {
-	var out []*Delivery
+func (db *DB) DueDeliveries(now time.Time, max int, skip func(*OutboxEntry) bool) ([]*OutboxEntry, error) {
+	var out []*OutboxEntry
 	end := binary.BigEndian.AppendUint64(nil, timeKey(now)+1)
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		hooks := map[string]*webhookRecord{}
 		c := tx.Bucket(bucketOutbox).Cursor()
 		for k, raw := c.First(); k != nil && bytes.Compare(k, end) < 0 && len(out) < max; k, raw = c.Next() {
-			if skip != nil && len(k) == 8+idLen && skip(&Delivery{ID: string(k[8:]), WebhookID: outboxWebhookID(raw)}) {
+			if skip != nil && len(k) == 8+idLen && skip(&OutboxEntry{ID: string(k[8:]), WebhookID: outboxWebhookID(raw)}) {
 				continue
 			}
 			rec, err := decodeOutbox(k, raw)
 			if err != nil {
 				return err
 			}
-			d := &Delivery{
+			d := &OutboxEntry{
 				ID: rec.ID, WebhookID: rec.WebhookID, OrgID: rec.OrgID, AlertID: rec.AlertID,
 				EventID: rec.EventID, Alert: rec.Alert, CreatedAt: rec.CreatedAt, Attempt: rec.Attempt, Due: rec.Due,
 				key: bytes.Clone(k),
@@ -232,11 +232,11 @@ func (db *DB) OutboxDepth() (int, error) {
 	return n, wrap("outbox depth", err)
 }
 
-// DeliveryResult is the outcome of one attempt at a Delivery, for
+// DeliveryResult is the outcome of one attempt at an OutboxEntry, for
 // FinishDeliveries. Drop, instead, removes an entry not attempted because
 // its webhook is gone or inactive.
 type DeliveryResult struct {
-	Delivery   *Delivery
+	Entry      *OutboxEntry
 	Success    bool
 	StatusCode *int      // nil when no HTTP answer came
 	At         time.Time // when the attempt ended
@@ -304,7 +304,7 @@ func (db *DB) FinishDeliveries(results []DeliveryResult, retryDelays []time.Dura
 // finishDelivery applies one result; now stamps an alert it completes.
 func finishDelivery(tx *bolt.Tx, r DeliveryResult, delays []time.Duration, now time.Time) (DeliveryOutcome, error) {
 	dropped := DeliveryOutcome{Outcome: DeliveryDropped}
-	d := r.Delivery
+	d := r.Entry
 	raw := tx.Bucket(bucketOutbox).Get(d.key)
 	if raw == nil { // dropped while the attempt was in flight
 		return dropped, nil

@@ -28,7 +28,7 @@ func queueAlert(tb testing.TB, db *store.DB, orgID string, now time.Time) *store
 	return a
 }
 
-func due(tb testing.TB, db *store.DB, now time.Time) []*store.Delivery {
+func due(tb testing.TB, db *store.DB, now time.Time) []*store.OutboxEntry {
 	tb.Helper()
 	ds, err := db.DueDeliveries(now, 1000, nil)
 	if err != nil {
@@ -46,12 +46,12 @@ func finish(tb testing.TB, db *store.DB, rs ...store.DeliveryResult) []store.Del
 	return outs
 }
 
-func ok(d *store.Delivery, at time.Time) store.DeliveryResult {
-	return store.DeliveryResult{Delivery: d, Success: true, StatusCode: new(204), At: at}
+func ok(d *store.OutboxEntry, at time.Time) store.DeliveryResult {
+	return store.DeliveryResult{Entry: d, Success: true, StatusCode: new(204), At: at}
 }
 
-func failed(d *store.Delivery, at time.Time) store.DeliveryResult {
-	return store.DeliveryResult{Delivery: d, StatusCode: new(500), At: at}
+func failed(d *store.OutboxEntry, at time.Time) store.DeliveryResult {
+	return store.DeliveryResult{Entry: d, StatusCode: new(500), At: at}
 }
 
 func alertStatus(tb testing.TB, db *store.DB, orgID, id string) string {
@@ -145,7 +145,7 @@ func TestEnqueueAlertDeliveries(t *testing.T) {
 	if ds, _ := db.DueDeliveries(now, 1, nil); len(ds) != 1 {
 		t.Errorf("max 1 gave %d", len(ds))
 	}
-	skipped, _ := db.DueDeliveries(now, 10, func(d *store.Delivery) bool { return d.WebhookID == w1.ID })
+	skipped, _ := db.DueDeliveries(now, 10, func(d *store.OutboxEntry) bool { return d.WebhookID == w1.ID })
 	if len(skipped) != 1 || skipped[0].WebhookID != w2.ID {
 		t.Errorf("skip left %d deliveries", len(skipped))
 	}
@@ -248,7 +248,7 @@ func TestRetriesThenGiveUp(t *testing.T) {
 	if len(third) != 1 || third[0].Attempt != 3 {
 		t.Fatalf("attempt 3 = %+v", third)
 	}
-	if outs = finish(t, db, store.DeliveryResult{Delivery: third[0], At: t1.Add(130 * time.Second)}); outs[0].Outcome != store.DeliveryGivenUp {
+	if outs = finish(t, db, store.DeliveryResult{Entry: third[0], At: t1.Add(130 * time.Second)}); outs[0].Outcome != store.DeliveryGivenUp {
 		t.Fatalf("attempt 3 failed: %+v", outs[0])
 	}
 	if n := depth(t, db); n != 0 {
@@ -352,7 +352,7 @@ func TestDeleteWebhookDropsDeliveries(t *testing.T) {
 	keep, gone := mustWebhook(t, db, org.ID, "keep"), mustWebhook(t, db, org.ID, "gone")
 	a := queueAlert(t, db, org.ID, now)
 	ds := due(t, db, now)
-	var toKeep, toGone *store.Delivery
+	var toKeep, toGone *store.OutboxEntry
 	for _, d := range ds {
 		if d.WebhookID == keep.ID {
 			toKeep = d

@@ -50,7 +50,7 @@ var (
 	// storing a re-sent report once.
 	bucketReportsByIdentity = []byte("reports_by_identity")
 	// bucketRecords: recordKey(report id, block seq) -> a block of records
-	// (binary, report_codec.go). Report ids are time-ordered, so inserts
+	// (binary, aggregate_codec.go). Report ids are time-ordered, so inserts
 	// append.
 	bucketRecords = []byte("report_records")
 	// bucketReportsPending: binary report id -> domain id, for a report whose

@@ -135,7 +135,7 @@ func (d *Deliverer) outboxDepth() float64 {
 
 // attempt is the end of one delivery attempt.
 type attempt struct {
-	delivery *store.Delivery
+	delivery *store.OutboxEntry
 	res      webhook.Result
 	at       time.Time
 	// cancelled: the run was stopped before an answer came. The attempt is
@@ -225,7 +225,7 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 		return nil, nil
 	}
 	taken := map[string]int{}
-	due, err := d.db.DueDeliveries(d.now(), free, func(dl *store.Delivery) bool {
+	due, err := d.db.DueDeliveries(d.now(), free, func(dl *store.OutboxEntry) bool {
 		if r.inFlight[dl.ID] || r.perHook[dl.WebhookID]+taken[dl.WebhookID] >= d.perWebhook {
 			return true
 		}
@@ -261,7 +261,7 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 
 // alertCreatedBody is the body of an outbox entry's delivery, built by
 // package webhook: the same bytes on every attempt.
-func alertCreatedBody(dl *store.Delivery) ([]byte, error) {
+func alertCreatedBody(dl *store.OutboxEntry) ([]byte, error) {
 	ev, err := webhook.NewAlertEvent(dl.EventID, dl.OrgID, dl.Alert, dl.CreatedAt, false)
 	if err != nil {
 		return nil, err
@@ -284,7 +284,7 @@ func (d *Deliverer) record(r *run, finished []attempt) error {
 		}
 		kept = append(kept, a)
 		results = append(results, store.DeliveryResult{
-			Delivery: a.delivery, Success: a.res.Success, StatusCode: a.res.StatusCode,
+			Entry: a.delivery, Success: a.res.Success, StatusCode: a.res.StatusCode,
 			At: a.at, Drop: a.drop,
 		})
 	}
