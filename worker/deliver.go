@@ -121,9 +121,6 @@ func NewDeliverer(cfg DeliverConfig) (*Deliverer, error) {
 	return d, nil
 }
 
-// RetryDelays returns the delays in use.
-func (d *Deliverer) RetryDelays() []time.Duration { return append([]time.Duration(nil), d.delays...) }
-
 // outboxDepth reads the depth for the gauge; a failed read (the database
 // closing) shows the last value read.
 func (d *Deliverer) outboxDepth() float64 {
