@@ -149,6 +149,10 @@ type run struct {
 	perHook  map[string]int  // webhook id -> attempts in flight
 	n        int
 	done     chan attempt
+	// event and body are the last body built: the entries of one event
+	// (one per webhook) fall due together and share it.
+	event string
+	body  []byte
 }
 
 // DeliverDue is the scheduler job. It sends every due delivery, at most
@@ -239,7 +243,7 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 			orphans = append(orphans, attempt{delivery: dl, drop: true})
 			continue
 		}
-		body, err := alertCreatedBody(dl)
+		body, err := r.bodyOf(dl)
 		if err != nil {
 			d.log.Error("webhook delivery dropped: its outbox entry makes no event body",
 				"webhook_id", dl.WebhookID, "event_id", dl.EventID, "alert_id", dl.AlertID, "error", err)
@@ -256,14 +260,23 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 	return orphans, nil
 }
 
-// alertCreatedBody is the body of an outbox entry's delivery, built by
-// package webhook: the same bytes on every attempt.
-func alertCreatedBody(dl *store.OutboxEntry) ([]byte, error) {
+// bodyOf returns the body of an outbox entry's delivery, built by package
+// webhook from the entry: the same bytes on every attempt. Attempts only
+// read it, so the entries of one event share one.
+func (r *run) bodyOf(dl *store.OutboxEntry) ([]byte, error) {
+	if dl.EventID == r.event && r.body != nil {
+		return r.body, nil
+	}
 	ev, err := webhook.NewAlertEvent(dl.EventID, dl.OrgID, dl.Alert, dl.CreatedAt, false)
 	if err != nil {
 		return nil, err
 	}
-	return webhook.Encode(ev)
+	body, err := webhook.Encode(ev)
+	if err != nil {
+		return nil, err
+	}
+	r.event, r.body = dl.EventID, body
+	return body, nil
 }
 
 // record writes the results of finished attempts in one transaction, then
