@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/senders"
-	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/worker"
 )
 
@@ -45,7 +45,7 @@ type serveOptions struct {
 	VerifyInterval   time.Duration
 	DNSCheckInterval time.Duration
 	Retention        time.Duration
-	Alerts           store.AlertRules
+	Alerts           alert.Rules
 	// FailureRetention is how long failure reports are kept, by arrival
 	// date; 0 keeps them forever.
 	FailureRetention time.Duration
@@ -176,7 +176,7 @@ func (o *serveOptions) addJobFlags(cmd *cobra.Command) {
 // addAlertRuleFlags adds the thresholds of the report alert rules.
 func (o *serveOptions) addAlertRuleFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	o.Alerts = store.DefaultAlertRules()
+	o.Alerts = alert.DefaultRules()
 	f.Float64Var(&o.Alerts.FailureRateWarning, "alert-failure-rate-warning", o.Alerts.FailureRateWarning, "share of a report's messages failing DMARC (0-1) that raises a warning alert")
 	f.Float64Var(&o.Alerts.FailureRateCritical, "alert-failure-rate-critical", o.Alerts.FailureRateCritical, "share of a report's messages failing DMARC (0-1) that raises a critical alert")
 	f.Int64Var(&o.Alerts.MinFailing, "alert-min-failing", o.Alerts.MinFailing, "fewest messages failing DMARC in a report for a failure rate alert")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/geo"
@@ -220,7 +221,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 // setAlertRules gives the store the alert thresholds and counts the alerts
 // raised in dmarcd_alerts_raised_total.
-func setAlertRules(db *store.DB, rules store.AlertRules, reg *metrics.Registry) error {
+func setAlertRules(db *store.DB, rules alert.Rules, reg *metrics.Registry) error {
 	if err := db.SetAlertRules(rules); err != nil {
 		return usagef("alert thresholds (--alert-*): %v", err)
 	}
@@ -249,7 +250,7 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: s.resolver}, Log: log}
 	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
-	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.FailureRetention, Log: log}).Job())
+	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention, Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
 		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
@@ -27,7 +28,7 @@ func runWithStdin(t *testing.T, env map[string]string, stdin string, args ...str
 // timestamp and signature.
 func signedDelivery(t *testing.T, secret string) (body, ts, sig string) {
 	t.Helper()
-	ev, err := webhook.NewAlertEvent("org", map[string]string{"id": "a1", "type": "policy_weakened"}, time.Now(), false)
+	ev, err := webhook.NewAlertEvent(store.NewEventID(), "org", map[string]string{"id": "a1", "type": "policy_weakened"}, time.Now(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
@@ -53,8 +54,8 @@ func newAlertsEnv(t *testing.T) *alertsEnv {
 	e.a2 = latest(e.orgA)
 	e.clock.Advance(time.Minute)
 	if _, err := e.db.RecordDNSCheck(store.DNSCheck{DomainID: e.dom2.ID, Record: "v=DMARC1; p=none",
-		Alert: &store.Alert{Type: store.AlertPolicyWeakened, Severity: store.SeverityWarning, Title: "weakened", Message: "p lowered",
-			Details: json.RawMessage(`{"old_record":"v=DMARC1; p=reject","new_record":"v=DMARC1; p=none"}`)}}); err != nil {
+		Alert: &alert.Candidate{Type: alert.TypePolicyWeakened, Severity: alert.SeverityWarning, Title: "weakened", Message: "p lowered",
+			Details: map[string]string{"old_record": "v=DMARC1; p=reject", "new_record": "v=DMARC1; p=none"}}}); err != nil {
 		t.Fatal(err)
 	}
 	e.a3 = latest(e.orgA)

@@ -18,7 +18,7 @@ import (
 // failureGate is the 403 of an organization whose plan lacks failure
 // reports, nil otherwise. The message keeps the API's word, "forensic".
 func failureGate(r *request) error {
-	if !r.org.Plan.Limits().Forensic {
+	if !r.org.Plan.Limits().FailureReports {
 		return errPlanFeature("forensic reports")
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
@@ -216,7 +217,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *request) error {
 		return errNoWebhooks
 	}
 	now := s.now()
-	ev, err := webhook.NewAlertEvent(r.org.ID, sampleAlert(now), now, true)
+	ev, err := webhook.NewAlertEvent(store.NewEventID(), r.org.ID, sampleAlert(now), now, true)
 	if err != nil {
 		return err
 	}
@@ -232,7 +233,7 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *request) error {
 // saying what it is.
 func sampleAlert(now time.Time) *store.Alert {
 	return &store.Alert{
-		ID: store.NewID(), Type: store.AlertDMARCFailureRate, Severity: store.SeverityInfo, Status: store.AlertPending,
+		ID: store.NewID(), Type: alert.TypeDMARCFailureRate, Severity: alert.SeverityInfo, Status: store.AlertPending,
 		Title: "Test alert from dmarcd",
 		Message: "A test event sent by POST /api/v1/webhooks/{id}/test to check your receiver. " +
 			"It reports nothing; it has the shape of every alert.",

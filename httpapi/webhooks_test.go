@@ -412,7 +412,7 @@ func (e *env) failDeliveries() {
 		e.t.Fatal(err)
 	}
 	for _, d := range ds {
-		if _, err := e.db.FinishDeliveries([]store.DeliveryResult{{Delivery: d, StatusCode: new(500), At: e.clock.Now()}}, nil); err != nil {
+		if _, err := e.db.FinishDeliveries([]store.DeliveryResult{{Entry: d, StatusCode: new(500), At: e.clock.Now()}}, nil); err != nil {
 			e.t.Fatal(err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/dmarcd/dmarcd/dmarc/aggregate"
@@ -29,8 +28,8 @@ type job struct {
 	route    *router
 	places   []place              // one per report found usable, in input order
 	drafts   []*store.ReportDraft // finished, committed together at the end
+	reading  *store.ReportDraft   // the draft whose records are being read
 	buffered int                  // records of drafts not yet handed out
-	pending  []string             // ids of reports with records committed
 	inflight *work                // the chunk being committed, if any
 	problems []string
 	ambig    error // the first ErrAmbiguous
@@ -175,6 +174,7 @@ func (j *job) payload(pl container.Payload) error {
 // chunk whenever a batch is full, so memory stays bounded.
 func (j *job) records(name string, ar *aggregate.Reader, draft *store.ReportDraft) error {
 	batch := j.p.cfg.BatchRecords
+	j.reading = draft
 	for {
 		r, err := ar.Next()
 		if err == io.EOF {
@@ -196,6 +196,7 @@ func (j *job) records(name string, ar *aggregate.Reader, draft *store.ReportDraf
 	}
 	j.skipped += ar.Skipped()
 	draft.Finish()
+	j.reading = nil
 	j.drafts = append(j.drafts, draft)
 	j.places = append(j.places, place{draft: draft})
 	j.buffered += draft.Buffered()
@@ -276,9 +277,6 @@ func (j *job) flush(d *store.ReportDraft) error {
 	if err := j.waitInflight(); err != nil {
 		return err
 	}
-	if !slices.Contains(j.pending, d.ID()) {
-		j.pending = append(j.pending, d.ID())
-	}
 	w := newWork(store.IngestBatch{Chunks: []*store.RecordChunk{c}}, c.Len(), true)
 	if err := j.p.submit(j.ctx, w); err != nil {
 		return err
@@ -336,8 +334,8 @@ func (j *job) commitReports() (*Result, error) {
 		}
 		o := outs[k]
 		k++
-		if o.Discard {
-			j.discard(s.draft.ID())
+		if !o.Stored {
+			j.giveUp(s.draft)
 		}
 		rep := s.draft.Report()
 		switch {
@@ -414,30 +412,29 @@ func (j *job) fail(err error) error {
 // drop forgets a draft that will not be committed, deleting the records it
 // already handed out.
 func (j *job) drop(d *store.ReportDraft) error {
-	i := slices.Index(j.pending, d.ID())
-	if i < 0 {
-		return nil
-	}
 	if err := j.waitInflight(); err != nil {
 		return err
 	}
-	j.pending = slices.Delete(j.pending, i, i+1)
-	j.discard(d.ID())
+	j.reading = nil
+	j.giveUp(d)
 	return nil
 }
 
 // cleanup deletes the records committed for reports that will not be stored.
 func (j *job) cleanup() {
 	_ = j.waitInflight()
-	for _, id := range j.pending {
-		j.discard(id)
+	if j.reading != nil {
+		j.giveUp(j.reading)
 	}
-	j.pending = nil
+	for _, d := range j.drafts {
+		j.giveUp(d)
+	}
 }
 
-func (j *job) discard(id string) {
-	if err := j.p.db.DiscardPendingReport(id); err != nil {
+// giveUp aborts a draft that will not be stored; a failure is logged.
+func (j *job) giveUp(d *store.ReportDraft) {
+	if err := d.Abort(j.p.db); err != nil {
 		// Left for DiscardPendingReports at the next start.
-		j.p.log.Error("deleting the records of a report not stored", "report_id", id, "error", err)
+		j.p.log.Error("deleting the records of a report not stored", "report_id", d.ID(), "error", err)
 	}
 }

@@ -7,34 +7,12 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/alert"
 )
 
-// The alert types of API.md.
-const (
-	// AlertDMARCFailureRate: a stored aggregate report shows a DMARC failure
-	// rate over a threshold.
-	AlertDMARCFailureRate = "dmarc_failure_rate"
-	// AlertNewFailingSource: a source IP with failing mail not seen for the
-	// domain in the previous days.
-	AlertNewFailingSource = "new_failing_source"
-	// AlertForensicReportReceived: a failure (forensic) report arrived.
-	AlertForensicReportReceived = "forensic_report_received"
-	// AlertDNSRecordChanged: the _dmarc record changed in some other way.
-	AlertDNSRecordChanged = "dns_record_changed"
-	// AlertDNSRecordMissing: the _dmarc record vanished.
-	AlertDNSRecordMissing = "dns_record_missing"
-	// AlertPolicyWeakened: p or pct of the _dmarc record was lowered.
-	AlertPolicyWeakened = "policy_weakened"
-	// AlertReportingAddressRemoved: the reporting address left rua.
-	AlertReportingAddressRemoved = "reporting_address_removed"
-)
-
-// The alert severities, least severe first.
-const (
-	SeverityInfo     = "info"
-	SeverityWarning  = "warning"
-	SeverityCritical = "critical"
-)
+// The alert types and severities are package alert's (alert.Type...,
+// alert.Severity...): it decides which alerts exist. The store keeps them.
 
 // The alert statuses.
 const (
@@ -96,27 +74,26 @@ type AlertFilter struct {
 	Page     Page
 }
 
-func init() { RegisterCascade(deleteDomainAlerts) }
-
 func errAlertNotFound() error { return errorf(ErrNotFound, "alert not found") }
 
 // ValidAlertSeverity reports whether s is info, warning or critical.
-func ValidAlertSeverity(s string) bool { return severityRank(s) > 0 }
+func ValidAlertSeverity(s string) bool { return alert.Rank(s) > 0 }
 
 // ValidAlertStatus reports whether s is pending, sent or dismissed.
 func ValidAlertStatus(s string) bool { return statusCode(s) != 0 }
 
-// severityRank orders severities; 0 is not a severity.
-func severityRank(s string) byte {
-	switch s {
-	case SeverityInfo:
-		return 1
-	case SeverityWarning:
-		return 2
-	case SeverityCritical:
-		return 3
+// severityRank is a severity as stored (index values, dedup entries):
+// alert.Rank, 0 for no severity.
+func severityRank(s string) byte { return byte(alert.Rank(s)) }
+
+// severityOfRank is the severity of a stored rank, "" for none.
+func severityOfRank(r byte) string {
+	for _, s := range []string{alert.SeverityInfo, alert.SeverityWarning, alert.SeverityCritical} {
+		if severityRank(s) == r {
+			return s
+		}
 	}
-	return 0
+	return ""
 }
 
 func statusCode(s string) byte {
@@ -129,15 +106,6 @@ func statusCode(s string) byte {
 		return 'd'
 	}
 	return 0
-}
-
-func validAlertType(t string) bool {
-	switch t {
-	case AlertDMARCFailureRate, AlertNewFailingSource, AlertForensicReportReceived, AlertDNSRecordChanged,
-		AlertDNSRecordMissing, AlertPolicyWeakened, AlertReportingAddressRemoved:
-		return true
-	}
-	return false
 }
 
 // ListAlerts returns one page of the alerts of organization orgID that
@@ -299,7 +267,7 @@ func (rec *alertRecord) validate() error {
 		return errorf(ErrInvalid, "alert needs an id and an organization")
 	case rec.DomainID != "" && !ValidID(rec.DomainID):
 		return errorf(ErrInvalid, "malformed domain id of alert")
-	case !validAlertType(rec.Type):
+	case !alert.ValidType(rec.Type):
 		return errorf(ErrInvalid, "unknown alert type %q", rec.Type)
 	case !ValidAlertSeverity(rec.Severity):
 		return errorf(ErrInvalid, "unknown alert severity %q", rec.Severity)

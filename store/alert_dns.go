@@ -2,10 +2,12 @@ package store
 
 import (
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/alert"
 )
 
 // DNSCheck is the outcome of one DNS change check of a domain, as package
-// worker judged it.
+// worker saw it and package alert judged it (alert.ClassifyDNSChange).
 type DNSCheck struct {
 	DomainID string
 	// Seen is the Domain.LastDNSRecord the check compared with: the write
@@ -13,10 +15,8 @@ type DNSCheck struct {
 	Seen string
 	// Record is what to remember as the domain's LastDNSRecord.
 	Record string
-	// Alert, when set, is raised: its OrgID, DomainID and CreatedAt are
-	// filled in here; the rest (type, severity, title, message, details)
-	// is the caller's.
-	Alert *Alert
+	// Alert, when set, is raised for the domain, created now.
+	Alert *alert.Candidate
 	// Deactivate sets an active domain inactive (the reporting address is
 	// no longer published).
 	Deactivate bool
@@ -54,12 +54,14 @@ func (db *DB) RecordDNSCheck(c DNSCheck) (*Alert, error) {
 			if c.Alert == nil {
 				return nil
 			}
-			a := *c.Alert
-			a.ID, a.OrgID, a.DomainID, a.CreatedAt = "", rec.OrgID, new(rec.ID), now
-			if err := db.raiseAlert(tx, &a); err != nil {
+			a, err := alertOf(c.Alert, rec.OrgID, rec.ID, now)
+			if err != nil {
 				return err
 			}
-			raised = &a
+			if err := db.raiseAlert(tx, a); err != nil {
+				return err
+			}
+			raised = a
 			return nil
 		})
 	})

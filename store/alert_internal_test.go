@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/alert"
 )
 
 // TestSourceIndexForgetsRolledBackCommits ensures sources learnt in a
@@ -22,7 +24,7 @@ func TestSourceIndexForgetsRolledBackCommits(t *testing.T) {
 	day := dayNumber(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC))
 	learn := func(ip string, keep bool) error {
 		return db.bolt.Update(func(tx *bolt.Tx) error {
-			x := newSourceIndex(db, tx, 30)
+			x := newSourceIndex(db, tx)
 			x.learn(domain, day, []uint64{hashIP(ip)})
 			if err := x.flush(tx); err != nil {
 				return err
@@ -33,10 +35,10 @@ func TestSourceIndexForgetsRolledBackCommits(t *testing.T) {
 			return nil
 		})
 	}
-	seen := func(ip string) bool {
+	seenIP := func(ip string) bool {
 		var ok bool
 		_ = db.bolt.View(func(tx *bolt.Tx) error {
-			ok = newSourceIndex(db, tx, 30).seen(domain, day+3, hashIP(ip))
+			ok = seen(newSourceIndex(db, tx), domain, day+3, hashIP(ip))
 			return nil
 		})
 		return ok
@@ -47,21 +49,28 @@ func TestSourceIndexForgetsRolledBackCommits(t *testing.T) {
 	if err := learn("192.0.2.2", false); err == nil {
 		t.Fatal("the rolled back commit succeeded")
 	}
-	if !seen("192.0.2.1") || seen("192.0.2.2") {
-		t.Errorf("seen: committed %v, rolled back %v", seen("192.0.2.1"), seen("192.0.2.2"))
+	if !seenIP("192.0.2.1") || seenIP("192.0.2.2") {
+		t.Errorf("seen: committed %v, rolled back %v", seenIP("192.0.2.1"), seenIP("192.0.2.2"))
 	}
 	// The cache must agree with the file: a fresh cache says the same.
 	db.alerts.sources = sourceCache{}
-	if !seen("192.0.2.1") || seen("192.0.2.2") {
-		t.Errorf("from the file: committed %v, rolled back %v", seen("192.0.2.1"), seen("192.0.2.2"))
+	if !seenIP("192.0.2.1") || seenIP("192.0.2.2") {
+		t.Errorf("from the file: committed %v, rolled back %v", seenIP("192.0.2.1"), seenIP("192.0.2.2"))
 	}
 	// Outside the window (day+3 looks back 30 days) nothing is seen.
 	_ = db.bolt.View(func(tx *bolt.Tx) error {
-		if newSourceIndex(db, tx, 30).seen(domain, day+31, hashIP("192.0.2.1")) {
+		if seen(newSourceIndex(db, tx), domain, day+31, hashIP("192.0.2.1")) {
 			t.Error("seen 31 days later")
 		}
 		return nil
 	})
+}
+
+// seen reports whether h is in a set of the domain in the window of a
+// report of day under the default rules: the 30 days before, and day.
+func seen(x *sourceIndex, domainID string, day uint32, h uint64) bool {
+	from, to := alert.DefaultRules().SourceWindow(day)
+	return seenIn(x.window(domainID, from, to), h)
 }
 
 // TestDaySetCap ensures a day's set stops growing at its cap.
@@ -92,16 +101,16 @@ func TestSourceIndexSeesItsOwnCommit(t *testing.T) {
 	const day = 20000
 	x, y := hashIP("192.0.2.1"), hashIP("192.0.2.2")
 	err = db.bolt.Update(func(tx *bolt.Tx) error {
-		idx := newSourceIndex(db, tx, 30)
-		if idx.seen(domain, day, x) { // builds the window of day
+		idx := newSourceIndex(db, tx)
+		if seen(idx, domain, day, x) { // builds the window of day
 			t.Error("seen before it was learnt")
 		}
 		idx.learn(domain, day-1, []uint64{x})
 		idx.learn(domain, day, []uint64{y})
-		if !idx.seen(domain, day, x) || !idx.seen(domain, day, y) || !idx.seen(domain, day+29, x) {
+		if !seen(idx, domain, day, x) || !seen(idx, domain, day, y) || !seen(idx, domain, day+29, x) {
 			t.Error("a source learnt in this commit is not seen")
 		}
-		if idx.seen(domain, day+30, x) {
+		if seen(idx, domain, day+30, x) {
 			t.Error("seen out of the window")
 		}
 		return idx.flush(tx)
@@ -113,15 +122,15 @@ func TestSourceIndexSeesItsOwnCommit(t *testing.T) {
 		t.Errorf("noSet changed: %+v", noSet)
 	}
 	_ = db.bolt.View(func(tx *bolt.Tx) error {
-		idx := newSourceIndex(db, tx, 30)
-		if !idx.seen(domain, day+1, x) || !idx.seen(domain, day+1, y) {
+		idx := newSourceIndex(db, tx)
+		if !seen(idx, domain, day+1, x) || !seen(idx, domain, day+1, y) {
 			t.Error("the committed sets are not seen")
 		}
 		// From 20 days on, day-1 and day are in the merged older part.
-		if !idx.seen(domain, day+20, x) || !idx.seen(domain, day+20, y) || !idx.seen(domain, day+30, y) {
+		if !seen(idx, domain, day+20, x) || !seen(idx, domain, day+20, y) || !seen(idx, domain, day+30, y) {
 			t.Error("the committed sets are not seen through the union")
 		}
-		if idx.seen(domain, day+30, x) || idx.seen(domain, day+31, y) || idx.seen(domain, day+20, hashIP("x")) {
+		if seen(idx, domain, day+30, x) || seen(idx, domain, day+31, y) || seen(idx, domain, day+20, hashIP("x")) {
 			t.Error("seen through the union out of the window")
 		}
 		return nil

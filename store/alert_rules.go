@@ -1,113 +1,40 @@
 package store
 
 import (
-	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/alert"
 )
 
-// Alert rules from reports (DESIGN.md), evaluated inside the ingest commit
-// that stores the reports, so an alert exists exactly when its report does.
-//
-//   - dmarc_failure_rate, per stored aggregate report: warning when at least
-//     MinFailing messages fail DMARC and they are at least
-//     FailureRateWarning of the report's messages, critical at
-//     FailureRateCritical (MinFailing applies to both, so that one failing
-//     message of one is no alarm). At most one per domain per UTC day and
-//     severity: a warning does not hold back a critical alert later that
-//     day (the situation got worse), a critical one holds back a later
-//     warning.
-//   - new_failing_source (info): a source IP with mail failing DMARC in a
-//     report, not seen in any report of the domain from NewSourceDays days
-//     before the report's first day up to that day. A per-domain index
-//     (alert_sources.go: the sources of each day) learns every source of
-//     every stored report. The first report of a domain is its baseline
-//     and raises none (every source would be "new"); at most
-//     MaxNewSourceAlerts per domain per UTC day, so a spoofing wave of
-//     thousands of IPs is a few alerts, not thousands; the index still
-//     learns them all.
-//   - forensic_report_received (info): at most one per domain per UTC clock
-//     hour of the time it is raised.
-//
-// Reports whose date range ended more than MaxReportAge before the commit
-// (an archive being imported) raise no alert; the source index still learns
-// from those recent enough to matter. "Per UTC day" is the day the alert
-// is raised.
-
-// AlertRules are the settings of the rules. The zero value is not valid;
-// start from DefaultAlertRules.
-type AlertRules struct {
-	// Disabled turns the report rules off: no alert, no source learning.
-	Disabled bool
-	// FailureRateWarning and FailureRateCritical are DMARC failure rates
-	// (0..1] of a report that raise dmarc_failure_rate.
-	FailureRateWarning, FailureRateCritical float64
-	// MinFailing is the fewest failing messages a report needs to raise
-	// dmarc_failure_rate.
-	MinFailing int64
-	// NewSourceDays is how long a source stays known after its last report.
-	NewSourceDays int
-	// MaxReportAge is how old a report's date_end may be for it to raise
-	// alerts.
-	MaxReportAge time.Duration
-	// MaxNewSourceAlerts caps new_failing_source alerts per domain per day.
-	MaxNewSourceAlerts int
-}
-
-// DefaultAlertRules returns the thresholds of DESIGN.md.
-func DefaultAlertRules() AlertRules {
-	return AlertRules{
-		FailureRateWarning:  0.10,
-		FailureRateCritical: 0.50,
-		MinFailing:          10,
-		NewSourceDays:       30,
-		MaxReportAge:        7 * 24 * time.Hour,
-		MaxNewSourceAlerts:  10,
-	}
-}
-
-// Validate returns an ErrInvalid error naming the first bad setting.
-func (r AlertRules) Validate() error {
-	switch {
-	case !(r.FailureRateWarning > 0 && r.FailureRateWarning <= 1):
-		return errorf(ErrInvalid, "the failure rate warning threshold must be over 0 and at most 1")
-	case !(r.FailureRateCritical >= r.FailureRateWarning && r.FailureRateCritical <= 1):
-		return errorf(ErrInvalid, "the failure rate critical threshold must be between the warning threshold and 1")
-	case r.MinFailing < 1:
-		return errorf(ErrInvalid, "the minimum of failing messages must be at least 1")
-	case r.NewSourceDays < 1 || r.NewSourceDays > 3650:
-		return errorf(ErrInvalid, "the new source window must be 1 to 3650 days")
-	case r.MaxReportAge <= 0:
-		return errorf(ErrInvalid, "the report age limit must be positive")
-	case r.MaxNewSourceAlerts < 1:
-		return errorf(ErrInvalid, "the new source alert cap must be at least 1")
-	}
-	return nil
-}
+// Running the alert rules. Package alert decides (thresholds, evaluation,
+// texts); this file runs its report and failure report rules inside the
+// ingest commit that stores the reports, so an alert exists exactly when
+// its report does. A ruleEval is the alert.History of one commit: it reads
+// the dedup entries (bucketAlertDedup) and the source index
+// (alert_sources.go), and keeps both up to date as it stores what the
+// rules raise and learns the sources of each report, so that a rule sees
+// what the reports before it in the same commit did.
 
 // alertSettings are a DB's rules and alert hook; the zero value means the
 // default rules and no hook.
 type alertSettings struct {
-	rules   atomic.Pointer[AlertRules]
+	rules   atomic.Pointer[alert.Rules]
 	hook    atomic.Pointer[func(*Alert)]
 	sources sourceCache
 }
 
 // SetAlertRules replaces the rules used by the next commits. ErrInvalid as
-// AlertRules.Validate.
-func (db *DB) SetAlertRules(r AlertRules) error {
+// alert.Rules.Validate.
+func (db *DB) SetAlertRules(r alert.Rules) error {
 	if !r.Disabled {
 		if err := r.Validate(); err != nil {
-			return err
+			return errorf(ErrInvalid, "%v", err)
 		}
 	}
 	db.alerts.rules.Store(&r)
@@ -115,11 +42,11 @@ func (db *DB) SetAlertRules(r AlertRules) error {
 }
 
 // AlertRules returns the rules in use.
-func (db *DB) AlertRules() AlertRules {
+func (db *DB) AlertRules() alert.Rules {
 	if r := db.alerts.rules.Load(); r != nil {
 		return *r
 	}
-	return DefaultAlertRules()
+	return alert.DefaultRules()
 }
 
 // OnAlert sets fn to be called with every alert created from now on, after
@@ -145,30 +72,43 @@ func (db *DB) raiseAlert(tx *bolt.Tx, a *Alert) error {
 	return nil
 }
 
-// ruleEval evaluates the rules for one commit.
+// alertOf is the alert to store for what a rule raised about a domain at
+// now.
+func alertOf(c *alert.Candidate, orgID, domainID string, now time.Time) (*Alert, error) {
+	raw, err := json.Marshal(c.Details)
+	if err != nil {
+		return nil, fmt.Errorf("encode details of a %s alert: %w", c.Type, err)
+	}
+	return &Alert{Type: c.Type, Severity: c.Severity, Title: c.Title, Message: c.Message,
+		OrgID: orgID, DomainID: new(domainID), Details: raw, CreatedAt: now}, nil
+}
+
+// ruleEval runs the rules for one commit; it is their alert.History.
 type ruleEval struct {
 	db    *DB
 	tx    *bolt.Tx
-	rules AlertRules
+	rules alert.Rules
 	now   time.Time
 	today uint32
 	dedup *bolt.Bucket
 	idx   *sourceIndex
-	// newSources counts the new_failing_source alerts of each domain
-	// today, read once per commit.
-	newSources map[string]int
+	// counts caches RaisedCount by dedup key prefix, read once per commit
+	// and counted up as alerts are raised.
+	counts map[string]int
+	// domains are the domains the failure rule looked up (nil: gone).
+	domains map[string]*domainRecord
 }
 
-// raiseAlerts evaluates the rules for the reports just stored and the
-// failure reports just stored, in the commit's transaction.
+// raiseAlerts runs the rules for the reports and the failure reports just
+// stored, in the commit's transaction.
 func (in *Ingester) raiseAlerts(tx *bolt.Tx, stored []*ReportDraft, failures []FailureRef, now time.Time) error {
 	rules := in.db.AlertRules()
 	if rules.Disabled || len(stored) == 0 && len(failures) == 0 {
 		return nil
 	}
 	e := &ruleEval{db: in.db, tx: tx, rules: rules, now: now, today: dayNumber(now),
-		dedup: tx.Bucket(bucketAlertDedup), idx: newSourceIndex(in.db, tx, rules.NewSourceDays),
-		newSources: map[string]int{}}
+		dedup: tx.Bucket(bucketAlertDedup), idx: newSourceIndex(in.db, tx),
+		counts: map[string]int{}}
 	for _, d := range stored {
 		if err := e.report(d); err != nil {
 			return fmt.Errorf("alert rules for report %s: %w", d.rep.ID, err)
@@ -185,250 +125,126 @@ func (in *Ingester) raiseAlerts(tx *bolt.Tx, stored []*ReportDraft, failures []F
 	return nil
 }
 
+// report evaluates the rules for a stored report, then learns its sources
+// (the rules must not know them yet) and raises what the rules decided.
 func (e *ruleEval) report(d *ReportDraft) error {
-	fresh := e.now.Sub(d.rep.DateEnd) <= e.rules.MaxReportAge
-	newSources := e.learnSources(d, fresh)
-	if !fresh {
-		return nil
+	var raised []alert.Candidate
+	if e.rules.Fresh(d.rep.DateEnd, e.now) {
+		rep := ruleReport(d)
+		raised = e.rules.EvaluateReport(&rep, e, e.now)
 	}
-	if err := e.failureRate(d); err != nil {
-		return err
-	}
-	return e.newFailingSources(d, newSources)
-}
-
-// learnSources adds every source of the report to the source index and
-// returns the failing ones not seen in the window up to the report's day
-// (none for the domain's first report, or when want is false). A report
-// too old for its day to fall in any window is not learnt.
-func (e *ruleEval) learnSources(d *ReportDraft, want bool) []SourceStats {
-	day, domain := d.day, d.rep.DomainID
-	if int64(day)+int64(e.rules.NewSourceDays)+1 < int64(e.today) {
-		return nil
-	}
-	var window []*daySet
-	check := want && e.idx.hasHistory(domain)
-	if check {
-		window = e.idx.window(domain, day)
-	}
-	hs := make([]uint64, 0, len(d.src))
-	var fresh []SourceStats
-	for ip, c := range d.src {
-		h := hashIP(ip)
-		hs = append(hs, h)
-		if check && c.fail > 0 && !seenIn(window, h) {
-			fresh = append(fresh, SourceStats{SourceIP: ip, Messages: c.messages, DMARCPass: c.pass, DMARCFail: c.fail,
-				CountryCode: c.cc, ASN: c.asn, ASOrg: c.asOrg})
+	if e.rules.KeepsSources(d.day, e.today) {
+		hs := make([]uint64, 0, len(d.src))
+		for ip := range d.src {
+			hs = append(hs, hashIP(ip))
 		}
+		e.idx.learn(d.rep.DomainID, d.day, hs)
 	}
-	e.idx.learn(domain, day, hs)
-	slices.SortFunc(fresh, func(x, y SourceStats) int {
-		return cmp.Or(cmp.Compare(y.DMARCFail, x.DMARCFail), cmp.Compare(x.SourceIP, y.SourceIP))
-	})
-	return fresh
-}
-
-// failureRateDetails explain a dmarc_failure_rate alert.
-type failureRateDetails struct {
-	reportRef
-	Messages       int64           `json:"messages"`
-	DMARCPass      int64           `json:"dmarc_pass"`
-	DMARCFail      int64           `json:"dmarc_fail"`
-	FailureRate    float64         `json:"failure_rate"`
-	Threshold      float64         `json:"threshold"`
-	MinFailing     int64           `json:"min_failing"`
-	FailingSources []failingSource `json:"top_failing_sources"`
-}
-
-// reportRef names the aggregate report an alert comes from.
-type reportRef struct {
-	ReportID         string    `json:"report_id"`
-	Reporter         string    `json:"reporter"`
-	ReporterEmail    string    `json:"reporter_email"`
-	ExternalReportID string    `json:"external_report_id"`
-	DateBegin        time.Time `json:"date_begin"`
-	DateEnd          time.Time `json:"date_end"`
-}
-
-// failingSource is a source IP of a report with its failures and geo.
-type failingSource struct {
-	SourceIP    string  `json:"source_ip"`
-	Messages    int64   `json:"messages"`
-	DMARCFail   int64   `json:"dmarc_fail"`
-	CountryCode *string `json:"country_code"`
-	ASN         *uint32 `json:"asn"`
-	ASOrg       *string `json:"as_org"`
-}
-
-// topFailingSources is how many sources a failure rate alert lists.
-const topFailingSources = 5
-
-func refOf(r *Report) reportRef {
-	return reportRef{ReportID: r.ID, Reporter: r.OrgName, ReporterEmail: r.OrgEmail,
-		ExternalReportID: r.ExternalReportID, DateBegin: r.DateBegin, DateEnd: r.DateEnd}
-}
-
-func sourceOf(s *SourceStats) failingSource {
-	return failingSource{SourceIP: s.SourceIP, Messages: s.Messages, DMARCFail: s.DMARCFail,
-		CountryCode: s.CountryCode, ASN: s.ASN, ASOrg: s.ASOrg}
-}
-
-func (e *ruleEval) failureRate(d *ReportDraft) error {
-	r := &d.rep
-	if r.MessageCount <= 0 || r.DMARCFailCount < e.rules.MinFailing {
-		return nil
-	}
-	rate := float64(r.DMARCFailCount) / float64(r.MessageCount)
-	sev, threshold := SeverityCritical, e.rules.FailureRateCritical
-	if rate < threshold {
-		sev, threshold = SeverityWarning, e.rules.FailureRateWarning
-	}
-	if rate < threshold {
-		return nil
-	}
-	key := dedupKey(e.today, r.DomainID, AlertDMARCFailureRate, "")
-	if v := e.dedup.Get(key); len(v) > 0 && v[0] >= severityRank(sev) {
-		return nil
-	}
-	det := failureRateDetails{reportRef: refOf(r), Messages: r.MessageCount, DMARCPass: r.DMARCPassCount,
-		DMARCFail: r.DMARCFailCount, FailureRate: round4(rate), Threshold: threshold, MinFailing: e.rules.MinFailing,
-		FailingSources: []failingSource{}}
-	for _, s := range d.src.sorted() {
-		if s.DMARCFail > 0 && len(det.FailingSources) < topFailingSources {
-			det.FailingSources = append(det.FailingSources, sourceOf(&s))
-		}
-	}
-	a := &Alert{
-		Type: AlertDMARCFailureRate, Severity: sev,
-		Title: fmt.Sprintf("%s of the mail from %s failed DMARC", percent(rate), r.Domain),
-		Message: fmt.Sprintf("The report of %s (%s to %s) counts %d of %d messages failing DMARC (%s), at or over the %s threshold of %s.",
-			r.OrgName, r.DateBegin.Format(time.DateOnly), r.DateEnd.Format(time.DateOnly),
-			r.DMARCFailCount, r.MessageCount, percent(rate), sev, percent(threshold)),
-	}
-	return e.raise(a, r.OrgID, r.DomainID, det, key, severityRank(sev))
-}
-
-// newSourceDetails explain a new_failing_source alert.
-type newSourceDetails struct {
-	failingSource
-	WindowDays int       `json:"window_days"`
-	Report     reportRef `json:"report"`
-}
-
-func (e *ruleEval) newFailingSources(d *ReportDraft, fresh []SourceStats) error {
-	if len(fresh) == 0 {
-		return nil
-	}
-	r := &d.rep
-	raised, ok := e.newSources[r.DomainID]
-	if !ok {
-		raised = countPrefix(e.dedup, dedupKey(e.today, r.DomainID, AlertNewFailingSource, ""))
-	}
-	defer func() { e.newSources[r.DomainID] = raised }()
-	for i := range fresh {
-		if raised >= e.rules.MaxNewSourceAlerts {
-			return nil
-		}
-		s := &fresh[i]
-		key := dedupKey(e.today, r.DomainID, AlertNewFailingSource, s.SourceIP)
-		if e.dedup.Get(key) != nil {
-			continue
-		}
-		a := &Alert{
-			Type: AlertNewFailingSource, Severity: SeverityInfo,
-			Title: fmt.Sprintf("New source %s sends mail failing DMARC for %s", s.SourceIP, r.Domain),
-			Message: fmt.Sprintf("%s%s sent %d messages failing DMARC in the report of %s (%s to %s) and was not seen for %s in the %d days before.",
-				s.SourceIP, describeSource(s), s.DMARCFail, r.OrgName, r.DateBegin.Format(time.DateOnly),
-				r.DateEnd.Format(time.DateOnly), r.Domain, e.rules.NewSourceDays),
-		}
-		det := newSourceDetails{failingSource: sourceOf(s), WindowDays: e.rules.NewSourceDays, Report: refOf(r)}
-		if err := e.raise(a, r.OrgID, r.DomainID, det, key, severityRank(SeverityInfo)); err != nil {
+	for i := range raised {
+		if err := e.raise(&raised[i], d.rep.OrgID, d.rep.DomainID); err != nil {
 			return err
 		}
-		raised++
 	}
 	return nil
 }
 
-// describeSource renders " (US, AS15169 GOOGLE)" from what geo knows.
-func describeSource(s *SourceStats) string {
-	var parts []string
-	if s.CountryCode != nil {
-		parts = append(parts, *s.CountryCode)
-	}
-	if s.ASN != nil {
-		as := "AS" + strconv.FormatUint(uint64(*s.ASN), 10)
-		if s.ASOrg != nil {
-			as += " " + *s.ASOrg
+// ruleReport is what the report rules see of a draft.
+func ruleReport(d *ReportDraft) alert.Report {
+	r := &d.rep
+	rep := alert.Report{ID: r.ID, DomainID: r.DomainID, Domain: r.Domain, Reporter: r.OrgName,
+		ReporterEmail: r.OrgEmail, ExternalReportID: r.ExternalReportID, DateBegin: r.DateBegin, DateEnd: r.DateEnd,
+		Messages: r.MessageCount, DMARCPass: r.DMARCPassCount, DMARCFail: r.DMARCFailCount}
+	for ip, c := range d.src {
+		if c.fail > 0 {
+			rep.FailingSources = append(rep.FailingSources, alert.Source{IP: ip, Messages: c.messages,
+				DMARCPass: c.pass, DMARCFail: c.fail, Origin: alert.Origin{CountryCode: c.cc, ASN: c.asn, ASOrg: c.asOrg}})
 		}
-		parts = append(parts, as)
 	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return rep
 }
 
-// forensicDetails explain a forensic_report_received alert.
-type forensicDetails struct {
-	ForensicReportID string    `json:"forensic_report_id"`
-	SourceIP         *string   `json:"source_ip"`
-	Geo              *Geo      `json:"geo"`
-	ArrivalDate      time.Time `json:"arrival_date"`
-	HourStart        time.Time `json:"hour_start"`
-}
-
+// failure evaluates the failure report rule for a stored failure report.
 func (e *ruleEval) failure(f *FailureRef) error {
 	if !ValidID(f.DomainID) {
 		return nil
 	}
-	hour := e.now.Truncate(time.Hour)
-	key := dedupKey(e.today, f.DomainID, AlertForensicReportReceived, strconv.Itoa(hour.Hour()))
-	if e.dedup.Get(key) != nil {
+	dom, seen := e.domains[f.DomainID]
+	if !seen {
+		var err error
+		dom, err = getDomain(e.tx, f.DomainID)
+		if err != nil && !isKind(err, ErrNotFound) {
+			return err
+		}
+		if e.domains == nil {
+			e.domains = map[string]*domainRecord{}
+		}
+		e.domains[f.DomainID] = dom
+	}
+	if dom == nil {
 		return nil
 	}
-	dom, err := getDomain(e.tx, f.DomainID)
-	if isKind(err, ErrNotFound) {
-		return nil
+	rf := alert.Failure{ID: f.ID, DomainID: dom.ID, Domain: dom.Name, SourceIP: f.SourceIP,
+		ArrivalDate: f.ArrivalDate, Geo: f.Geo}
+	if f.Geo != nil {
+		rf.Origin = alert.Origin{CountryCode: f.Geo.CountryCode, ASN: f.Geo.ASN, ASOrg: f.Geo.ASOrg}
 	}
+	if c := e.rules.EvaluateFailure(&rf, e, e.now); c != nil {
+		return e.raise(c, dom.OrgID, dom.ID)
+	}
+	return nil
+}
+
+// raise stores an alert of the domain and remembers it under its dedup
+// key with its severity.
+func (e *ruleEval) raise(c *alert.Candidate, orgID, domainID string) error {
+	a, err := alertOf(c, orgID, domainID, e.now)
 	if err != nil {
 		return err
 	}
-	det := forensicDetails{ForensicReportID: f.ID, Geo: f.Geo, ArrivalDate: f.ArrivalDate.UTC().Truncate(time.Second), HourStart: hour}
-	from := ""
-	if f.SourceIP != "" {
-		det.SourceIP = new(f.SourceIP)
-		from = " about mail from " + f.SourceIP + describeGeo(f.Geo)
-	}
-	a := &Alert{
-		Type: AlertForensicReportReceived, Severity: SeverityInfo,
-		Title:   "Failure report received for " + dom.Name,
-		Message: fmt.Sprintf("A failure (forensic) report%s arrived for %s; further ones this hour raise no alert.", from, dom.Name),
-	}
-	return e.raise(a, dom.OrgID, dom.ID, det, key, severityRank(SeverityInfo))
-}
-
-// describeGeo renders " (US, AS15169 GOOGLE)" from a record's geo.
-func describeGeo(g *Geo) string {
-	if g == nil {
-		return ""
-	}
-	return describeSource(&SourceStats{CountryCode: g.CountryCode, ASN: g.ASN, ASOrg: g.ASOrg})
-}
-
-// raise stores an alert of the domain with its details and remembers it
-// under the dedup key with the severity rank.
-func (e *ruleEval) raise(a *Alert, orgID, domainID string, details any, key []byte, rank byte) error {
-	raw, err := json.Marshal(details)
-	if err != nil {
-		return err
-	}
-	a.OrgID, a.DomainID, a.Details, a.CreatedAt = orgID, new(domainID), raw, e.now
 	if err := e.db.raiseAlert(e.tx, a); err != nil {
 		return err
 	}
+	k := c.Dedup
+	key := dedupKey(k.Day, k.DomainID, k.Type, k.Cause)
+	if e.dedup.Get(key) == nil {
+		prefix := string(dedupKey(k.Day, k.DomainID, k.Type, ""))
+		if n, ok := e.counts[prefix]; ok {
+			e.counts[prefix] = n + 1
+		}
+	}
 	v := make([]byte, 0, 1+idLen)
-	return e.dedup.Put(key, append(append(v, rank), a.ID...))
+	return e.dedup.Put(key, append(append(v, severityRank(c.Severity)), a.ID...))
+}
+
+// Raised implements alert.History.
+func (e *ruleEval) Raised(k alert.DedupKey) (string, bool) {
+	v := e.dedup.Get(dedupKey(k.Day, k.DomainID, k.Type, k.Cause))
+	if v == nil {
+		return "", false
+	}
+	if len(v) == 0 {
+		return "", true
+	}
+	return severityOfRank(v[0]), true
+}
+
+// RaisedCount implements alert.History.
+func (e *ruleEval) RaisedCount(day uint32, domainID, typ string) int {
+	prefix := dedupKey(day, domainID, typ, "")
+	n, ok := e.counts[string(prefix)]
+	if !ok {
+		n = countPrefix(e.dedup, prefix)
+		e.counts[string(prefix)] = n
+	}
+	return n
+}
+
+// HasSources implements alert.History.
+func (e *ruleEval) HasSources(domainID string) bool { return e.idx.hasHistory(domainID) }
+
+// SeenSource implements alert.History.
+func (e *ruleEval) SeenSource(domainID, ip string, from, to uint32) bool {
+	return seenIn(e.idx.window(domainID, from, to), hashIP(ip))
 }
 
 // dedupKey is UTC day (big-endian) | domain id | type | 0 | cause: the
@@ -438,11 +254,4 @@ func dedupKey(day uint32, domainID, typ, cause string) []byte {
 	k = binary.BigEndian.AppendUint32(k, day)
 	k = append(append(k, domainID...), typ...)
 	return append(append(k, 0), cause...)
-}
-
-func round4(f float64) float64 { return math.Round(f*10000) / 10000 }
-
-// percent renders a rate as "12.5%".
-func percent(f float64) string {
-	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%"
 }

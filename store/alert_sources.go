@@ -12,8 +12,9 @@ import (
 
 // The source index of new_failing_source: for each domain and UTC day, the
 // set of source IPs seen in its reports of that day (64-bit FNV-1a hashes
-// of the address text, sorted). A source is new on day D when no set of
-// days D-window .. D holds it.
+// of the address text, sorted). It is data only: the rule (package alert)
+// asks whether a source was seen in a window of days (alert.History
+// SeenSource), which looks it up in the sets of those days.
 //
 // Sets per day, rather than one key per IP, keep the cost of learning off
 // the ingest path: a commit rewrites the small values of the days it
@@ -274,16 +275,21 @@ func (c *sourceCache) put(k setKey, s *daySet) {
 type sourceIndex struct {
 	db      *DB
 	bucket  *bolt.Bucket
-	days    uint32             // the new-source window
 	loaded  map[setKey]*daySet // read (and checked) in this commit
 	dirty   map[setKey]*daySet // changed in this commit
-	windows map[setKey][]*daySet
+	windows map[windowKey][]*daySet
 	history map[string]bool // domain id -> it has a stored set
 }
 
-func newSourceIndex(db *DB, tx *bolt.Tx, window int) *sourceIndex {
-	return &sourceIndex{db: db, bucket: tx.Bucket(bucketAlertSources), days: uint32(window),
-		loaded: map[setKey]*daySet{}, dirty: map[setKey]*daySet{}, windows: map[setKey][]*daySet{},
+// windowKey names the sets of a domain from one day to another.
+type windowKey struct {
+	domain   string
+	from, to uint32
+}
+
+func newSourceIndex(db *DB, tx *bolt.Tx) *sourceIndex {
+	return &sourceIndex{db: db, bucket: tx.Bucket(bucketAlertSources),
+		loaded: map[setKey]*daySet{}, dirty: map[setKey]*daySet{}, windows: map[windowKey][]*daySet{},
 		history: map[string]bool{}}
 }
 
@@ -327,17 +333,17 @@ func (x *sourceIndex) hasHistory(domainID string) bool {
 	return x.history[domainID]
 }
 
-// window returns the domain's non-empty sets from day back to day-window,
-// as this commit sees them, most recent first (a source known at all is
-// most often known from the last days). The reports of a commit are
+// window returns the domain's non-empty sets from day to back to day
+// from, as this commit sees them, most recent first (a source known at all
+// is most often known from the last days). The reports of a commit are
 // mostly of one or two days, so windows are kept for the commit.
-func (x *sourceIndex) window(domainID string, day uint32) []*daySet {
-	k := setKey{domainID, day}
+func (x *sourceIndex) window(domainID string, from, to uint32) []*daySet {
+	k := windowKey{domainID, from, to}
 	if w, ok := x.windows[k]; ok {
 		return w
 	}
-	sets := make([]*daySet, 0, x.days+1)
-	for d := int64(day); d >= 0 && d >= int64(day)-int64(x.days); d-- {
+	sets := make([]*daySet, 0, max(int64(to)-int64(from)+1, 0))
+	for d := int64(to); d >= int64(from); d-- {
 		// A set this commit changes may be empty yet: it stays in.
 		if s := x.set(domainID, uint32(d)); s.size() > 0 || s.added != nil {
 			sets = append(sets, s)
@@ -357,11 +363,6 @@ func seenIn(sets []*daySet, h uint64) bool {
 	return false
 }
 
-// seen reports whether h is in a set of the domain from day-window to day.
-func (x *sourceIndex) seen(domainID string, day uint32, h uint64) bool {
-	return seenIn(x.window(domainID, day), h)
-}
-
 // learn adds the hashes to the domain's set of day.
 func (x *sourceIndex) learn(domainID string, day uint32, hs []uint64) {
 	k := setKey{domainID, day}
@@ -371,7 +372,7 @@ func (x *sourceIndex) learn(domainID string, day uint32, hs []uint64) {
 		x.dirty[k] = s
 		// The windows holding the stored set hold the wrong one now.
 		for wk := range x.windows {
-			if wk.domain == domainID && wk.day >= day && wk.day <= day+x.days {
+			if wk.domain == domainID && wk.from <= day && day <= wk.to {
 				delete(x.windows, wk)
 			}
 		}

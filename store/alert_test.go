@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
@@ -177,7 +178,7 @@ func TestNewFailingSourceAlerts(t *testing.T) {
 	newSources := func() []string {
 		var ips []string
 		for _, a := range e.alerts(t, e.orgA, store.AlertFilter{}) {
-			if a.Type == store.AlertNewFailingSource {
+			if a.Type == alert.TypeNewFailingSource {
 				ips = append(ips, details(t, a)["source_ip"].(string))
 			}
 		}
@@ -196,7 +197,7 @@ func TestNewFailingSourceAlerts(t *testing.T) {
 	}
 	a := e.alerts(t, e.orgA, store.AlertFilter{})[0]
 	d := details(t, a)
-	if a.Severity != store.SeverityInfo || d["dmarc_fail"] != 3.0 || d["country_code"] != "US" || d["asn"] != 15169.0 ||
+	if a.Severity != alert.SeverityInfo || d["dmarc_fail"] != 3.0 || d["country_code"] != "US" || d["asn"] != 15169.0 ||
 		d["as_org"] != "GOOGLE" || d["window_days"] != 30.0 || d["report"].(map[string]any)["reporter"] != "google.com" {
 		t.Errorf("alert %+v details %s", a, a.Details)
 	}
@@ -227,7 +228,7 @@ func TestNewFailingSourceAlerts(t *testing.T) {
 // raises nothing but still teaches the index its sources.
 func TestNewFailingSourceCapAndStaleReports(t *testing.T) {
 	e := newAlertEnv(t)
-	rules := store.DefaultAlertRules()
+	rules := alert.DefaultRules()
 	rules.MaxNewSourceAlerts = 3
 	if err := e.db.SetAlertRules(rules); err != nil {
 		t.Fatal(err)
@@ -239,12 +240,12 @@ func TestNewFailingSourceCapAndStaleReports(t *testing.T) {
 		wave = append(wave, src{fmt.Sprintf("198.51.100.%d", i), 0, 100})
 	}
 	e.ingest(t, e.domA, day, wave...)
-	got := kinds(e.alerts(t, e.orgA, store.AlertFilter{Severity: store.SeverityInfo}))
+	got := kinds(e.alerts(t, e.orgA, store.AlertFilter{Severity: alert.SeverityInfo}))
 	if len(got) != 3 {
 		t.Fatalf("wave of 20 new sources raised %v, want 3 new_failing_source", got)
 	}
 	// The failure rate rule still speaks once for the wave (100%).
-	if crit := e.alerts(t, e.orgA, store.AlertFilter{Severity: store.SeverityCritical}); len(crit) != 1 {
+	if crit := e.alerts(t, e.orgA, store.AlertFilter{Severity: alert.SeverityCritical}); len(crit) != 1 {
 		t.Errorf("critical alerts %v", kinds(crit))
 	}
 
@@ -266,7 +267,7 @@ func TestNewFailingSourceCapAndStaleReports(t *testing.T) {
 // nothing.
 func TestAlertRulesDisabled(t *testing.T) {
 	e := newAlertEnv(t)
-	if err := e.db.SetAlertRules(store.AlertRules{Disabled: true}); err != nil {
+	if err := e.db.SetAlertRules(alert.Rules{Disabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	e.ingest(t, e.domA, e.yesterday(), src{"192.0.2.1", 0, 100})
@@ -284,35 +285,35 @@ func TestSetAlertRulesRejectsBadSettings(t *testing.T) {
 	db := storetest.Open(t)
 	for _, tc := range []struct {
 		name string
-		set  func(r *store.AlertRules)
+		set  func(r *alert.Rules)
 	}{
-		{"zero warning", func(r *store.AlertRules) { r.FailureRateWarning = 0 }},
-		{"warning over 1", func(r *store.AlertRules) { r.FailureRateWarning, r.FailureRateCritical = 1.5, 2 }},
-		{"critical below warning", func(r *store.AlertRules) { r.FailureRateCritical = 0.05 }},
-		{"critical over 1", func(r *store.AlertRules) { r.FailureRateCritical = 1.01 }},
-		{"NaN warning", func(r *store.AlertRules) { r.FailureRateWarning = math.NaN() }},
-		{"no failing minimum", func(r *store.AlertRules) { r.MinFailing = 0 }},
-		{"no window", func(r *store.AlertRules) { r.NewSourceDays = 0 }},
-		{"window of ages", func(r *store.AlertRules) { r.NewSourceDays = 100000 }},
-		{"no report age", func(r *store.AlertRules) { r.MaxReportAge = 0 }},
-		{"no cap", func(r *store.AlertRules) { r.MaxNewSourceAlerts = 0 }},
+		{"zero warning", func(r *alert.Rules) { r.FailureRateWarning = 0 }},
+		{"warning over 1", func(r *alert.Rules) { r.FailureRateWarning, r.FailureRateCritical = 1.5, 2 }},
+		{"critical below warning", func(r *alert.Rules) { r.FailureRateCritical = 0.05 }},
+		{"critical over 1", func(r *alert.Rules) { r.FailureRateCritical = 1.01 }},
+		{"NaN warning", func(r *alert.Rules) { r.FailureRateWarning = math.NaN() }},
+		{"no failing minimum", func(r *alert.Rules) { r.MinFailing = 0 }},
+		{"no window", func(r *alert.Rules) { r.NewSourceDays = 0 }},
+		{"window of ages", func(r *alert.Rules) { r.NewSourceDays = 100000 }},
+		{"no report age", func(r *alert.Rules) { r.MaxReportAge = 0 }},
+		{"no cap", func(r *alert.Rules) { r.MaxNewSourceAlerts = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := store.DefaultAlertRules()
+			r := alert.DefaultRules()
 			tc.set(&r)
 			if err := db.SetAlertRules(r); !errors.Is(err, store.ErrInvalid) {
 				t.Fatalf("SetAlertRules: %v, want ErrInvalid", err)
 			}
-			if db.AlertRules() != store.DefaultAlertRules() {
+			if db.AlertRules() != alert.DefaultRules() {
 				t.Errorf("rules changed to %+v", db.AlertRules())
 			}
 		})
 	}
 }
 
-// TestForensicAlertsOncePerHour ensures failure reports raise at most one
+// TestFailureReportAlertsOncePerHour ensures failure reports raise at most one
 // alert per domain per UTC clock hour, with the source IP and its geo.
-func TestForensicAlertsOncePerHour(t *testing.T) {
+func TestFailureReportAlertsOncePerHour(t *testing.T) {
 	e := newAlertEnv(t)
 	cc := "NL"
 	ref := func(dom *store.Domain, ip string) store.FailureRef {
@@ -327,7 +328,7 @@ func TestForensicAlertsOncePerHour(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := e.alerts(t, e.orgA, store.AlertFilter{})
-	if len(as) != 1 || as[0].Type != store.AlertForensicReportReceived || as[0].Severity != store.SeverityInfo {
+	if len(as) != 1 || as[0].Type != alert.TypeFailureReportReceived || as[0].Severity != alert.SeverityInfo {
 		t.Fatalf("within one hour: %v", kinds(as))
 	}
 	d := details(t, as[0])
@@ -371,11 +372,11 @@ func TestListAlertsFiltersAndPages(t *testing.T) {
 		f    store.AlertFilter
 		want []*store.Alert
 	}{
-		{"severity", store.AlertFilter{Severity: store.SeverityCritical}, []*store.Alert{all[0], all[1]}},
+		{"severity", store.AlertFilter{Severity: alert.SeverityCritical}, []*store.Alert{all[0], all[1]}},
 		{"status", store.AlertFilter{Status: store.AlertPending}, []*store.Alert{all[0], all[2]}},
 		{"dismissed", store.AlertFilter{Status: store.AlertDismissed}, []*store.Alert{all[1]}},
 		{"domain", store.AlertFilter{DomainID: e.domA.ID}, []*store.Alert{all[0], all[2]}},
-		{"domain and severity", store.AlertFilter{DomainID: e.domA.ID, Severity: store.SeverityWarning}, []*store.Alert{all[2]}},
+		{"domain and severity", store.AlertFilter{DomainID: e.domA.ID, Severity: alert.SeverityWarning}, []*store.Alert{all[2]}},
 		{"sent", store.AlertFilter{Status: store.AlertSent}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -514,12 +515,12 @@ func TestRecordDNSCheck(t *testing.T) {
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("writing over a state not compared with: %v, want ErrConflict", err)
 	}
-	alert := &store.Alert{Type: store.AlertReportingAddressRemoved, Severity: store.SeverityCritical,
-		Title: "t", Message: "m", Details: json.RawMessage(`{"old_record":"v=DMARC1; p=reject"}`)}
+	raised := &alert.Candidate{Type: alert.TypeReportingAddressRemoved, Severity: alert.SeverityCritical,
+		Title: "t", Message: "m", Details: map[string]string{"old_record": "v=DMARC1; p=reject"}}
 	a, err := e.db.RecordDNSCheck(store.DNSCheck{DomainID: e.domA.ID, Seen: "v=DMARC1; p=reject",
-		Record: "v=DMARC1; p=none", Alert: alert, Deactivate: true})
+		Record: "v=DMARC1; p=none", Alert: raised, Deactivate: true})
 	if err != nil || a == nil || a.OrgID != e.orgA.ID || *a.DomainID != e.domA.ID || a.Status != store.AlertPending ||
-		!a.CreatedAt.Equal(storetest.Epoch()) {
+		!a.CreatedAt.Equal(storetest.Epoch()) || string(a.Details) != `{"old_record":"v=DMARC1; p=reject"}` {
 		t.Fatalf("change: %+v %v", a, err)
 	}
 	dom, _ := e.db.FindDomain(e.orgA.ID, e.domA.ID)
@@ -529,7 +530,7 @@ func TestRecordDNSCheck(t *testing.T) {
 	if got := e.alerts(t, e.orgA, store.AlertFilter{}); len(got) != 1 || got[0].ID != a.ID {
 		t.Errorf("alerts: %v", kinds(got))
 	}
-	bad := &store.Alert{Type: "weird", Severity: store.SeverityInfo}
+	bad := &alert.Candidate{Type: "weird", Severity: alert.SeverityInfo}
 	if _, err := e.db.RecordDNSCheck(store.DNSCheck{DomainID: e.domA.ID, Seen: "v=DMARC1; p=none", Record: "x", Alert: bad}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("unknown alert type: %v, want ErrInvalid", err)
 	}

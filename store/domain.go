@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -60,30 +59,6 @@ type domainRecord struct {
 
 // maxDomainNameLen is the longest DNS name in text form.
 const maxDomainNameLen = 253
-
-// cascades run inside DeleteDomain's transaction; see RegisterCascade.
-var cascades struct {
-	mu  sync.Mutex
-	fns []func(tx *bolt.Tx, domainID string) error
-}
-
-// RegisterCascade adds fn to the functions DeleteDomain runs, inside its
-// transaction, to remove what belongs to a deleted domain (reports, alerts).
-// Files of this package call it from init. An error from fn aborts the delete.
-func RegisterCascade(fn func(tx *bolt.Tx, domainID string) error) {
-	if fn == nil {
-		panic("store: RegisterCascade with nil func")
-	}
-	cascades.mu.Lock()
-	defer cascades.mu.Unlock()
-	cascades.fns = append(cascades.fns, fn)
-}
-
-func registeredCascades() []func(*bolt.Tx, string) error {
-	cascades.mu.Lock()
-	defer cascades.mu.Unlock()
-	return cascades.fns[:len(cascades.fns):len(cascades.fns)]
-}
 
 // CreateDomain stores d. The caller sets OrgID, Name (already normalized:
 // lower case, no trailing dot), ReportingEmail and DMARCRecord; the store sets
@@ -310,8 +285,11 @@ func (db *DB) UpdateDomain(orgID, id string, fn func(d *Domain) error) (*Domain,
 }
 
 // DeleteDomain removes domain id of organization orgID with its index
-// entries, then runs every function given to RegisterCascade, all in one
-// transaction. ErrNotFound as FindDomain.
+// entries and everything that belongs to it (its aggregate reports with
+// their records and roll-ups, its failure reports with their headers and
+// counts, its alerts and the source index of the alert rules), all in one
+// transaction: an error leaves the domain and all of it in place.
+// ErrNotFound as FindDomain.
 func (db *DB) DeleteDomain(orgID, id string) error {
 	err := db.domainVersions.changing(orgID, func() error {
 		return db.bolt.Update(func(tx *bolt.Tx) error {
@@ -322,7 +300,16 @@ func (db *DB) DeleteDomain(orgID, id string) error {
 			if err := removeDomain(tx, rec); err != nil {
 				return err
 			}
-			for _, cascade := range registeredCascades() {
+			// What else is keyed by the domain. A new bucket keyed by
+			// domain id gets its line here. The alert dedup entries are
+			// left to expire: their keys start with the day.
+			for _, cascade := range []func(*bolt.Tx, string) error{
+				deleteDomainReports,  // aggregate reports, records, roll-ups
+				deleteDomainFailures, // failure reports, headers, daily counts
+				deleteDomainAlerts,   // alerts, their index, the source index
+				deleteDomainTLS,      // TLS reports, their index, daily roll-ups
+				deleteDomainSources,  // per-source roll-ups, pending reverse DNS
+			} {
 				if err := cascade(tx, rec.ID); err != nil {
 					return fmt.Errorf("cascade delete of domain %s: %w", rec.ID, err)
 				}

@@ -1,9 +1,13 @@
 package store_test
 
 import (
+	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,23 +17,6 @@ import (
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
-
-// cascadeBucket holds rows keyed by domain id that the test cascade removes;
-// a row valued "fail" makes the cascade fail.
-var cascadeBucket = []byte("test_cascade")
-
-func init() {
-	store.RegisterCascade(func(tx *bolt.Tx, domainID string) error {
-		b := tx.Bucket(cascadeBucket)
-		if b == nil {
-			return nil
-		}
-		if string(b.Get([]byte(domainID))) == "fail" {
-			return errors.New("cascade refused")
-		}
-		return b.Delete([]byte(domainID))
-	})
-}
 
 func newDomain(orgID, name string) *store.Domain {
 	addr := store.NewReportingLocal() + "@reports.test"
@@ -389,16 +376,23 @@ func TestUpdateDomain(t *testing.T) {
 	})
 }
 
-// TestDeleteDomain ensures deletion removes the domain, its index entries and, through cascades, what belongs to it.
+// TestDeleteDomain ensures deletion removes the domain, its index entries
+// and everything DeleteDomain's cascade list names (aggregate reports with
+// records and roll-ups, failure reports with headers and counts, alerts,
+// the source index), and nothing of another domain.
 func TestDeleteDomain(t *testing.T) {
-	db := storetest.Open(t)
-	org := storetest.MustOrganization(t, db, "acme", store.PlanStarter)
-	other := storetest.MustOrganization(t, db, "other", store.PlanStarter)
-	d := storetest.MustDomain(t, db, org.ID, "example.com")
+	e := newAlertEnv(t)
+	db, org := e.db, e.orgA
+	d := e.domA
 	keep := storetest.MustDomain(t, db, org.ID, "example.org")
-	putCascadeRows(t, db, map[string]string{d.ID: "child", keep.ID: "child"})
+	fillDomain(t, e, d)
+	fillDomain(t, e, keep)
+	if got := domainRows(t, db, d.ID); len(got) < 10 {
+		t.Fatalf("the domain left only %d rows before the delete: %v", len(got), got)
+	}
+	keepRows := domainRows(t, db, keep.ID)
 	t.Run("ErrNotFoundOtherOrganization", func(t *testing.T) {
-		wantKind(t, db.DeleteDomain(other.ID, d.ID), store.ErrNotFound)
+		wantKind(t, db.DeleteDomain(e.orgB.ID, d.ID), store.ErrNotFound)
 	})
 	t.Run("OK", func(t *testing.T) {
 		wantKind(t, db.DeleteDomain(org.ID, d.ID), nil)
@@ -406,14 +400,17 @@ func TestDeleteDomain(t *testing.T) {
 		wantKind(t, err, store.ErrNotFound)
 		_, err = db.FindDomainByReportingEmail(d.ReportingEmail)
 		wantKind(t, err, store.ErrNotFound)
-		if rows := cascadeRows(t, db); rows[d.ID] != "" || rows[keep.ID] != "child" {
-			t.Errorf("cascade rows after delete = %v", rows)
+		if left := domainRows(t, db, d.ID); len(left) != 0 {
+			t.Errorf("rows of the deleted domain left: %v", left)
+		}
+		if got := domainRows(t, db, keep.ID); !slices.Equal(got, keepRows) {
+			t.Errorf("the other domain's rows changed:\n%v\nwant\n%v", got, keepRows)
 		}
 		if _, total, _ := db.ListDomains(org.ID, store.Page{Page: 1, Limit: 10}); total != 1 {
 			t.Errorf("total = %d, want 1", total)
 		}
 		// The name and address are free again.
-		again := newDomain(org.ID, "example.com")
+		again := newDomain(org.ID, "alpha.example")
 		again.ReportingEmail = d.ReportingEmail
 		wantKind(t, db.CreateDomain(again), nil)
 	})
@@ -421,49 +418,118 @@ func TestDeleteDomain(t *testing.T) {
 		wantKind(t, db.DeleteDomain(org.ID, d.ID), store.ErrNotFound)
 	})
 	t.Run("ErrCascadeAborts", func(t *testing.T) {
-		putCascadeRows(t, db, map[string]string{keep.ID: "fail"})
-		if err := db.DeleteDomain(org.ID, keep.ID); err == nil || !strings.Contains(err.Error(), "cascade refused") {
-			t.Fatalf("err = %v, want the cascade's error", err)
+		// A damaged alert of the domain fails the alert cascade, after
+		// the report cascades ran: nothing of the delete may remain.
+		as, _, err := db.ListAlerts(org.ID, store.AlertFilter{DomainID: keep.ID, Page: store.Page{Page: 1, Limit: 1}})
+		if err != nil || len(as) == 0 {
+			t.Fatalf("no alert of the domain to damage: %v", err)
+		}
+		key, good := []byte(as[0].ID), []byte(nil)
+		setAlertRow := func(v []byte) {
+			if err := db.Bolt().Update(func(tx *bolt.Tx) error {
+				good = bytes.Clone(tx.Bucket([]byte("alerts")).Get(key))
+				return tx.Bucket([]byte("alerts")).Put(key, v)
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setAlertRow([]byte("{damaged"))
+		damaged := domainRows(t, db, keep.ID)
+		if err := db.DeleteDomain(org.ID, keep.ID); err == nil || !strings.Contains(err.Error(), "decode alert") {
+			t.Fatalf("err = %v, want the alert cascade's error", err)
 		}
 		if _, err := db.FindDomain(org.ID, keep.ID); err != nil {
 			t.Errorf("domain gone after a failed cascade: %v", err)
 		}
-		putCascadeRows(t, db, map[string]string{keep.ID: "child"})
+		if got := domainRows(t, db, keep.ID); !slices.Equal(got, damaged) {
+			t.Errorf("a failed delete changed rows:\n%v\nwant\n%v", got, damaged)
+		}
+		setAlertRow(good)
+		wantKind(t, db.DeleteDomain(org.ID, keep.ID), nil)
+		if left := domainRows(t, db, keep.ID); len(left) != 0 {
+			t.Errorf("rows left after the repaired delete: %v", left)
+		}
 	})
 }
 
-func putCascadeRows(tb testing.TB, db *store.DB, rows map[string]string) {
-	tb.Helper()
-	err := db.Bolt().Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(cascadeBucket)
-		if err != nil {
-			return err
-		}
-		for k, v := range rows {
-			if err := b.Put([]byte(k), []byte(v)); err != nil {
-				return err
-			}
-		}
-		return nil
+// fillDomain gives dom some of everything kept per domain: two aggregate
+// reports (the second failing, so alerts and new sources), and a failure
+// report with headers (an alert too).
+func fillDomain(t *testing.T, e *alertEnv, dom *store.Domain) {
+	t.Helper()
+	e.ingest(t, dom, e.yesterday().AddDate(0, 0, -1), src{"192.0.2.1", 90, 0})
+	e.ingest(t, dom, e.yesterday(), src{"192.0.2.1", 10, 0}, src{"198.51.100.7", 0, 40})
+	f, err := store.NewFailureDraft(&store.FailureReportDetail{
+		FailureReport: &store.FailureReport{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
+			ReceivedAt: e.clock.Now(), ArrivalDate: e.clock.Now().Add(-time.Hour), SourceIP: new("198.51.100.7"),
+			AuthFailure: []string{"dmarc"}, MessageID: new(store.NewID() + "@example.net")},
+		Headers: []store.FailureHeader{{Name: "From", Value: "x@" + dom.Name}},
 	})
 	if err != nil {
-		tb.Fatal(err)
+		t.Fatal(err)
+	}
+	if _, err := e.ing.Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil || !f.Outcome().Stored {
+		t.Fatalf("storing a failure report: %v %+v", err, f.Outcome())
 	}
 }
 
-func cascadeRows(tb testing.TB, db *store.DB) map[string]string {
-	tb.Helper()
-	rows := map[string]string{}
+// domainRows lists, as "bucket key", every row of the file whose key or
+// value holds the domain id (as text or as its 16 bytes) or the id of one
+// of its reports, failure reports or alerts, except the domain itself and
+// the alert dedup entries, which expire by day on their own.
+func domainRows(t *testing.T, db *store.DB, domainID string) []string {
+	t.Helper()
+	ids := [][]byte{[]byte(domainID), uuidBytes(t, domainID)}
+	var rows []string
 	err := db.Bolt().View(func(tx *bolt.Tx) error {
-		return tx.Bucket(cascadeBucket).ForEach(func(k, v []byte) error {
-			rows[string(k)] = string(v)
-			return nil
+		// First the ids of what the domain owns, from the rows naming it.
+		owned := map[string]bool{}
+		for _, b := range []string{"reports_by_domain", "failure_reports_by_domain", "alerts_by_domain"} {
+			c := tx.Bucket([]byte(b)).Cursor()
+			for k, v := c.Seek([]byte(domainID)); k != nil && bytes.HasPrefix(k, []byte(domainID)); k, v = c.Next() {
+				for _, id := range uuidRE.FindAll(append(bytes.Clone(k[len(domainID):]), v...), -1) {
+					owned[string(id)] = true
+				}
+			}
+		}
+		for id := range owned {
+			ids = append(ids, []byte(id), uuidBytes(t, id))
+		}
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if string(name) == "alert_dedup" {
+				return nil
+			}
+			return b.ForEach(func(k, v []byte) error {
+				if string(name) == "domains" && string(k) == domainID {
+					return nil
+				}
+				for _, id := range ids {
+					if bytes.Contains(k, id) || bytes.Contains(v, id) {
+						rows = append(rows, fmt.Sprintf("%s %x", name, k))
+						break
+					}
+				}
+				return nil
+			})
 		})
 	})
 	if err != nil {
-		tb.Fatal(err)
+		t.Fatal(err)
 	}
+	slices.Sort(rows)
 	return rows
+}
+
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// uuidBytes is the 16-byte form of a text id.
+func uuidBytes(t *testing.T, id string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(strings.ReplaceAll(id, "-", ""))
+	if err != nil || len(b) != 16 {
+		t.Fatalf("id %q is not a UUID", id)
+	}
+	return b
 }
 
 // BenchmarkListDomains measures one page of an organization with 50 domains.

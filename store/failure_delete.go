@@ -7,8 +7,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func init() { RegisterCascade(deleteDomainFailures) }
-
 // failureDeleteStep is how many failure reports one transaction of
 // DeleteFailureReportsBefore deletes: a long backlog is deleted without one
 // huge transaction holding the writer.

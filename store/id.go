@@ -51,6 +51,11 @@ func NewID() string {
 	return formatUUID(b)
 }
 
+// NewEventID returns a new webhook event id: "evt_" followed by a NewID.
+// It is the one kind of event id, of alert.created deliveries and test
+// deliveries alike.
+func NewEventID() string { return "evt_" + NewID() }
+
 func formatUUID(b [16]byte) string {
 	var s [idLen]byte
 	hex.Encode(s[0:8], b[0:4])

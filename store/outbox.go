@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,9 +14,11 @@ import (
 // The webhook outbox. Every alert.created event waits here, one entry per
 // active webhook of the organization, until it is delivered, given up or
 // dropped. Entries are keyed by due time, so the delivery job reads what is
-// due with one range scan, and everything about a delivery (its body, the
-// attempt it is at) is in the file: a restart between two attempts loses
-// nothing.
+// due with one range scan, and everything about a delivery (the event id,
+// the alert as it was created, the attempt it is at) is in the file: a
+// restart between two attempts loses nothing. The body is not stored:
+// package webhook builds it from these at each attempt, the same bytes
+// every time.
 //
 // Two indexes keep the outbox consistent with the webhooks and alerts:
 // bucketOutboxByWebhook finds the entries of a webhook that is deleted or
@@ -34,16 +37,22 @@ type outboxRecord struct {
 	EventID   string
 	Attempt   int // the number of the next attempt, from 1
 	Due       time.Time
-	CreatedAt time.Time
-	Body      []byte // the exact bytes sent and signed, every attempt
+	CreatedAt time.Time // when the event was created: its created_at
+	Alert     []byte    // the alert object as JSON, as it was created
 }
 
-// outboxVersion starts every stored entry.
-const outboxVersion = 1
+// Versions of a stored entry, its first byte. Entries of version 1 carry
+// the whole alert.created body where version 2 carries the alert: they
+// are read (decodeOutbox takes the alert out of the body) and written
+// back as version 2 at their next retry, so no migration is needed.
+const (
+	outboxVersionBody = 1
+	outboxVersion     = 2
+)
 
 // appendOutbox encodes rec: version, webhook, organization and alert ids
 // (36 bytes each), event id (uvarint length, bytes), attempt (uvarint),
-// due and created (big-endian Unix nanoseconds), then the body.
+// due and created (big-endian Unix nanoseconds), then the alert JSON.
 func appendOutbox(b []byte, rec *outboxRecord) []byte {
 	b = append(b, outboxVersion)
 	b = append(append(append(b, rec.WebhookID...), rec.OrgID...), rec.AlertID...)
@@ -52,22 +61,23 @@ func appendOutbox(b []byte, rec *outboxRecord) []byte {
 	b = binary.AppendUvarint(b, uint64(rec.Attempt))
 	b = binary.BigEndian.AppendUint64(b, timeKey(rec.Due))
 	b = binary.BigEndian.AppendUint64(b, timeKey(rec.CreatedAt))
-	return append(b, rec.Body...)
+	return append(b, rec.Alert...)
 }
 
 // outboxWebhookID reads the webhook id of a stored entry without decoding
 // the rest.
 func outboxWebhookID(raw []byte) string {
-	if len(raw) < 1+idLen || raw[0] != outboxVersion {
+	if len(raw) < 1+idLen || raw[0] != outboxVersion && raw[0] != outboxVersionBody {
 		return ""
 	}
 	return string(raw[1 : 1+idLen])
 }
 
-// decodeOutbox decodes the entry stored under key; its body is copied.
+// decodeOutbox decodes the entry stored under key, of either version; its
+// alert is copied.
 func decodeOutbox(key, raw []byte) (*outboxRecord, error) {
 	bad := fmt.Errorf("malformed outbox entry %x", key)
-	if len(key) != 8+idLen || len(raw) < 1+3*idLen || raw[0] != outboxVersion {
+	if len(key) != 8+idLen || len(raw) < 1+3*idLen || raw[0] != outboxVersion && raw[0] != outboxVersionBody {
 		return nil, bad
 	}
 	rec := &outboxRecord{
@@ -87,7 +97,19 @@ func decodeOutbox(key, raw []byte) (*outboxRecord, error) {
 	rec.Attempt, rest = int(attempt), rest[w:]
 	rec.Due = time.Unix(0, int64(binary.BigEndian.Uint64(rest))).UTC()
 	rec.CreatedAt = time.Unix(0, int64(binary.BigEndian.Uint64(rest[8:]))).UTC()
-	rec.Body = bytes.Clone(rest[16:])
+	rec.Alert = bytes.Clone(rest[16:])
+	if raw[0] == outboxVersionBody {
+		var body struct {
+			Data struct {
+				Alert json.RawMessage `json:"alert"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(rec.Alert, &body) != nil || len(body.Data.Alert) == 0 {
+			return nil, bad
+		}
+		// Its created_at is rec.CreatedAt: both were the enqueue time.
+		rec.Alert = body.Data.Alert
+	}
 	return rec, nil
 }
 
@@ -116,17 +138,19 @@ func outboxAlertKey(alertID, webhookID string) []byte {
 	return append([]byte(alertID), webhookID...)
 }
 
-// Delivery is an outbox entry due for an attempt, with what the attempt
-// needs: its body, which is the same on every attempt, and the webhook's
-// current URL and secret.
-type Delivery struct {
+// OutboxEntry is an outbox entry due for an attempt, with what the attempt
+// needs: what its alert.created event is made of (package webhook builds
+// the body from EventID, OrgID, Alert and CreatedAt, the same bytes on
+// every attempt), and the webhook's current URL and secret.
+type OutboxEntry struct {
 	ID        string // the outbox entry
 	WebhookID string
 	OrgID     string
 	AlertID   string
-	EventID   string // "evt_<uuid>", the X-Webhook-Id of every attempt
-	Body      []byte
-	Attempt   int // the number of this attempt, from 1
+	EventID   string          // NewEventID's, the X-Webhook-Id of every attempt
+	Alert     json.RawMessage // the alert object as it was created
+	CreatedAt time.Time       // when the event was created
+	Attempt   int             // the number of this attempt, from 1
 	Due       time.Time
 	URL       string        // "" when the webhook is gone or inactive: drop the entry
 	Secret    WebhookSecret // "" when URL is ""
@@ -159,23 +183,24 @@ func deleteOutbox(tx *bolt.Tx, key []byte, rec *outboxRecord) error {
 // uses it to leave out deliveries in flight and to count per webhook. An
 // entry whose webhook is gone or inactive comes back with an empty URL.
 // The error is a failure to read the database.
-func (db *DB) DueDeliveries(now time.Time, max int, skip func(*Delivery) bool) ([]*Delivery, error) {
-	var out []*Delivery
+func (db *DB) DueDeliveries(now time.Time, max int, skip func(*OutboxEntry) bool) ([]*OutboxEntry, error) {
+	var out []*OutboxEntry
 	end := binary.BigEndian.AppendUint64(nil, timeKey(now)+1)
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		hooks := map[string]*webhookRecord{}
 		c := tx.Bucket(bucketOutbox).Cursor()
 		for k, raw := c.First(); k != nil && bytes.Compare(k, end) < 0 && len(out) < max; k, raw = c.Next() {
-			if skip != nil && len(k) == 8+idLen && skip(&Delivery{ID: string(k[8:]), WebhookID: outboxWebhookID(raw)}) {
+			if skip != nil && len(k) == 8+idLen && skip(&OutboxEntry{ID: string(k[8:]), WebhookID: outboxWebhookID(raw)}) {
 				continue
 			}
 			rec, err := decodeOutbox(k, raw)
 			if err != nil {
 				return err
 			}
-			d := &Delivery{
+			d := &OutboxEntry{
 				ID: rec.ID, WebhookID: rec.WebhookID, OrgID: rec.OrgID, AlertID: rec.AlertID,
-				EventID: rec.EventID, Body: rec.Body, Attempt: rec.Attempt, Due: rec.Due, key: bytes.Clone(k),
+				EventID: rec.EventID, Alert: rec.Alert, CreatedAt: rec.CreatedAt, Attempt: rec.Attempt, Due: rec.Due,
+				key: bytes.Clone(k),
 			}
 			w, seen := hooks[rec.WebhookID]
 			if !seen {
@@ -207,11 +232,11 @@ func (db *DB) OutboxDepth() (int, error) {
 	return n, wrap("outbox depth", err)
 }
 
-// DeliveryResult is the outcome of one attempt at a Delivery, for
+// DeliveryResult is the outcome of one attempt at an OutboxEntry, for
 // FinishDeliveries. Drop, instead, removes an entry not attempted because
 // its webhook is gone or inactive.
 type DeliveryResult struct {
-	Delivery   *Delivery
+	Entry      *OutboxEntry
 	Success    bool
 	StatusCode *int      // nil when no HTTP answer came
 	At         time.Time // when the attempt ended
@@ -279,7 +304,7 @@ func (db *DB) FinishDeliveries(results []DeliveryResult, retryDelays []time.Dura
 // finishDelivery applies one result; now stamps an alert it completes.
 func finishDelivery(tx *bolt.Tx, r DeliveryResult, delays []time.Duration, now time.Time) (DeliveryOutcome, error) {
 	dropped := DeliveryOutcome{Outcome: DeliveryDropped}
-	d := r.Delivery
+	d := r.Entry
 	raw := tx.Bucket(bucketOutbox).Get(d.key)
 	if raw == nil { // dropped while the attempt was in flight
 		return dropped, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
@@ -18,7 +19,7 @@ var delays = []time.Duration{30 * time.Second, 120 * time.Second}
 // deliveries.
 func queueAlert(tb testing.TB, db *store.DB, orgID string, now time.Time) *store.Alert {
 	tb.Helper()
-	a := &store.Alert{OrgID: orgID, Type: store.AlertDNSRecordChanged, Severity: store.SeverityWarning,
+	a := &store.Alert{OrgID: orgID, Type: alert.TypeDNSRecordChanged, Severity: alert.SeverityWarning,
 		Title: "DMARC record changed", Message: "p=reject became p=none", CreatedAt: now,
 		Details: json.RawMessage(`{"old":"v=DMARC1; p=reject","new":"v=DMARC1; p=none"}`)}
 	if err := db.QueueTestAlert(a); err != nil {
@@ -27,7 +28,7 @@ func queueAlert(tb testing.TB, db *store.DB, orgID string, now time.Time) *store
 	return a
 }
 
-func due(tb testing.TB, db *store.DB, now time.Time) []*store.Delivery {
+func due(tb testing.TB, db *store.DB, now time.Time) []*store.OutboxEntry {
 	tb.Helper()
 	ds, err := db.DueDeliveries(now, 1000, nil)
 	if err != nil {
@@ -45,12 +46,12 @@ func finish(tb testing.TB, db *store.DB, rs ...store.DeliveryResult) []store.Del
 	return outs
 }
 
-func ok(d *store.Delivery, at time.Time) store.DeliveryResult {
-	return store.DeliveryResult{Delivery: d, Success: true, StatusCode: new(204), At: at}
+func ok(d *store.OutboxEntry, at time.Time) store.DeliveryResult {
+	return store.DeliveryResult{Entry: d, Success: true, StatusCode: new(204), At: at}
 }
 
-func failed(d *store.Delivery, at time.Time) store.DeliveryResult {
-	return store.DeliveryResult{Delivery: d, StatusCode: new(500), At: at}
+func failed(d *store.OutboxEntry, at time.Time) store.DeliveryResult {
+	return store.DeliveryResult{Entry: d, StatusCode: new(500), At: at}
 }
 
 func alertStatus(tb testing.TB, db *store.DB, orgID, id string) string {
@@ -118,38 +119,24 @@ func TestEnqueueAlertDeliveries(t *testing.T) {
 			string(d.Secret) != string(testSecret) || !strings.HasPrefix(d.URL, "https://hooks.example.com/") {
 			t.Errorf("delivery = %+v", d)
 		}
-		if d.EventID != ds[0].EventID || string(d.Body) != string(ds[0].Body) {
-			t.Error("the deliveries of one alert differ in event id or body")
+		if d.EventID != ds[0].EventID || string(d.Alert) != string(ds[0].Alert) || !d.CreatedAt.Equal(now) {
+			t.Error("the deliveries of one alert differ in event id, alert or time")
 		}
 	}
 	if !got[w1.ID] || !got[w2.ID] {
 		t.Errorf("deliveries go to %v, want %s and %s", got, w1.ID, w2.ID)
 	}
 
-	var ev struct {
-		ID             string `json:"id"`
-		Type           string `json:"type"`
-		CreatedAt      string `json:"created_at"`
-		Test           *bool  `json:"test"`
-		OrganizationID string `json:"organization_id"`
-		Data           struct {
-			Alert map[string]any `json:"alert"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(ds[0].Body, &ev); err != nil {
+	var al map[string]any
+	if err := json.Unmarshal(ds[0].Alert, &al); err != nil {
 		t.Fatal(err)
 	}
-	if ev.ID != ds[0].EventID || ev.Type != "alert.created" || ev.CreatedAt != "2026-11-22T09:30:00Z" ||
-		ev.Test == nil || *ev.Test || ev.OrganizationID != org.ID {
-		t.Errorf("envelope = %s", ds[0].Body)
-	}
-	al := ev.Data.Alert
-	if al["id"] != a.ID || al["type"] != store.AlertDNSRecordChanged || al["status"] != "pending" ||
+	if al["id"] != a.ID || al["type"] != alert.TypeDNSRecordChanged || al["status"] != "pending" ||
 		al["domain_id"] != nil || al["sent_at"] != nil || al["created_at"] != "2026-11-22T09:30:00Z" {
-		t.Errorf("alert in the body = %v", al)
+		t.Errorf("alert of the delivery = %v", al)
 	}
-	if _, leaked := al["org_id"]; leaked || strings.Contains(string(ds[0].Body), string(testSecret)) {
-		t.Errorf("body carries internals: %s", ds[0].Body)
+	if _, leaked := al["org_id"]; leaked || strings.Contains(string(ds[0].Alert), string(testSecret)) {
+		t.Errorf("alert carries internals: %s", ds[0].Alert)
 	}
 
 	if n := len(due(t, db, now.Add(-time.Second))); n != 0 {
@@ -158,7 +145,7 @@ func TestEnqueueAlertDeliveries(t *testing.T) {
 	if ds, _ := db.DueDeliveries(now, 1, nil); len(ds) != 1 {
 		t.Errorf("max 1 gave %d", len(ds))
 	}
-	skipped, _ := db.DueDeliveries(now, 10, func(d *store.Delivery) bool { return d.WebhookID == w1.ID })
+	skipped, _ := db.DueDeliveries(now, 10, func(d *store.OutboxEntry) bool { return d.WebhookID == w1.ID })
 	if len(skipped) != 1 || skipped[0].WebhookID != w2.ID {
 		t.Errorf("skip left %d deliveries", len(skipped))
 	}
@@ -246,7 +233,7 @@ func TestRetriesThenGiveUp(t *testing.T) {
 	}
 	second := due(t, db, t0.Add(30*time.Second))
 	if len(second) != 1 || second[0].Attempt != 2 || second[0].EventID != first.EventID ||
-		string(second[0].Body) != string(first.Body) || second[0].ID != first.ID {
+		string(second[0].Alert) != string(first.Alert) || second[0].ID != first.ID {
 		t.Fatalf("attempt 2 = %+v", second)
 	}
 	t1 := t0.Add(31 * time.Second)
@@ -261,7 +248,7 @@ func TestRetriesThenGiveUp(t *testing.T) {
 	if len(third) != 1 || third[0].Attempt != 3 {
 		t.Fatalf("attempt 3 = %+v", third)
 	}
-	if outs = finish(t, db, store.DeliveryResult{Delivery: third[0], At: t1.Add(130 * time.Second)}); outs[0].Outcome != store.DeliveryGivenUp {
+	if outs = finish(t, db, store.DeliveryResult{Entry: third[0], At: t1.Add(130 * time.Second)}); outs[0].Outcome != store.DeliveryGivenUp {
 		t.Fatalf("attempt 3 failed: %+v", outs[0])
 	}
 	if n := depth(t, db); n != 0 {
@@ -365,7 +352,7 @@ func TestDeleteWebhookDropsDeliveries(t *testing.T) {
 	keep, gone := mustWebhook(t, db, org.ID, "keep"), mustWebhook(t, db, org.ID, "gone")
 	a := queueAlert(t, db, org.ID, now)
 	ds := due(t, db, now)
-	var toKeep, toGone *store.Delivery
+	var toKeep, toGone *store.OutboxEntry
 	for _, d := range ds {
 		if d.WebhookID == keep.ID {
 			toKeep = d
@@ -433,7 +420,7 @@ func TestOutboxSurvivesReopen(t *testing.T) {
 	}
 	db = mustOpen(t, path, nil)
 	ds := due(t, db, now.Add(30*time.Second))
-	if len(ds) != 1 || ds[0].Attempt != 2 || ds[0].EventID != first.EventID || string(ds[0].Body) != string(first.Body) {
+	if len(ds) != 1 || ds[0].Attempt != 2 || ds[0].EventID != first.EventID || string(ds[0].Alert) != string(first.Alert) {
 		t.Errorf("after reopening: %+v", ds)
 	}
 	if err := db.Check(); err != nil {

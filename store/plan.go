@@ -16,8 +16,9 @@ const (
 type PlanLimits struct {
 	// MaxDomains is the number of domains allowed; -1 means no limit.
 	MaxDomains int
-	// Forensic reports whether forensic reports are available.
-	Forensic bool
+	// FailureReports reports whether failure (forensic) reports are
+	// available.
+	FailureReports bool
 	// Webhooks reports whether webhooks (advanced alerting) are available.
 	Webhooks bool
 	// MaxWebhooks is the number of webhooks allowed.
@@ -40,9 +41,9 @@ func (p Plan) Limits() PlanLimits {
 	case PlanStarter:
 		return PlanLimits{MaxDomains: 3}
 	case PlanBusiness:
-		return PlanLimits{MaxDomains: 50, Forensic: true, Webhooks: true, MaxWebhooks: 10}
+		return PlanLimits{MaxDomains: 50, FailureReports: true, Webhooks: true, MaxWebhooks: 10}
 	case PlanUnlimited:
-		return PlanLimits{MaxDomains: -1, Forensic: true, Webhooks: true, MaxWebhooks: 25}
+		return PlanLimits{MaxDomains: -1, FailureReports: true, Webhooks: true, MaxWebhooks: 25}
 	}
 	return PlanLimits{}
 }

@@ -37,8 +37,8 @@ func TestPlanLimits(t *testing.T) {
 		want store.PlanLimits
 	}{
 		{store.PlanStarter, store.PlanLimits{MaxDomains: 3}},
-		{store.PlanBusiness, store.PlanLimits{MaxDomains: 50, Forensic: true, Webhooks: true, MaxWebhooks: 10}},
-		{store.PlanUnlimited, store.PlanLimits{MaxDomains: -1, Forensic: true, Webhooks: true, MaxWebhooks: 25}},
+		{store.PlanBusiness, store.PlanLimits{MaxDomains: 50, FailureReports: true, Webhooks: true, MaxWebhooks: 10}},
+		{store.PlanUnlimited, store.PlanLimits{MaxDomains: -1, FailureReports: true, Webhooks: true, MaxWebhooks: 25}},
 		{"bogus", store.PlanLimits{}},
 	} {
 		if got := tc.plan.Limits(); got != tc.want {

@@ -50,7 +50,7 @@ var (
 	// storing a re-sent report once.
 	bucketReportsByIdentity = []byte("reports_by_identity")
 	// bucketRecords: recordKey(report id, block seq) -> a block of records
-	// (binary, report_codec.go). Report ids are time-ordered, so inserts
+	// (binary, aggregate_codec.go). Report ids are time-ordered, so inserts
 	// append.
 	bucketRecords = []byte("report_records")
 	// bucketReportsPending: binary report id -> domain id, for a report whose
@@ -70,7 +70,7 @@ var (
 	bucketWebhooks = []byte("webhooks")
 	// bucketWebhooksByOrg: orgTimeIDKey(org id, created_at, webhook id) -> empty.
 	bucketWebhooksByOrg = []byte("webhooks_by_org")
-	// bucketOutbox: outboxKey(due, entry id) -> outboxRecord JSON: the
+	// bucketOutbox: outboxKey(due, entry id) -> outboxRecord (binary): the
 	// deliveries waiting for their next attempt, in due order (outbox.go).
 	bucketOutbox = []byte("webhook_outbox")
 	// bucketOutboxByWebhook: webhook id | entry id -> outboxKey | alert id.

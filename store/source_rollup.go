@@ -391,12 +391,12 @@ func (db *DB) DonePendingSources(p *PendingSources) error {
 	return wrap("done pending sources", err)
 }
 
-func init() {
-	RegisterCascade(func(tx *bolt.Tx, domainID string) error {
-		if _, err := deletePrefix(tx.Bucket(bucketSourceRollups), []byte(domainID), -1); err != nil {
-			return err
-		}
-		_, err := deletePrefix(tx.Bucket(bucketRDNSPending), []byte(domainID), -1)
+// deleteDomainSources deletes a domain's per-source roll-ups and its
+// pending reverse DNS days; part of DeleteDomain's cascade.
+func deleteDomainSources(tx *bolt.Tx, domainID string) error {
+	if _, err := deletePrefix(tx.Bucket(bucketSourceRollups), []byte(domainID), -1); err != nil {
 		return err
-	})
+	}
+	_, err := deletePrefix(tx.Bucket(bucketRDNSPending), []byte(domainID), -1)
+	return err
 }

@@ -8,8 +8,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func init() { RegisterCascade(deleteDomainTLS) }
-
 // tlsDeleteStep is how many TLS reports one transaction of
 // DeleteTLSReportsBefore deletes.
 const tlsDeleteStep = 1000

@@ -44,7 +44,7 @@ func BenchmarkDeliver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id := webhook.NewEventID()
+	id := testEventID
 	b.SetParallelism(4) // bounded concurrency, as the worker's fan-out
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {

@@ -176,9 +176,12 @@ func checkEnvelope(ev map[string]json.RawMessage, id string) error {
 	return nil
 }
 
+// testEventID is an event id as store.NewEventID makes them.
+const testEventID = "evt_019ab5c2-4f1e-7a3b-9c2d-5e6f7a8b9c0d"
+
 func testEvent(t testing.TB) *webhook.Event {
 	t.Helper()
-	ev, err := webhook.NewAlertEvent("6f1c1c1e-0d3a-4a53-9b4a-2f6f5b1d9a10",
+	ev, err := webhook.NewAlertEvent(testEventID, "6f1c1c1e-0d3a-4a53-9b4a-2f6f5b1d9a10",
 		map[string]any{"id": "a1", "type": "dmarc_failure_rate", "severity": "warning", "details": map[string]any{"failed": 12}},
 		time.Now(), false)
 	if err != nil {
@@ -344,7 +347,7 @@ func TestDeliveryFailures(t *testing.T) {
 		{"not https", c, strings.Replace(failing.srv.URL, "https:", "http:", 1), 0, "https"},
 		{"numeric host", c, "https://2130706433:" + failing.port() + "/", 0, "number"},
 	} {
-		res := tc.client.DeliverBody(context.Background(), tc.url, secret, webhook.NewEventID(), []byte(`{"marker":"BODYMARK"}`), time.Now())
+		res := tc.client.DeliverBody(context.Background(), tc.url, secret, testEventID, []byte(`{"marker":"BODYMARK"}`), time.Now())
 		if res.Success || status(res) != tc.status || !strings.Contains(errText(res), tc.reason) {
 			t.Errorf("%s: Result %+v, error %q; want status %d and %q", tc.name, res, errText(res), tc.status, tc.reason)
 		}
@@ -377,7 +380,7 @@ func TestLoopbackRefusedWithoutAllowPrivate(t *testing.T) {
 	if err := webhook.ValidateURL(context.Background(), rc.srv.URL, r, p); !errors.Is(err, webhook.ErrUnsafeURL) {
 		t.Fatalf("ValidateURL(%s) = %v, want ErrUnsafeURL", rc.srv.URL, err)
 	}
-	res := webhook.NewClient(r, p).DeliverBody(context.Background(), rc.srv.URL, secret, webhook.NewEventID(), []byte(`{}`), time.Now())
+	res := webhook.NewClient(r, p).DeliverBody(context.Background(), rc.srv.URL, secret, testEventID, []byte(`{}`), time.Now())
 	if res.Success || res.StatusCode != nil || !strings.Contains(errText(res), "127.0.0.1 is a loopback address") {
 		t.Errorf("Result %+v (%s); want a refusal naming the address", res, errText(res))
 	}
@@ -417,7 +420,7 @@ func TestDNSRebindingRefusedAtDial(t *testing.T) {
 	}
 
 	dns.SetA("example.com", "::1", "127.0.0.1") // both refused, both tried
-	res = strict.DeliverBody(context.Background(), hookURL, secret, webhook.NewEventID(), []byte(`{}`), time.Now())
+	res = strict.DeliverBody(context.Background(), hookURL, secret, testEventID, []byte(`{}`), time.Now())
 	if res.Success || !strings.Contains(errText(res), "loopback") || rc.conns.Load() != 0 {
 		t.Fatalf("two loopback addresses: %+v (%s), %d connections", res, errText(res), rc.conns.Load())
 	}

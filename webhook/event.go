@@ -62,27 +62,9 @@ func NewSecret() string {
 	return "whsec_" + hex.EncodeToString(b[:])
 }
 
-// NewEventID returns a new event id: "evt_" followed by a random (version
-// 4) UUID in its canonical lowercase form.
-func NewEventID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])  // crypto/rand.Read never fails (it aborts the program instead)
-	u[6] = u[6]&0x0f | 0x40 // version 4
-	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
-	var s [36]byte
-	hex.Encode(s[0:8], u[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], u[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], u[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], u[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], u[10:])
-	return "evt_" + string(s[:])
-}
-
-// Event is the body of every delivery (API.md, Delivery). Data holds
+// Event is the body of every delivery (API.md, Delivery): this package is
+// the one place it is built, for the deliveries of the outbox and for test
+// deliveries alike. Data holds
 // {"alert": {...the alert object...}}. It marshals created_at as RFC 3339 in
 // UTC with second precision, like every timestamp of the API.
 type Event struct {
@@ -110,10 +92,11 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	})
 }
 
-// NewAlertEvent returns an alert.created event with a new id for the
-// organization, its data {"alert": alert}. It returns an error when alert
-// does not marshal to a JSON object.
-func NewAlertEvent(organizationID string, alert any, createdAt time.Time, test bool) (*Event, error) {
+// NewAlertEvent returns the alert.created event id of the organization,
+// its data {"alert": alert}. The id is the caller's ("evt_" and a UUID:
+// store.NewEventID), the same on every attempt of a delivery. It returns an
+// error when alert does not marshal to a JSON object.
+func NewAlertEvent(id, organizationID string, alert any, createdAt time.Time, test bool) (*Event, error) {
 	a, err := json.Marshal(alert)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: encode alert: %w", err)
@@ -126,7 +109,7 @@ func NewAlertEvent(organizationID string, alert any, createdAt time.Time, test b
 		return nil, fmt.Errorf("webhook: encode event data: %w", err)
 	}
 	return &Event{
-		ID: NewEventID(), Type: TypeAlertCreated, CreatedAt: createdAt.UTC().Truncate(time.Second),
+		ID: id, Type: TypeAlertCreated, CreatedAt: createdAt.UTC().Truncate(time.Second),
 		Test: test, OrganizationID: organizationID, Data: data,
 	}, nil
 }

@@ -55,8 +55,9 @@ type DeliverConfig struct {
 }
 
 // Deliverer is the webhook delivery job: it sends the outbox's due
-// deliveries, signed afresh on each attempt, and records the results
-// (retries, auto-disable, alerts sent) in the store.
+// deliveries, each body built by package webhook from the entry and
+// signed afresh on each attempt, and records the results (retries,
+// auto-disable, alerts sent) in the store.
 type Deliverer struct {
 	db          *store.DB
 	client      *webhook.Client
@@ -120,9 +121,6 @@ func NewDeliverer(cfg DeliverConfig) (*Deliverer, error) {
 	return d, nil
 }
 
-// RetryDelays returns the delays in use.
-func (d *Deliverer) RetryDelays() []time.Duration { return append([]time.Duration(nil), d.delays...) }
-
 // outboxDepth reads the depth for the gauge; a failed read (the database
 // closing) shows the last value read.
 func (d *Deliverer) outboxDepth() float64 {
@@ -134,12 +132,15 @@ func (d *Deliverer) outboxDepth() float64 {
 
 // attempt is the end of one delivery attempt.
 type attempt struct {
-	delivery *store.Delivery
+	delivery *store.OutboxEntry
 	res      webhook.Result
 	at       time.Time
 	// cancelled: the run was stopped before an answer came. The attempt is
 	// not recorded; the delivery stays due and is made again later.
 	cancelled bool
+	// drop: not attempted (the webhook is gone or inactive, or the entry
+	// cannot make a body); the entry is removed.
+	drop bool
 }
 
 // run is the state of one DeliverDue call: what is in flight.
@@ -148,6 +149,10 @@ type run struct {
 	perHook  map[string]int  // webhook id -> attempts in flight
 	n        int
 	done     chan attempt
+	// event and body are the last body built: the entries of one event
+	// (one per webhook) fall due together and share it.
+	event string
+	body  []byte
 }
 
 // DeliverDue is the scheduler job. It sends every due delivery, at most
@@ -213,15 +218,15 @@ func (d *Deliverer) collect(r *run, a attempt) []attempt {
 }
 
 // dispatch starts attempts for due deliveries while slots are free. It
-// returns, as finished, the deliveries whose webhook is gone or inactive,
-// to be dropped without an attempt.
+// returns, as finished, the deliveries to drop without an attempt: their
+// webhook is gone or inactive, or their entry makes no body.
 func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 	free := d.concurrency - r.n
 	if free <= 0 {
 		return nil, nil
 	}
 	taken := map[string]int{}
-	due, err := d.db.DueDeliveries(d.now(), free, func(dl *store.Delivery) bool {
+	due, err := d.db.DueDeliveries(d.now(), free, func(dl *store.OutboxEntry) bool {
 		if r.inFlight[dl.ID] || r.perHook[dl.WebhookID]+taken[dl.WebhookID] >= d.perWebhook {
 			return true
 		}
@@ -235,17 +240,43 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 	for _, dl := range due {
 		r.inFlight[dl.ID] = true
 		if dl.URL == "" {
-			orphans = append(orphans, attempt{delivery: dl})
+			orphans = append(orphans, attempt{delivery: dl, drop: true})
+			continue
+		}
+		body, err := r.bodyOf(dl)
+		if err != nil {
+			d.log.Error("webhook delivery dropped: its outbox entry makes no event body",
+				"webhook_id", dl.WebhookID, "event_id", dl.EventID, "alert_id", dl.AlertID, "error", err)
+			orphans = append(orphans, attempt{delivery: dl, drop: true})
 			continue
 		}
 		r.perHook[dl.WebhookID]++
 		r.n++
 		go func() {
-			res := d.client.DeliverBody(ctx, dl.URL, string(dl.Secret), dl.EventID, dl.Body, d.now())
+			res := d.client.DeliverBody(ctx, dl.URL, string(dl.Secret), dl.EventID, body, d.now())
 			r.done <- attempt{delivery: dl, res: res, at: d.now(), cancelled: !res.Success && ctx.Err() != nil}
 		}()
 	}
 	return orphans, nil
+}
+
+// bodyOf returns the body of an outbox entry's delivery, built by package
+// webhook from the entry: the same bytes on every attempt. Attempts only
+// read it, so the entries of one event share one.
+func (r *run) bodyOf(dl *store.OutboxEntry) ([]byte, error) {
+	if dl.EventID == r.event && r.body != nil {
+		return r.body, nil
+	}
+	ev, err := webhook.NewAlertEvent(dl.EventID, dl.OrgID, dl.Alert, dl.CreatedAt, false)
+	if err != nil {
+		return nil, err
+	}
+	body, err := webhook.Encode(ev)
+	if err != nil {
+		return nil, err
+	}
+	r.event, r.body = dl.EventID, body
+	return body, nil
 }
 
 // record writes the results of finished attempts in one transaction, then
@@ -254,7 +285,7 @@ func (d *Deliverer) record(r *run, finished []attempt) error {
 	results := make([]store.DeliveryResult, 0, len(finished))
 	var kept []attempt
 	for _, a := range finished {
-		if a.delivery.URL != "" {
+		if !a.drop {
 			r.perHook[a.delivery.WebhookID]--
 		}
 		if a.cancelled {
@@ -263,8 +294,8 @@ func (d *Deliverer) record(r *run, finished []attempt) error {
 		}
 		kept = append(kept, a)
 		results = append(results, store.DeliveryResult{
-			Delivery: a.delivery, Success: a.res.Success, StatusCode: a.res.StatusCode,
-			At: a.at, Drop: a.delivery.URL == "",
+			Entry: a.delivery, Success: a.res.Success, StatusCode: a.res.StatusCode,
+			At: a.at, Drop: a.drop,
 		})
 	}
 	if len(results) == 0 {

@@ -1,15 +1,19 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 	"github.com/dmarcd/dmarcd/worker"
 )
 
@@ -39,7 +43,7 @@ func TestDeliverToEveryActiveWebhook(t *testing.T) {
 	}
 	ev := ga[0].event
 	if *ev.Test || ev.OrganizationID != e.org.ID || ev.Data.Alert["id"] != al.ID ||
-		ev.Data.Alert["type"] != store.AlertDMARCFailureRate || ev.Data.Alert["severity"] != store.SeverityCritical {
+		ev.Data.Alert["type"] != alert.TypeDMARCFailureRate || ev.Data.Alert["severity"] != alert.SeverityCritical {
 		t.Errorf("event = %+v", ev)
 	}
 	if ts := ga[0].header.Get("X-Webhook-Timestamp"); ts != strconv.FormatInt(e.clock.Now().Unix(), 10) {
@@ -62,28 +66,46 @@ func TestDeliverToEveryActiveWebhook(t *testing.T) {
 	}
 }
 
-// TestBodyIsTheWebhookPackagesEnvelope ensures the body the store builds
-// is byte for byte what package webhook encodes for the same event.
-func TestBodyIsTheWebhookPackagesEnvelope(t *testing.T) {
+// TestOldOutboxEntriesDeliver ensures an outbox entry written before the
+// body was built at delivery time (version 1: the whole body stored) is
+// still delivered, byte for byte the body it stored, and settles its alert.
+func TestOldOutboxEntriesDeliver(t *testing.T) {
 	rc := newReceiver(t)
 	e := newEnv(t, rc)
 	e.webhookTo(t, rc, "/")
-	e.raiseAlert(t)
+	al := e.raiseAlert(t)
+	alertJSON, err := json.Marshal(al) // the alert as the entry holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	err = e.db.Bolt().Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("webhook_outbox"))
+		k, raw := b.Cursor().First()
+		if k == nil || raw[0] != 2 || !bytes.HasSuffix(raw, alertJSON) {
+			return fmt.Errorf("the entry is not version 2 ending in the alert: %q", raw)
+		}
+		head := raw[:len(raw)-len(alertJSON)]
+		eventID := string(head[1+3*36+1 : 1+3*36+1+int(head[1+3*36])])
+		// The body as the store of version 1 built it.
+		body = fmt.Appendf(nil, `{"id":%q,"type":"alert.created","created_at":%q,"test":false,"organization_id":%q,"data":{"alert":%s}}`,
+			eventID, e.clock.Now().UTC().Format(time.RFC3339), e.org.ID, alertJSON)
+		old := append(append([]byte{1}, head[1:]...), body...)
+		return b.Put(bytes.Clone(k), old)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.deliver(t, e.deliverer(t, worker.DeliverConfig{}))
 	got := rc.deliveries(t)
 	if len(got) != 1 {
 		t.Fatalf("%d deliveries", len(got))
 	}
-	var ev webhook.Event
-	if err := json.Unmarshal(got[0].body, &ev); err != nil {
-		t.Fatal(err)
+	if !bytes.Equal(got[0].body, body) {
+		t.Errorf("body\n%s\nwant the stored one\n%s", got[0].body, body)
 	}
-	again, err := webhook.Encode(&ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(again) != string(got[0].body) {
-		t.Errorf("body\n%s\nre-encoded by package webhook\n%s", got[0].body, again)
+	if got := e.alert(t, al.ID); got.Status != store.AlertSent {
+		t.Errorf("alert %s after the delivery, want sent", got.Status)
 	}
 }
 

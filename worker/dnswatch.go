@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
@@ -29,29 +29,13 @@ import (
 // to one interval longer, or be checked twice.)
 //
 // What the check saw is kept in store.Domain.LastDNSRecord: the DMARC
-// records found (v=DMARC1 first, sorted, one per line), or noRecord when
-// the name has none. The first check only remembers, unless the domain is
-// active and its reporting address is already gone. A change raises ONE
-// alert, the most specific:
-//
-//   - no DMARC record any more: dns_record_missing (critical);
-//   - the record no longer valid (or several): dns_record_changed (warning);
-//   - the reporting address gone from rua: reporting_address_removed
-//     (critical: reports stop arriving);
-//   - p or pct lowered: policy_weakened (warning);
-//   - anything else, a record published again included:
-//     dns_record_changed (info).
-//
-// A domain whose current record lacks its reporting address goes from
-// active to inactive (API.md); re-verification makes it active again. A
-// lookup that fails (SERVFAIL, timeout: dnscheck.ErrTemporary) is not a
-// change: nothing is raised or stored, and the domain is checked again
-// in the next interval.
-
-// noRecord is the LastDNSRecord of a domain whose _dmarc name had no DMARC
-// record at the last check. A DMARC record starts with "v=", so it cannot
-// be mistaken for one.
-const noRecord = "(none)"
+// records found (v=DMARC1 first, sorted, one per line), or alert.NoRecord
+// when the name has none. What a change means (which alert, whether the
+// domain goes inactive) is package alert's decision
+// (alert.ClassifyDNSChange); re-verification makes an inactive domain
+// active again. A lookup that fails (SERVFAIL, timeout:
+// dnscheck.ErrTemporary) is not a change: nothing is raised or stored,
+// and the domain is checked again in the next interval.
 
 // Defaults of DNSWatch.
 const (
@@ -218,8 +202,10 @@ func (w *DNSWatch) Check(ctx context.Context, id string) error {
 	if seen == dom.LastDNSRecord {
 		return nil
 	}
-	c := judge(dom, seen)
-	a, err := w.Store.RecordDNSCheck(c)
+	v := alert.ClassifyDNSChange(alert.DNSChange{Domain: dom.Name, ReportingEmail: dom.ReportingEmail,
+		Active: dom.Status == store.DomainActive, Old: dom.LastDNSRecord, New: seen})
+	a, err := w.Store.RecordDNSCheck(store.DNSCheck{DomainID: dom.ID, Seen: dom.LastDNSRecord, Record: seen,
+		Alert: v.Alert, Deactivate: v.Deactivate})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
 		return nil // deleted, or another check got there first
 	}
@@ -236,7 +222,7 @@ func (w *DNSWatch) Check(ctx context.Context, id string) error {
 func (w *DNSWatch) observe(ctx context.Context, name string) (string, error) {
 	txts, err := w.Resolver.LookupTXT(ctx, "_dmarc."+name)
 	if errors.Is(err, dnscheck.ErrNotFound) {
-		return noRecord, nil
+		return alert.NoRecord, nil
 	}
 	if err != nil {
 		return "", err
@@ -248,114 +234,8 @@ func (w *DNSWatch) observe(ctx context.Context, name string) (string, error) {
 		}
 	}
 	if len(recs) == 0 {
-		return noRecord, nil
+		return alert.NoRecord, nil
 	}
 	slices.Sort(recs)
 	return strings.Join(recs, "\n"), nil
-}
-
-// parsed is one side of a change: the record, or why there is none.
-type parsed struct {
-	text    *string       // nil: no record
-	rec     *dmarc.Record // nil: none or not valid
-	problem string        // why rec is nil although text is not
-}
-
-func parseState(s string) parsed {
-	if s == "" || s == noRecord {
-		return parsed{}
-	}
-	p := parsed{text: &s}
-	if strings.Contains(s, "\n") {
-		p.problem = "more than one DMARC record is published, so receivers apply none"
-		return p
-	}
-	rec, err := dmarc.ParseRecord(s)
-	if err != nil {
-		var re *dmarc.RecordError
-		p.problem = err.Error()
-		if errors.As(err, &re) {
-			p.problem = strings.Join(re.Problems, "; ")
-		}
-		return p
-	}
-	p.rec = rec
-	return p
-}
-
-func (p parsed) hasAddress(addr string) bool { return p.rec != nil && p.rec.HasReportingAddress(addr) }
-
-// changeDetails explain a DNS alert.
-type changeDetails struct {
-	RecordName     string       `json:"record_name"`
-	OldRecord      *string      `json:"old_record"`
-	NewRecord      *string      `json:"new_record"`
-	ReportingEmail string       `json:"reporting_email,omitempty"`
-	OldPolicy      *policyShort `json:"old_policy,omitempty"`
-	NewPolicy      *policyShort `json:"new_policy,omitempty"`
-	Problem        string       `json:"problem,omitempty"`
-}
-
-type policyShort struct {
-	P   string `json:"p"`
-	PCT int    `json:"pct"`
-}
-
-func policyOf(r *dmarc.Record) *policyShort { return &policyShort{P: r.P, PCT: r.PCT} }
-
-// policyRank orders p values from weakest to strongest.
-func policyRank(p string) int {
-	switch p {
-	case "quarantine":
-		return 1
-	case "reject":
-		return 2
-	}
-	return 0
-}
-
-// judge decides what the change from dom.LastDNSRecord to seen means.
-func judge(dom *store.Domain, seen string) store.DNSCheck {
-	c := store.DNSCheck{DomainID: dom.ID, Seen: dom.LastDNSRecord, Record: seen}
-	old, cur := parseState(dom.LastDNSRecord), parseState(seen)
-	first := dom.LastDNSRecord == ""
-	lost := !cur.hasAddress(dom.ReportingEmail)
-	c.Deactivate = lost
-	name := "_dmarc." + dom.Name
-	det := changeDetails{RecordName: name, OldRecord: old.text, NewRecord: cur.text}
-	var typ, sev, title, msg string
-	switch {
-	case first && (!lost || dom.Status != store.DomainActive):
-		return c // the first look only remembers
-	case cur.text == nil:
-		typ, sev = store.AlertDNSRecordMissing, store.SeverityCritical
-		title = "DMARC record of " + dom.Name + " is gone"
-		msg = "No DMARC record is published at " + name + " any more: receivers apply no policy and send no reports."
-	case cur.rec == nil:
-		typ, sev = store.AlertDNSRecordChanged, store.SeverityWarning
-		det.Problem = cur.problem
-		title = "DMARC record of " + dom.Name + " is no longer valid"
-		msg = "The DMARC record at " + name + " changed and is not valid: " + cur.problem + "."
-	case lost && (first || old.hasAddress(dom.ReportingEmail)):
-		typ, sev = store.AlertReportingAddressRemoved, store.SeverityCritical
-		det.ReportingEmail = dom.ReportingEmail
-		title = "Reporting address removed from the DMARC record of " + dom.Name
-		msg = "The rua tag at " + name + " no longer lists " + dom.ReportingEmail + ": reports stop reaching dmarcd, and the domain is now inactive until it is verified again."
-	case old.rec != nil && (policyRank(cur.rec.P) < policyRank(old.rec.P) || cur.rec.PCT < old.rec.PCT):
-		typ, sev = store.AlertPolicyWeakened, store.SeverityWarning
-		det.OldPolicy, det.NewPolicy = policyOf(old.rec), policyOf(cur.rec)
-		title = "DMARC policy of " + dom.Name + " weakened"
-		msg = fmt.Sprintf("The DMARC record at %s went from p=%s pct=%d to p=%s pct=%d.",
-			name, old.rec.P, old.rec.PCT, cur.rec.P, cur.rec.PCT)
-	default:
-		typ, sev = store.AlertDNSRecordChanged, store.SeverityInfo
-		title = "DMARC record of " + dom.Name + " changed"
-		msg = "The DMARC record at " + name + " changed."
-		if old.text == nil {
-			msg = "A DMARC record is published again at " + name + "."
-		}
-	}
-	raw, _ := json.Marshal(det) // plain strings and ints: cannot fail
-	c.Alert = &store.Alert{Type: typ, Severity: sev, Title: title, Message: msg, Details: raw}
-	return c
 }

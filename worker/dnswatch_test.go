@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
 	"github.com/dmarcd/dmarcd/store"
@@ -104,26 +105,26 @@ func TestDNSWatchRaisesTheMostSpecificAlert(t *testing.T) {
 	}{
 		{"unchanged", "v=DMARC1; p=reject; rua=mailto:%s", "v=DMARC1; p=reject; rua=mailto:%s", "", "", false},
 		{"p lowered", "v=DMARC1; p=reject; rua=mailto:%s", "v=DMARC1; p=quarantine; rua=mailto:%s",
-			store.AlertPolicyWeakened, store.SeverityWarning, false},
+			alert.TypePolicyWeakened, alert.SeverityWarning, false},
 		{"pct lowered", "v=DMARC1; p=reject; pct=100; rua=mailto:%s", "v=DMARC1; p=reject; pct=20; rua=mailto:%s",
-			store.AlertPolicyWeakened, store.SeverityWarning, false},
+			alert.TypePolicyWeakened, alert.SeverityWarning, false},
 		{"p raised", "v=DMARC1; p=none; rua=mailto:%s", "v=DMARC1; p=reject; rua=mailto:%s",
-			store.AlertDNSRecordChanged, store.SeverityInfo, false},
+			alert.TypeDNSRecordChanged, alert.SeverityInfo, false},
 		{"other tag", "v=DMARC1; p=reject; rua=mailto:%s", "v=DMARC1; p=reject; rua=mailto:%s; fo=1",
-			store.AlertDNSRecordChanged, store.SeverityInfo, false},
+			alert.TypeDNSRecordChanged, alert.SeverityInfo, false},
 		{"address removed", "v=DMARC1; p=none; rua=mailto:%s,mailto:x@example.net", "v=DMARC1; p=none; rua=mailto:x@example.net",
-			store.AlertReportingAddressRemoved, store.SeverityCritical, true},
+			alert.TypeReportingAddressRemoved, alert.SeverityCritical, true},
 		{"address removed and p lowered", "v=DMARC1; p=reject; rua=mailto:%s", "v=DMARC1; p=none",
-			store.AlertReportingAddressRemoved, store.SeverityCritical, true},
+			alert.TypeReportingAddressRemoved, alert.SeverityCritical, true},
 		{"record gone", "v=DMARC1; p=reject; rua=mailto:%s", "",
-			store.AlertDNSRecordMissing, store.SeverityCritical, true},
+			alert.TypeDNSRecordMissing, alert.SeverityCritical, true},
 		{"only a non-DMARC TXT left", "v=DMARC1; p=reject; rua=mailto:%s", "google-site-verification=abc",
-			store.AlertDNSRecordMissing, store.SeverityCritical, true},
+			alert.TypeDNSRecordMissing, alert.SeverityCritical, true},
 		{"record broken", "v=DMARC1; p=reject; rua=mailto:%s", "v=DMARC1; p=rejct; rua=mailto:%s",
-			store.AlertDNSRecordChanged, store.SeverityWarning, true},
+			alert.TypeDNSRecordChanged, alert.SeverityWarning, true},
 		// Back, but inactive until re-verification says otherwise.
 		{"record back", "", "v=DMARC1; p=none; rua=mailto:%s",
-			store.AlertDNSRecordChanged, store.SeverityInfo, true},
+			alert.TypeDNSRecordChanged, alert.SeverityInfo, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status := store.DomainActive
@@ -166,7 +167,7 @@ func TestDNSWatchRaisesTheMostSpecificAlert(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantNew := rec(tc.to, d)
-			if tc.typ == store.AlertDNSRecordMissing {
+			if tc.typ == alert.TypeDNSRecordMissing {
 				wantNew = ""
 			}
 			if det.RecordName != "_dmarc."+d.Name || str(det.Old) != rec(tc.from, d) || str(det.New) != wantNew {
@@ -210,7 +211,7 @@ func TestDNSWatchFirstCheck(t *testing.T) {
 		}
 	}
 	as := e.alerts(t)
-	if len(as) != 1 || as[0].Type != store.AlertReportingAddressRemoved || *as[0].DomainID != act.ID {
+	if len(as) != 1 || as[0].Type != alert.TypeReportingAddressRemoved || *as[0].DomainID != act.ID {
 		t.Fatalf("alerts %v", as)
 	}
 	if e.reload(t, act).Status != store.DomainInactive || e.reload(t, inact).LastDNSRecord != "v=DMARC1; p=reject" {
@@ -254,7 +255,7 @@ func TestDNSWatchOutageIsNoChange(t *testing.T) {
 	if err := w.Check(t.Context(), d.ID); err != nil {
 		t.Fatal(err)
 	}
-	if as := e.alerts(t); len(as) != 1 || as[0].Type != store.AlertPolicyWeakened {
+	if as := e.alerts(t); len(as) != 1 || as[0].Type != alert.TypePolicyWeakened {
 		t.Fatalf("after the outage: %v", as)
 	}
 }

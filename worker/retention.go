@@ -31,16 +31,16 @@ type failureReportDeleter interface {
 //     records, and the daily roll-ups of the days before that (their
 //     statistics go with them);
 //   - alerts created before then, whatever their status;
-//   - failure (forensic) reports that arrived before ForensicRetention;
+//   - failure (forensic) reports that arrived before FailureRetention;
 //   - what the alert rules remember beyond their needs (dedup entries of
 //     past days, sources not seen within the new-source window).
 //
-// A zero Retention or ForensicRetention keeps those forever.
+// A zero Retention or FailureRetention keeps those forever.
 type Retention struct {
-	Store             *store.DB
-	Retention         time.Duration
-	ForensicRetention time.Duration
-	Log               *slog.Logger // nil discards
+	Store            *store.DB
+	Retention        time.Duration
+	FailureRetention time.Duration
+	Log              *slog.Logger // nil discards
 }
 
 // Job returns the job to give the Scheduler: hourly, and once at start.
@@ -73,8 +73,8 @@ func (r *Retention) Run(ctx context.Context, now time.Time) error {
 		step("aggregate reports", func() (int, error) { return r.Store.DeleteReportsBefore(cutoff) })
 		step("alerts", func() (int, error) { return r.Store.DeleteAlertsBefore(cutoff) })
 	}
-	if fr, ok := any(r.Store).(failureReportDeleter); ok && r.ForensicRetention > 0 {
-		cutoff := now.Add(-r.ForensicRetention)
+	if fr, ok := any(r.Store).(failureReportDeleter); ok && r.FailureRetention > 0 {
+		cutoff := now.Add(-r.FailureRetention)
 		step("failure reports", func() (int, error) { return fr.DeleteFailureReportsBefore(cutoff) })
 	}
 	step("alert rule state", func() (int, error) { return r.Store.PruneAlertState(now) })

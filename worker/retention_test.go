@@ -53,7 +53,7 @@ func TestRetentionDeletesWhatIsOld(t *testing.T) {
 		t.Fatalf("zero retention left %d reports, want 2", n)
 	}
 
-	r := &Retention{Store: e.db, Retention: DefaultRetention, ForensicRetention: 90 * 24 * time.Hour}
+	r := &Retention{Store: e.db, Retention: DefaultRetention, FailureRetention: 90 * 24 * time.Hour}
 	if err := r.Run(t.Context(), now); err != nil {
 		t.Fatal(err)
 	}

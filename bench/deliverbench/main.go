@@ -212,7 +212,7 @@ func baselineRound(rc *receiver, client *webhook.Client, n, hooks, conc int) (fl
 	for i := range hooks {
 		rc.secrets.Store("/base/"+strconv.Itoa(i), "whsec_baseline")
 	}
-	ev, err := webhook.NewAlertEvent(store.NewID(), map[string]any{"id": store.NewID(), "type": "dmarc_failure_rate"}, time.Now(), false)
+	ev, err := webhook.NewAlertEvent(store.NewEventID(), store.NewID(), map[string]any{"id": store.NewID(), "type": "dmarc_failure_rate"}, time.Now(), false)
 	if err != nil {
 		return 0, err
 	}

@@ -325,11 +325,6 @@ func decodeBlock(raw []byte, fn func(*Record) error) error {
 	return nil
 }
 
-// decodeRecord decodes a value written by appendRecord.
-func decodeRecord(raw []byte) (*Record, error) {
-	return decodeRecordFrom(newStringDec(raw))
-}
-
 // decodeRecordFrom decodes one record, which must fill d exactly.
 func decodeRecordFrom(d *dec) (*Record, error) {
 	if d.byte() != codecVersion {

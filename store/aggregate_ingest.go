@@ -21,9 +21,10 @@ import (
 // RecordChunks, each committed under a pending marker
 // (bucketReportsPending); the report becomes visible (meta, index entry,
 // roll-ups) only in the commit of its draft, which removes the
-// marker. A crash in between leaves the marker and some records, which
-// DiscardPendingReports deletes at the next start: every report is either
-// fully stored or absent.
+// marker. A draft given up on the way deletes what it committed itself
+// (ReportDraft.Abort). A crash in between leaves the marker and some
+// records, which DiscardPendingReports deletes at the next start: every
+// report is either fully stored or absent.
 
 // maxMetaLen bounds the text fields of a report's metadata, which every
 // listing decodes; real ones are far shorter.
@@ -39,7 +40,7 @@ const (
 )
 
 // discardStep is how many record blocks one transaction of
-// DiscardPendingReport deletes, so that deleting a million leftover records
+// ReportDraft.Abort deletes, so that deleting a million leftover records
 // needs no huge transaction.
 const discardStep = 1000
 
@@ -57,7 +58,8 @@ type ReportDraft struct {
 	bufN    int    // records in buf
 	first   uint32 // seq of the first block in buf
 	n       uint32 // records added
-	pending bool   // records were handed out by TakeChunk
+	pending bool   // records were handed out by TakeChunk and not discarded
+	stored  bool   // a Commit made the report visible
 	scratch []byte
 
 	// srcDay is the report's per-source roll-up (source_rollup.go).
@@ -153,9 +155,6 @@ func (d *ReportDraft) Buffered() int { return d.bufN }
 
 // Records returns how many records were added in all.
 func (d *ReportDraft) Records() int { return int(d.n) }
-
-// BufferedBytes returns the size of the encoded records not yet handed out.
-func (d *ReportDraft) BufferedBytes() int { return len(d.buf) }
 
 // TakeChunk hands out the buffered records, to be committed (Ingester
 // Commit) before the draft: a report too large for one transaction is
@@ -255,9 +254,6 @@ type ReportOutcome struct {
 	Duplicate *Report
 	// DomainGone is set when the domain was deleted before the commit.
 	DomainGone bool
-	// Discard is set when the report was not stored but records of it were
-	// committed earlier (TakeChunk): call DiscardPendingReport.
-	Discard bool
 }
 
 // Ingester writes what package ingest produces. It keeps the day roll-ups
@@ -322,6 +318,9 @@ func (in *Ingester) Commit(b *IngestBatch) ([]ReportOutcome, error) {
 		clear(in.cache)
 		in.cacheBytes = 0
 		return nil, wrap("ingest commit", err)
+	}
+	for i, d := range b.Reports {
+		d.stored = outs[i].Stored // Abort leaves a stored report alone
 	}
 	return outs, nil
 }
@@ -434,12 +433,12 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 		owners[d.rep.DomainID] = owner
 	}
 	if owner == "" || owner != d.rep.OrgID {
-		return ReportOutcome{DomainGone: true, Discard: d.pending}, nil
+		return ReportOutcome{DomainGone: true}, nil
 	}
 	if v := tx.Bucket(bucketReportsByIdentity).Get(d.ident); v != nil {
 		existing, _, err := getReport(tx, string(v), false)
 		if err == nil {
-			return ReportOutcome{Duplicate: existing, Discard: d.pending}, nil
+			return ReportOutcome{Duplicate: existing}, nil
 		}
 		if !errors.Is(err, ErrNotFound) {
 			return ReportOutcome{}, err
@@ -552,14 +551,24 @@ func (db *DB) FindDuplicate(d *ReportDraft) (*Report, error) {
 	return rep, nil
 }
 
-// DiscardPendingReport deletes the records committed for a report that will
-// not be stored, and its pending marker, in transactions of bounded size.
-func (db *DB) DiscardPendingReport(id string) error {
-	bin, ok := binID(id)
-	if !ok {
-		return errorf(ErrInvalid, "malformed report id")
+// Abort deletes what the draft already committed for a report that will
+// not be stored: the records it handed out (TakeChunk) and their pending
+// marker, in transactions of bounded size. Call it for a draft given up
+// before its commit (a report cut short, an input that failed, a failed
+// commit) or whose commit did not store it (a duplicate, its domain
+// gone). It does nothing for a draft that handed out nothing, one already
+// aborted, or one a Commit stored. No chunk of the draft may be in flight.
+// A draft is not committed after Abort. On an error the records stay for
+// DiscardPendingReports at the next start.
+func (d *ReportDraft) Abort(db *DB) error {
+	if !d.pending || d.stored {
+		return nil
 	}
-	return wrap("discard pending report", db.discardPending(bin[:]))
+	if err := db.discardPending(d.bin[:]); err != nil {
+		return wrap("abort report "+d.rep.ID, err)
+	}
+	d.pending = false
+	return nil
 }
 
 func (db *DB) discardPending(bin []byte) error {

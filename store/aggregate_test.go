@@ -398,6 +398,67 @@ func TestPendingReports(t *testing.T) {
 	}
 }
 
+// TestDraftAbort ensures a draft given up deletes the records it handed
+// out and its pending marker, once, and that aborting a stored draft, or
+// one that handed out nothing, deletes nothing.
+func TestDraftAbort(t *testing.T) {
+	e := newReportEnv(t)
+	ing := e.db.NewIngester()
+	recordReports := func() int {
+		prefixes := map[string]bool{}
+		_ = e.db.Bolt().View(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("report_records")).ForEach(func(k, _ []byte) error {
+				prefixes[string(k[:16])] = true
+				return nil
+			})
+		})
+		return len(prefixes)
+	}
+	chunked := func(extID string, day int) *store.ReportDraft {
+		d := mustDraft(t, e.dom, extID, reportDay(day), 0)
+		for i := range 30 {
+			d.Add(testRecord(i))
+			if i%10 == 9 {
+				if _, err := ing.Commit(&store.IngestBatch{Chunks: []*store.RecordChunk{d.TakeChunk()}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return d
+	}
+	stored, cut, dup := chunked("stored", 1), chunked("cut", 2), chunked("stored", 1)
+	stored.Finish()
+	dup.Finish()
+	outs, err := ing.Commit(&store.IngestBatch{Reports: []*store.ReportDraft{stored, dup}})
+	if err != nil || !outs[0].Stored || outs[1].Duplicate == nil {
+		t.Fatalf("commit: %+v, %v", outs, err)
+	}
+	if n := recordReports(); n != 3 {
+		t.Fatalf("records of %d reports before the aborts, want 3", n)
+	}
+	for _, d := range []*store.ReportDraft{cut, dup, cut, stored} {
+		if err := d.Abort(e.db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := recordReports(); n != 1 {
+		t.Errorf("records of %d reports after the aborts, want the stored one's only", n)
+	}
+	if n := store.ReportsPendingCount(e.db); n != 0 {
+		t.Errorf("%d pending markers left", n)
+	}
+	n := 0
+	if err := e.db.ReportRecords(e.org.ID, stored.ID(), func(*store.Record) error { n++; return nil }); err != nil || n != 30 {
+		t.Errorf("stored report: %d records, %v", n, err)
+	}
+	if n, err := e.db.DiscardPendingReports(); n != 0 || err != nil {
+		t.Errorf("left for the next start: %d, %v", n, err)
+	}
+	if err := mustDraft(t, e.dom, "unchunked", reportDay(3), 5).Abort(e.db); err != nil {
+		t.Errorf("abort of a draft that handed out nothing: %v", err)
+	}
+}
+
 // TestDomainsNamed ensures import routing finds a name in one or in every
 // organization.
 func TestDomainsNamed(t *testing.T) {

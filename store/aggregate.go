@@ -104,8 +104,6 @@ type ReportFilter struct {
 	Page             Page
 }
 
-func init() { RegisterCascade(deleteDomainReports) }
-
 func errReportNotFound() error { return errorf(ErrNotFound, "report not found") }
 
 // ListReports returns one page of the reports of organization orgID (of

@@ -137,3 +137,9 @@ func FuzzDecode(f *testing.F) {
 		_, _, _ = decodeReport("id", raw, true)
 	})
 }
+
+// decodeRecord decodes a value written by appendRecord, as a record block
+// decodes each of its records.
+func decodeRecord(raw []byte) (*Record, error) {
+	return decodeRecordFrom(newStringDec(raw))
+}
