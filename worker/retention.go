@@ -18,18 +18,14 @@ const (
 	DefaultRetentionEvery = time.Hour
 )
 
-// failureReportDeleter is the store method of the failure report
-// retention (store/failure*.go).
-type failureReportDeleter interface {
-	DeleteFailureReportsBefore(t time.Time) (int, error)
-}
-
 // Retention is the retention job. Each run deletes, in transactions of
 // bounded size so that ingest goes on meanwhile:
 //
 //   - aggregate reports whose date_end is older than Retention, with their
 //     records, and the daily roll-ups of the days before that (their
 //     statistics go with them);
+//   - SMTP TLS reports whose date_end is older than Retention, with their
+//     share of the daily TLS roll-ups;
 //   - alerts created before then, whatever their status;
 //   - failure (forensic) reports that arrived before FailureRetention;
 //   - what the alert rules remember beyond their needs (dedup entries of
@@ -71,11 +67,12 @@ func (r *Retention) Run(ctx context.Context, now time.Time) error {
 	if r.Retention > 0 {
 		cutoff := now.Add(-r.Retention)
 		step("aggregate reports", func() (int, error) { return r.Store.DeleteReportsBefore(cutoff) })
+		step("TLS reports", func() (int, error) { return r.Store.DeleteTLSReportsBefore(cutoff) })
 		step("alerts", func() (int, error) { return r.Store.DeleteAlertsBefore(cutoff) })
 	}
-	if fr, ok := any(r.Store).(failureReportDeleter); ok && r.FailureRetention > 0 {
+	if r.FailureRetention > 0 {
 		cutoff := now.Add(-r.FailureRetention)
-		step("failure reports", func() (int, error) { return fr.DeleteFailureReportsBefore(cutoff) })
+		step("failure reports", func() (int, error) { return r.Store.DeleteFailureReportsBefore(cutoff) })
 	}
 	step("alert rule state", func() (int, error) { return r.Store.PruneAlertState(now) })
 	return errors.Join(errs...)

@@ -4,8 +4,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/dmarc/tlsrpt"
 	"github.com/dmarcd/dmarcd/store"
 )
+
+// storeTLSReport stores a one-policy TLS report of d over the UTC day begin.
+func storeTLSReport(t *testing.T, db *store.DB, d *store.Domain, id string, begin time.Time) {
+	t.Helper()
+	rep := &tlsrpt.Report{OrganizationName: "Google Inc.", ReportID: id, DateBegin: begin,
+		DateEnd: begin.Add(24*time.Hour - time.Second),
+		Policies: []tlsrpt.Policy{{Type: tlsrpt.PolicySTS, Domain: d.Name, SuccessfulSessions: 10}}}
+	if _, err := db.StoreTLSReport(t.Context(), d.OrgID, d.ID, rep, begin.Add(25*time.Hour)); err != nil {
+		t.Fatalf("storing a TLS report: %v", err)
+	}
+}
 
 // storeReport stores a report of d over the UTC day begin whose one source
 // fails fail of 100 messages.
@@ -37,6 +49,15 @@ func TestRetentionDeletesWhatIsOld(t *testing.T) {
 	day := now.UTC().Truncate(24 * time.Hour)
 	storeReport(t, e.db, d, "old", day.AddDate(0, 0, -500), 0)
 	storeReport(t, e.db, d, "new", day.AddDate(0, 0, -1), 90) // raises an alert
+	storeTLSReport(t, e.db, d, "old-tls", day.AddDate(0, 0, -500))
+	storeTLSReport(t, e.db, d, "new-tls", day.AddDate(0, 0, -1))
+	listTLS := func() int {
+		l, err := e.db.ListTLSReports(e.org.ID, store.TLSFilter{Page: store.Page{Page: 1, Limit: 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Total
+	}
 	list := func() int {
 		_, n, err := e.db.ListReports(e.org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 10}})
 		if err != nil {
@@ -49,8 +70,8 @@ func TestRetentionDeletesWhatIsOld(t *testing.T) {
 	if err := keep.Run(t.Context(), now); err != nil {
 		t.Fatal(err)
 	}
-	if n := list(); n != 2 {
-		t.Fatalf("zero retention left %d reports, want 2", n)
+	if n, tls := list(), listTLS(); n != 2 || tls != 2 {
+		t.Fatalf("zero retention left %d reports and %d TLS reports, want 2 and 2", n, tls)
 	}
 
 	r := &Retention{Store: e.db, Retention: DefaultRetention, FailureRetention: 90 * 24 * time.Hour}
@@ -59,6 +80,9 @@ func TestRetentionDeletesWhatIsOld(t *testing.T) {
 	}
 	if n := list(); n != 1 {
 		t.Fatalf("retention left %d reports, want 1", n)
+	}
+	if n := listTLS(); n != 1 {
+		t.Fatalf("retention left %d TLS reports, want 1", n)
 	}
 	if as := e.alerts(t); len(as) != 1 {
 		t.Fatalf("a recent alert went: %d left", len(as))
