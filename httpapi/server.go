@@ -174,6 +174,10 @@ func (s *Server) registerRoutes() {
 	s.handle("DELETE", "/api/v1/webhooks/:id", fullScope, s.deleteWebhook)
 	s.handle("POST", "/api/v1/webhooks/:id/test", fullScope, s.testWebhook)
 
+	s.handle("GET", "/api/v1/keys", readScope, s.listKeys)
+	s.handle("POST", "/api/v1/keys", fullScope, s.createKey)
+	s.handle("DELETE", "/api/v1/keys/:id", fullScope, s.revokeKey)
+
 	// check-dmarc changes nothing, so read keys may call it (API.md).
 	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)
 }

@@ -107,6 +107,13 @@ var (
 	// bucketFailureRollups: failRollupKey(org id, UTC day, domain id) ->
 	// failureDay (binary, appendFailureDay).
 	bucketFailureRollups = []byte("failure_rollups")
+
+	// Web interface sessions (session.go).
+	// bucketSessions: sha256(session token) -> sessionRecord JSON.
+	bucketSessions = []byte("web_sessions")
+	// bucketSessionsByKey: API key id | sha256(token) -> empty, so that
+	// revoking a key ends its sessions.
+	bucketSessionsByKey = []byte("web_sessions_by_key")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -122,6 +129,7 @@ var allBuckets = [][]byte{
 	bucketAlerts, bucketAlertsByOrg, bucketAlertsByDomain, bucketAlertDedup, bucketAlertSources,
 	bucketFailures, bucketFailureHeaders, bucketFailuresByOrg, bucketFailuresByDomain,
 	bucketFailureDedup, bucketFailureRollups,
+	bucketSessions, bucketSessionsByKey,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
