@@ -28,6 +28,7 @@ import (
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/web"
 	"github.com/dmarcd/dmarcd/webhook"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -65,6 +66,9 @@ type serveOptions struct {
 	ForensicRetention time.Duration
 	// Webhooks are the delivery settings (--webhook-*).
 	Webhooks webhookOptions
+	// PublicURL is the URL people reach dmarcd by (web interface: Secure
+	// cookies and the Origin check).
+	PublicURL string
 }
 
 func (o *serveOptions) AddFlags(cmd *cobra.Command) {
@@ -89,6 +93,7 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.Webhooks.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
+	f.StringVar(&o.PublicURL, "public-url", "", "URL people reach dmarcd by, e.g. https://dmarc.example.net (web interface: Secure cookie, Origin check; default: the request's host)")
 	f.DurationVar(&o.ForensicRetention, "forensic-retention", 90*24*time.Hour, "delete forensic (failure) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
 }
 
@@ -216,6 +221,12 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 			return nil
 		},
 	})
+	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: resolver}, ReportingDomain: reportingDomain,
+		PublicURL: o.PublicURL, Limiter: api, Logger: log})
+	if err != nil {
+		return err
+	}
+	api.MountUI(ui)
 	pipeline, err := ingest.New(ingest.Config{Store: db, Geo: geoDB, Logger: log, Metrics: reg, Now: time.Now})
 	if err != nil {
 		return err
