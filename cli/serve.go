@@ -222,7 +222,7 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 		},
 	})
 	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: resolver}, ReportingDomain: reportingDomain,
-		PublicURL: o.PublicURL, Limiter: api, Logger: log})
+		PublicURL: o.PublicURL, Limiter: api, Webhooks: api, Logger: log})
 	if err != nil {
 		return err
 	}

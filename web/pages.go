@@ -43,6 +43,8 @@ func (h *Handler) routes() {
 	h.handle("POST", "/settings/keys", writeAccess, h.createKey)
 	h.handle("POST", "/settings/keys/:id/revoke", writeAccess, h.revokeKey)
 
+	h.webhookRoutes()
+
 	h.router.NotFound = http.HandlerFunc(h.notFound)
 	h.router.MethodNotAllowed = http.HandlerFunc(h.notFound)
 	h.router.HandleMethodNotAllowed = false

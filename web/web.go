@@ -61,7 +61,9 @@ type Config struct {
 	Now         func() time.Time // nil: the wall clock
 	Logger      *slog.Logger     // nil discards
 	DNSTimeout  time.Duration    // budget of a DNS-backed action; 0 means 10s
-	SMTPAddress string           // where reports are received (shown in empty states)
+	// Webhooks validates, creates, updates and tests webhooks as the API
+	// does (httpapi.Server); nil: the webhook actions fail.
+	Webhooks WebhookService
 }
 
 // Handler is the web interface. Create it with New.
@@ -153,7 +155,7 @@ func (h *Handler) loadAssets() error {
 
 // pageNames are the templates besides the layout.
 var pageNames = []string{"login", "overview", "domain", "domain_new", "domain_delete",
-	"reports", "report", "alerts", "settings", "keys", "error"}
+	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure"}
 
 func (h *Handler) loadTemplates() error {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")

@@ -10,16 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/httpapi"
+	"github.com/dmarcd/dmarcd/internal/dnstest"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
+	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // env is the API server with the web interface mounted, as serve wires
 // it, over a real store with two organizations.
 type env struct {
 	t                  *testing.T
+	dns                *dnstest.Server
 	db                 *store.DB
 	clock              *storetest.Clock
 	srv                *httptest.Server
@@ -29,17 +33,31 @@ type env struct {
 	domA, domB         *store.Domain
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvPolicy(t, webhook.Policy{}) }
+
+// newEnvPolicy is newEnv with webhooks validated and sent under policy p,
+// and a real DNS server for verification and webhook hosts.
+func newEnvPolicy(t *testing.T, p webhook.Policy) *env {
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(t, clock)
-	api := httpapi.New(httpapi.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now})
-	ui, err := web.New(web.Config{Store: db, ReportingDomain: "reports.test", Limiter: api, Now: clock.Now})
+	ns := dnstest.Start(t)
+	res, err := dnscheck.NewResolver(dnscheck.Config{Servers: []string{ns.Addr}, Timeout: 300 * time.Millisecond, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := webhook.NewClient(res, p).WithTimeout(5 * time.Second)
+	t.Cleanup(client.CloseIdleConnections)
+	checker := &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second}
+	api := httpapi.New(httpapi.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Now: clock.Now,
+		WebhookClient: client, WebhookResolver: res, WebhookPolicy: p})
+	ui, err := web.New(web.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Limiter: api, Webhooks: api,
+		Now: clock.Now, DNSTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	api.MountUI(ui)
-	e := &env{t: t, db: db, clock: clock, srv: httptest.NewServer(api)}
+	e := &env{t: t, db: db, clock: clock, dns: ns, srv: httptest.NewServer(api)}
 	t.Cleanup(e.srv.Close)
 	e.orgA = storetest.MustOrganization(t, db, "alpha", store.PlanUnlimited)
 	e.orgB = storetest.MustOrganization(t, db, "beta", store.PlanStarter)
