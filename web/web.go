@@ -56,11 +56,11 @@ type Config struct {
 	// https://dmarc.example.net: its origin is the only one whose POSTs are
 	// accepted, and https makes the session cookie Secure. Empty: the
 	// request's own Host.
-	PublicURL   string
-	Limiter     AuthLimiter      // nil: no limit (tests)
-	Now         func() time.Time // nil: the wall clock
-	Logger      *slog.Logger     // nil discards
-	DNSTimeout  time.Duration    // budget of a DNS-backed action; 0 means 10s
+	PublicURL  string
+	Limiter    AuthLimiter      // nil: no limit (tests)
+	Now        func() time.Time // nil: the wall clock
+	Logger     *slog.Logger     // nil discards
+	DNSTimeout time.Duration    // budget of a DNS-backed action; 0 means 10s
 	// Webhooks validates, creates, updates and tests webhooks as the API
 	// does (httpapi.Server); nil: the webhook actions fail.
 	Webhooks WebhookService
