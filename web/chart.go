@@ -28,8 +28,9 @@ type bar struct {
 }
 
 type tick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // SVG text-anchor: the first label starts, the last ends, at its bar
 }
 
 const (
@@ -63,8 +64,13 @@ func dailyChart(days []store.DayStats) barChart {
 		b.PassY = base - b.PassH
 		b.FailY = b.PassY - b.FailH
 		c.Bars = append(c.Bars, b)
-		if i == 0 || i == len(days)-1 || (len(days) > 10 && i == len(days)/2) {
-			c.Ticks = append(c.Ticks, tick{X: b.X + b.W/2, Label: shortDate(d.Date)})
+		switch {
+		case i == 0:
+			c.Ticks = append(c.Ticks, tick{X: b.X, Label: shortDate(d.Date), Anchor: "start"})
+		case i == len(days)-1:
+			c.Ticks = append(c.Ticks, tick{X: b.X + b.W, Label: shortDate(d.Date), Anchor: "end"})
+		case len(days) > 10 && i == len(days)/2:
+			c.Ticks = append(c.Ticks, tick{X: b.X + b.W/2, Label: shortDate(d.Date), Anchor: "middle"})
 		}
 	}
 	return c

@@ -216,8 +216,12 @@ type domainPage struct {
 	Reports         []*store.Report
 	Reporters       []reporter
 	Alerts          []*store.Alert
+	OpenAlerts      int
 	ReportingDomain string
 }
+
+// domainAlerts is how many open alerts a domain page lists.
+const domainAlerts = 5
 
 type reporter struct {
 	Name     string
@@ -249,11 +253,12 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 	if err != nil {
 		return err
 	}
-	alerts, _, err := h.openAlerts(r.org.ID, d.ID, 20)
+	alerts, openN, err := h.openAlerts(r.org.ID, d.ID, domainAlerts)
 	if err != nil {
 		return err
 	}
-	p := domainPage{Domain: d, Stats: st, Chart: dailyChart(st.ByDay), Alerts: alerts, VerifyError: verifyErr,
+	p := domainPage{Domain: d, Stats: st, Chart: dailyChart(st.ByDay), Alerts: alerts[:min(len(alerts), domainAlerts)],
+		OpenAlerts: openN, VerifyError: verifyErr,
 		Verified: r.URL.Query().Get("verified") == "1", ReportingDomain: h.cfg.ReportingDomain,
 		Published: recordTags(d.LastDNSRecord),
 		Records:   dnscheck.PublishRecords(d.Name, d.DMARCRecord, h.cfg.ReportingDomain)}

@@ -17,6 +17,7 @@ type layout struct {
 	Title    string
 	Nav      string // the active navigation entry
 	CSS, JS  string
+	Icon     string
 	SignedIn bool
 	Org      *store.Organization
 	Key      *store.APIKey
@@ -28,7 +29,7 @@ type layout struct {
 // render writes page name with status. r is nil on pages shown without a
 // session (sign-in, errors before one is known).
 func (h *Handler) render(w http.ResponseWriter, r *req, status int, name, title string, data any) {
-	l := layout{Title: title, Nav: name, CSS: h.css, JS: h.js, Data: data}
+	l := layout{Title: title, Nav: name, CSS: h.css, JS: h.js, Icon: h.icon, Data: data}
 	if r != nil {
 		l.SignedIn, l.Org, l.Key, l.ReadOnly, l.CSRF = true, r.org, r.key, r.readOnly(), r.session.CSRFToken
 	}

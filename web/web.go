@@ -78,6 +78,7 @@ type Handler struct {
 	assets map[string]asset // by hashed path
 	css    string           // hashed path of app.css
 	js     string           // hashed path of app.js
+	icon   string           // hashed path of favicon.svg
 }
 
 // asset is one embedded static file.
@@ -148,6 +149,8 @@ func (h *Handler) loadAssets() error {
 			h.css = hashed
 		case "app.js":
 			h.js = hashed
+		case "favicon.svg":
+			h.icon = hashed
 		}
 		return nil
 	})

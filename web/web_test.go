@@ -450,11 +450,11 @@ func TestSecurityHeadersAndAssets(t *testing.T) {
 	}
 	p := e.send("GET", "/login", "", nil)
 	assets := regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`).FindAllStringSubmatch(p.body, -1)
-	if len(assets) != 2 {
+	if len(assets) != 3 {
 		t.Fatalf("assets on the page: %v", assets)
 	}
 	for _, a := range assets {
-		if !regexp.MustCompile(`^/static/app\.[0-9a-f]{12}\.(css|js)$`).MatchString(a[1]) {
+		if !regexp.MustCompile(`^/static/(app|favicon)\.[0-9a-f]{12}\.(css|js|svg)$`).MatchString(a[1]) {
 			t.Errorf("asset name %s has no content hash", a[1])
 		}
 		r := e.send("GET", a[1], "", nil)
