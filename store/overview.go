@@ -1,10 +1,41 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
+
+// eachRollupTotals is eachRollup reading only the totals at the head of
+// each roll-up (version, reports, messages, DMARC pass and fail; see
+// appendDayRollup), not its groups and sources: the overview of 1,000
+// domains reads 30,000 roll-ups.
+func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn func(uint32, DayStats)) error {
+	prefix := []byte(domainID)
+	c := tx.Bucket(bucketRollups).Cursor()
+	for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if len(k) != len(prefix)+4 {
+			return fmt.Errorf("roll-up key of length %d: %w", len(k), errCorrupt)
+		}
+		day := binary.BigEndian.Uint32(k[len(prefix):])
+		if day > toDay {
+			break
+		}
+		d := &dec{b: v}
+		if d.byte() != codecVersion {
+			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
+		}
+		t := DayStats{Reports: int(d.varint()), Messages: d.varint(), DMARCPass: d.varint(), DMARCFail: d.varint()}
+		if !d.ok() {
+			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
+		}
+		fn(day, t)
+	}
+	return nil
+}
 
 // DomainDays returns, for every domain of organization orgID, its daily
 // totals over the UTC days from..to (both included, oldest first, zeros
@@ -28,12 +59,11 @@ func (db *DB) DomainDays(orgID string, from, to time.Time) (map[string][]DayStat
 			for i := range days {
 				days[i] = emptyDay(fromDay + uint32(i))
 			}
-			err := eachRollup(tx, id, fromDay, toDay, func(day uint32, r *dayRollup) {
-				d := &days[day-fromDay]
-				d.Messages, d.DMARCPass, d.DMARCFail, d.Reports = r.sum.messages, r.sum.dmarcPass, r.sum.dmarcFail, int(r.reports)
-			})
 			out[id] = days
-			return err
+			return eachRollupTotals(tx, id, fromDay, toDay, func(day uint32, t DayStats) {
+				t.Date = days[day-fromDay].Date
+				days[day-fromDay] = t
+			})
 		})
 	})
 	if err != nil {

@@ -96,7 +96,12 @@ type overviewPage struct {
 	Total                int
 	Query, Sort          string
 	ReportingDomain      string
+	Pager                pager
 }
+
+// overviewRows is how many domains one overview page lists: a page stays
+// light with 1,000 domains.
+const overviewRows = 50
 
 func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 	from, to := h.window()
@@ -135,7 +140,6 @@ func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 			}
 		}
 		row.PassRate = rate(row.Pass, row.Messages)
-		row.Trend = trend(days[d.ID])
 		p.Messages += row.Messages
 		p.Pass += row.Pass
 		p.Fail += row.Fail
@@ -146,6 +150,13 @@ func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 	p.PassRate = rate(p.Pass, p.Messages)
 	p.Chart, p.Days = dailyChart(sum), sum
 	sortRows(p.Domains, p.Sort)
+	page := pageNum(r)
+	p.Pager = newPager(r, page, len(p.Domains), overviewRows)
+	lo := min((page-1)*overviewRows, len(p.Domains))
+	p.Domains = p.Domains[lo:min(lo+overviewRows, len(p.Domains))]
+	for i := range p.Domains { // only the rows shown
+		p.Domains[i].Trend = trend(days[p.Domains[i].ID])
+	}
 	h.render(w, r, http.StatusOK, "overview", "Overview", p)
 	return nil
 }
