@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
@@ -161,5 +162,87 @@ func TestVerify(t *testing.T) {
 	}
 	if p := e.send("GET", p.header.Get("Location"), cookie, nil); !strings.Contains(p.body, "Verified:") || strings.Contains(p.body, "Publish these DNS records") {
 		t.Error("the verified domain's page")
+	}
+}
+
+// mustFailure stores a failure report of d with hostile text everywhere.
+func mustFailure(tb testing.TB, db *store.DB, d *store.Domain, arrival time.Time, text string) string {
+	tb.Helper()
+	r := &store.FailureReport{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
+		ReceivedAt: arrival.Add(time.Minute), ArrivalDate: arrival, Reporter: sp(text), SourceIP: sp("198.51.100.9"),
+		OriginalMailFrom: sp(text), OriginalRcptTo: sp("user@" + d.Name), Subject: sp(text), MessageID: sp(text),
+		AuthFailure: []string{"dmarc"}, DeliveryResult: sp("reject"),
+		AuthenticationResults: store.FailureAuthResults{DMARC: sp("fail")}}
+	f, err := store.NewFailureDraft(&store.FailureReportDetail{FailureReport: r,
+		Headers: []store.FailureHeader{{Name: text, Value: text}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := db.NewIngester().Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil || !f.Outcome().Stored {
+		tb.Fatalf("storing a failure report: %v", err)
+	}
+	return f.ID()
+}
+
+// TestFailurePages lists and shows failure reports, hostile text escaped,
+// and another organization's report is a 404.
+func TestFailurePages(t *testing.T) {
+	e := newEnv(t)
+	h := strings.Join(hostile, " ")
+	id := mustFailure(t, e.db, e.domA, e.clock.Now().Add(-time.Hour), h)
+	if _, err := e.db.SetOrganizationPlan(e.orgB.ID, store.PlanBusiness); err != nil {
+		t.Fatal(err)
+	}
+	other := mustFailure(t, e.db, e.domB, e.clock.Now().Add(-time.Hour), "b's report")
+	cookie := e.signIn(e.fullA)
+	for _, path := range []string{"/forensic", "/forensic/" + id} {
+		p := e.send("GET", path, cookie, nil)
+		if p.status != 200 || !strings.Contains(p.body, "198.51.100.9") || !strings.Contains(p.body, "&lt;script&gt;") {
+			t.Errorf("GET %s: %d", path, p.status)
+		}
+		if strings.Contains(p.body, "<script>alert") || handlerAttr.MatchString(p.body) || strings.Contains(p.body, "b&#39;s report") {
+			t.Errorf("GET %s renders hostile text or B's report", path)
+		}
+	}
+	if p := e.send("GET", "/forensic/"+other, cookie, nil); p.status != 404 {
+		t.Errorf("B's failure report: %d", p.status)
+	}
+}
+
+// TestReportFilters covers the reports list's filters and bad dates.
+func TestReportFilters(t *testing.T) {
+	e := newEnv(t)
+	second := storetest.MustDomain(t, e.db, e.orgA.ID, "second.example")
+	r1 := mustReport(t, e.db, e.domA, time.Date(2026, 11, 10, 0, 0, 0, 0, time.UTC), "google.com", goodRecords())
+	r2 := mustReport(t, e.db, second, time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC), "yahoo.com", goodRecords())
+	cookie := e.signIn(e.readA)
+	for _, c := range []struct {
+		query    string
+		status   int
+		has, not []string
+	}{
+		{"", 200, []string{r1.ID, r2.ID}, nil},
+		{"?domain=" + second.ID, 200, []string{r2.ID}, []string{r1.ID}},
+		{"?from=2026-11-12", 200, []string{r2.ID}, []string{r1.ID}},
+		{"?to=2026-11-10", 200, []string{r1.ID}, []string{r2.ID}},
+		{"?from=2026-11-16", 200, []string{"No reports match"}, []string{r1.ID, r2.ID}},
+		{"?from=yesterday", 400, []string{"Dates are written"}, []string{r1.ID}},
+		{"?domain=" + e.domB.ID, 404, nil, []string{r1.ID}},
+		{"?page=x", 200, []string{r1.ID}, nil},
+	} {
+		p := e.send("GET", "/reports"+c.query, cookie, nil)
+		if p.status != c.status {
+			t.Errorf("%s: %d, want %d", c.query, p.status, c.status)
+		}
+		for _, s := range c.has {
+			if !strings.Contains(p.body, s) {
+				t.Errorf("%s lacks %s", c.query, s)
+			}
+		}
+		for _, s := range c.not {
+			if strings.Contains(p.body, s) {
+				t.Errorf("%s shows %s", c.query, s)
+			}
+		}
 	}
 }
