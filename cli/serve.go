@@ -53,6 +53,9 @@ type serveOptions struct {
 	Webhooks webhookOptions
 	// Senders are the sender-intelligence settings (--rdns-rate, --sender-map).
 	Senders sendersOptions
+	// PublicURL is the URL people reach dmarcd by (web interface: Secure
+	// cookies and the Origin check).
+	PublicURL string
 }
 
 // sendersOptions configure the sources, senders and policy-advice views.
@@ -90,6 +93,7 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.Webhooks.AddFlags(cmd)
 	o.Senders.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
+	f.StringVar(&o.PublicURL, "public-url", "", "URL people reach dmarcd by, e.g. https://dmarc.example.net (web interface: Secure cookie, Origin check; default: the request's host)")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
 }
 

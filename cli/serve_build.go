@@ -24,6 +24,7 @@ import (
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/web"
 	"github.com/dmarcd/dmarcd/webhook"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -138,6 +139,12 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 			return nil
 		},
 	})
+	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
+		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.api.MountUI(ui)
 	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now}); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,10 @@ type Server struct {
 	lastUsed lastUsed
 
 	domainPages *pageCache
+
+	// ui serves every path outside /api/ that no API route takes (the web
+	// interface); nil: those are JSON 404s too. Set by MountUI.
+	ui http.Handler
 
 	ridPrefix string
 	ridSeq    atomic.Uint64
@@ -183,6 +188,10 @@ func (s *Server) registerRoutes() {
 	s.handle("PUT", "/api/v1/webhooks/:id", fullScope, s.updateWebhook)
 	s.handle("DELETE", "/api/v1/webhooks/:id", fullScope, s.deleteWebhook)
 	s.handle("POST", "/api/v1/webhooks/:id/test", fullScope, s.testWebhook)
+
+	s.handle("GET", "/api/v1/keys", readScope, s.listKeys)
+	s.handle("POST", "/api/v1/keys", fullScope, s.createKey)
+	s.handle("DELETE", "/api/v1/keys/:id", fullScope, s.revokeKey)
 
 	// check-dmarc changes nothing, so read keys may call it (API.md).
 	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)
@@ -368,7 +377,31 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// MountUI makes the server hand every request outside /api/ that no API
+// route takes (/, /login, /domains/..., /static/...) to ui, the web
+// interface. Call it before serving.
+func (s *Server) MountUI(ui http.Handler) { s.ui = ui }
+
+// AuthBlocked reports whether client address addr is over the
+// failed-authentication limit and how long it stays blocked; the web
+// interface's sign-in shares the limit.
+func (s *Server) AuthBlocked(addr string) (bool, time.Duration) {
+	now := s.cfg.Now()
+	blocked, until := s.authFail.blocked(addr, now)
+	return blocked, until.Sub(now)
+}
+
+// AuthFailed counts a failed authentication (a failed sign-in) from addr.
+func (s *Server) AuthFailed(addr string) { s.authFail.fail(addr, s.cfg.Now()) }
+
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if s.ui != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
+		if rec, ok := w.(*recorder); ok {
+			rec.route = "ui"
+		}
+		s.ui.ServeHTTP(w, r)
+		return
+	}
 	s.writeError(w, r, errNotFound(fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
 }
 

@@ -209,21 +209,9 @@ func (s *Server) testWebhook(w http.ResponseWriter, r *request) error {
 	if err := webhooksAllowed(r); err != nil {
 		return err
 	}
-	hook, secret, err := s.store.FindWebhookSecret(r.org.ID, r.params.ByName("id"))
+	res, err := s.TestWebhook(r.Context(), r.org, r.params.ByName("id"))
 	if err != nil {
 		return webhookNotFound(err)
-	}
-	if s.cfg.WebhookClient == nil {
-		return errNoWebhooks
-	}
-	now := s.now()
-	ev, err := webhook.NewAlertEvent(store.NewEventID(), r.org.ID, sampleAlert(now), now, true)
-	if err != nil {
-		return err
-	}
-	res, _, err := s.cfg.WebhookClient.Deliver(r.Context(), hook.URL, string(secret), ev, s.cfg.Now())
-	if err != nil {
-		return err
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil

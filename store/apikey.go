@@ -95,10 +95,11 @@ type keyRecord struct {
 
 // CreateAPIKey creates a key for organization orgID and returns it with its
 // secret, which is shown once and never stored. Errors: ErrNotFound for an
-// unknown organization; ErrInvalid for a name that is empty or over 64
-// characters, or a bad scope; ErrLimit when MaxActiveKeys are active.
+// unknown organization; ErrInvalid for a name that is empty or over
+// MaxKeyNameLen characters, or a bad scope; ErrLimit when MaxActiveKeys are
+// active. The CLI, the REST API and the web interface all create keys here.
 func (db *DB) CreateAPIKey(orgID, name string, scope Scope) (key *APIKey, secret string, err error) {
-	if name, err = cleanName("API key name", name); err != nil {
+	if name, err = cleanNameLen("API key name", name, MaxKeyNameLen); err != nil {
 		return nil, "", err
 	}
 	if scope, err = ParseScope(string(scope)); err != nil {
@@ -165,6 +166,33 @@ func (db *DB) ListAPIKeys(orgID string) ([]*APIKey, error) {
 	return keys, nil
 }
 
+// ListAPIKeysPage returns one page of organization orgID's keys as API.md
+// lists them: active keys first, then revoked ones, each newest first; and
+// how many keys there are in all. ErrNotFound for an unknown organization.
+func (db *DB) ListAPIKeysPage(orgID string, p Page) ([]*APIKey, int, error) {
+	skip, err := p.offset()
+	if err != nil {
+		return nil, 0, err
+	}
+	all, err := db.ListAPIKeys(orgID)
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.Reverse(all) // newest first; the sort below is stable
+	slices.SortStableFunc(all, func(a, b *APIKey) int {
+		switch {
+		case a.Active() == b.Active():
+			return 0
+		case a.Active():
+			return -1
+		}
+		return 1
+	})
+	lo := min(skip, len(all))
+	hi := lo + min(p.Limit, len(all)-lo)
+	return all[lo:hi], len(all), nil
+}
+
 // FindAPIKey returns the key with id, or ErrNotFound.
 func (db *DB) FindAPIKey(id string) (*APIKey, error) {
 	var rec *keyRecord
@@ -180,15 +208,37 @@ func (db *DB) FindAPIKey(id string) (*APIKey, error) {
 }
 
 // RevokeAPIKey revokes key id for good and returns it; revoking a revoked key
-// returns it unchanged. ErrNotFound for an unknown key.
+// returns it unchanged. ErrNotFound for an unknown key. The web sessions
+// opened with the key end in the same transaction.
 func (db *DB) RevokeAPIKey(id string) (*APIKey, error) {
+	return db.revokeAPIKey("", id)
+}
+
+// RevokeOrgAPIKey is RevokeAPIKey for a key of organization orgID: another
+// organization's key is ErrNotFound, as an unknown one is.
+func (db *DB) RevokeOrgAPIKey(orgID, id string) (*APIKey, error) {
+	if orgID == "" {
+		return nil, wrap("revoke API key", errKeyNotFound())
+	}
+	return db.revokeAPIKey(orgID, id)
+}
+
+// revokeAPIKey revokes id, checking its organization unless orgID is "".
+func (db *DB) revokeAPIKey(orgID, id string) (*APIKey, error) {
 	var rec *keyRecord
 	err := db.updateAuth(func(tx *bolt.Tx) error {
 		r, err := getKey(tx, id)
 		if err != nil {
 			return err
 		}
+		if orgID != "" && r.OrgID != orgID {
+			return errKeyNotFound()
+		}
 		rec = r
+		// Sessions first, also for a revoked key: nothing may outlive it.
+		if err := deleteKeySessions(tx, r.ID); err != nil {
+			return err
+		}
 		if r.RevokedAt != nil {
 			return nil
 		}

@@ -51,7 +51,7 @@ func TestCreateAPIKey(t *testing.T) {
 		scope         store.Scope
 	}{
 		{"ErrInvalidEmptyName", "  ", store.ScopeFull},
-		{"ErrInvalidLongName", strings.Repeat("k", 65), store.ScopeFull},
+		{"ErrInvalidLongName", strings.Repeat("k", store.MaxKeyNameLen+1), store.ScopeFull},
 		{"ErrInvalidControlName", "a\tb", store.ScopeFull},
 		{"ErrInvalidScope", "x", "write"},
 		{"ErrInvalidEmptyScope", "x", ""},

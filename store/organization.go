@@ -27,15 +27,23 @@ type orgRecord struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// maxNameLen bounds organization and key names, in characters.
+// maxNameLen bounds organization names, in characters.
 const maxNameLen = 64
+
+// MaxKeyNameLen bounds API key names, in characters (API.md: 1 to 100).
+const MaxKeyNameLen = 100
 
 // cleanName trims a display name and checks it: 1..64 characters of valid
 // UTF-8 with no control characters. what names the field in the message.
 func cleanName(what, s string) (string, error) {
+	return cleanNameLen(what, s, maxNameLen)
+}
+
+// cleanNameLen is cleanName with another bound than maxNameLen.
+func cleanNameLen(what, s string, max int) (string, error) {
 	s = strings.TrimSpace(s)
-	if n := utf8.RuneCountInString(s); n == 0 || n > maxNameLen {
-		return "", errorf(ErrInvalid, "%s must be 1 to %d characters", what, maxNameLen)
+	if n := utf8.RuneCountInString(s); n == 0 || n > max {
+		return "", errorf(ErrInvalid, "%s must be 1 to %d characters", what, max)
 	}
 	if !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
 		return "", errorf(ErrInvalid, "%s must be valid text without control characters", what)

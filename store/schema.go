@@ -135,6 +135,12 @@ var (
 	bucketMailboxesByOrg = []byte("mailboxes_by_org")
 	// bucketMailboxState: mailbox id -> UIDVALIDITY | last done UID (big-endian uint32s).
 	bucketMailboxState = []byte("mailbox_state")
+	// Web interface sessions (session.go).
+	// bucketSessions: sha256(session token) -> sessionRecord JSON.
+	bucketSessions = []byte("web_sessions")
+	// bucketSessionsByKey: API key id | sha256(token) -> empty, so that
+	// revoking a key ends its sessions.
+	bucketSessionsByKey = []byte("web_sessions_by_key")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -153,6 +159,7 @@ var allBuckets = [][]byte{
 	bucketTLSReports, bucketTLSByOrg, bucketTLSByDomain, bucketTLSDedup, bucketTLSRollups,
 	bucketSourceRollups, bucketRDNSPending, bucketRDNS,
 	bucketMailboxes, bucketMailboxesByOrg, bucketMailboxState,
+	bucketSessions, bucketSessionsByKey,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.

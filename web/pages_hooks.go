@@ -1,0 +1,223 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/dmarcd/dmarcd/httpapi"
+	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/webhook"
+)
+
+// WebhookService is what the webhook pages need; httpapi.Server
+// implements it, so that the UI validates URLs and sends test events
+// exactly as the API does.
+type WebhookService interface {
+	CreateWebhook(ctx context.Context, org *store.Organization, url, name string) (*store.Webhook, string, error)
+	UpdateWebhook(ctx context.Context, org *store.Organization, id string, url, name *string, active *bool) (*store.Webhook, error)
+	TestWebhook(ctx context.Context, org *store.Organization, id string) (webhook.Result, error)
+}
+
+func (h *Handler) webhookRoutes() {
+	h.handle("GET", "/settings/webhooks", readAccess, h.webhooks)
+	h.handle("POST", "/settings/webhooks", writeAccess, h.createWebhook)
+	h.handle("POST", "/settings/webhooks/:id", writeAccess, h.updateWebhook)
+	h.handle("POST", "/settings/webhooks/:id/test", writeAccess, h.testWebhook)
+	h.handle("POST", "/settings/webhooks/:id/delete", writeAccess, h.deleteWebhook)
+	h.handle("GET", "/reports/:id/csv", readAccess, h.reportCSV)
+	h.handle("GET", "/forensic", readAccess, h.failures)
+	h.handle("GET", "/forensic/:id", readAccess, h.failure)
+}
+
+type webhooksPage struct {
+	Allowed  bool
+	Hooks    []*store.Webhook
+	Max      int
+	Created  *store.Webhook
+	Secret   string
+	Error    string
+	ErrorFor string // the webhook id the error is about, "" for the create form
+	URL      string
+	Name     string
+	Tested   string
+	Result   *webhook.Result
+	Notice   string
+}
+
+func (h *Handler) webhooksData(r *req) (webhooksPage, error) {
+	lim := r.org.Plan.Limits()
+	p := webhooksPage{Allowed: lim.Webhooks, Max: lim.MaxWebhooks}
+	if !p.Allowed {
+		return p, nil
+	}
+	hooks, _, err := h.db.ListWebhooks(r.org.ID, store.Page{Page: 1, Limit: 1000})
+	p.Hooks = hooks
+	return p, err
+}
+
+func (h *Handler) webhooks(w http.ResponseWriter, r *req) error {
+	p, err := h.webhooksData(r)
+	if err != nil {
+		return err
+	}
+	switch r.URL.Query().Get("done") {
+	case "deleted":
+		p.Notice = "The webhook is deleted; its pending deliveries are dropped."
+	case "updated":
+		p.Notice = "Saved."
+	}
+	h.render(w, r, http.StatusOK, "webhooks", "Webhooks", p)
+	return nil
+}
+
+// formError renders the webhooks page with the reason a form failed, or
+// returns err when it is not the client's fault.
+func (h *Handler) formError(w http.ResponseWriter, r *req, p webhooksPage, id string, err error) error {
+	status, msg := httpapi.ErrorMessage(err)
+	if status >= 500 && status != http.StatusServiceUnavailable {
+		return err
+	}
+	if status == http.StatusNotFound {
+		return errNotFound
+	}
+	p.Error, p.ErrorFor = msg, id
+	h.render(w, r, status, "webhooks", "Webhooks", p)
+	return nil
+}
+
+func (h *Handler) needHooks(r *req) error {
+	if h.cfg.Webhooks == nil {
+		return errors.New("web: no webhook service configured")
+	}
+	if !r.org.Plan.Limits().Webhooks {
+		return &pageError{status: http.StatusForbidden, title: "Not in your plan",
+			msg: "Webhooks come with the business and unlimited plans."}
+	}
+	return nil
+}
+
+func (h *Handler) createWebhook(w http.ResponseWriter, r *req) error {
+	if err := h.needHooks(r); err != nil {
+		return err
+	}
+	url, name := strings.TrimSpace(r.PostForm.Get("url")), r.PostForm.Get("name")
+	hook, secret, err := h.cfg.Webhooks.CreateWebhook(r.Context(), r.org, url, name)
+	p, lerr := h.webhooksData(r)
+	if lerr != nil {
+		return lerr
+	}
+	if err != nil {
+		p.URL, p.Name = url, name
+		return h.formError(w, r, p, "", err)
+	}
+	p.Created, p.Secret = hook, secret
+	h.render(w, r, http.StatusCreated, "webhooks", "Webhooks", p)
+	return nil
+}
+
+func (h *Handler) updateWebhook(w http.ResponseWriter, r *req) error {
+	if err := h.needHooks(r); err != nil {
+		return err
+	}
+	id := strings.ToLower(r.params.ByName("id"))
+	var url, name *string
+	var active *bool
+	switch r.PostForm.Get("action") {
+	case "activate", "deactivate":
+		v := r.PostForm.Get("action") == "activate"
+		active = &v
+	default:
+		u, n := strings.TrimSpace(r.PostForm.Get("url")), r.PostForm.Get("name")
+		url, name = &u, &n
+	}
+	if _, err := h.cfg.Webhooks.UpdateWebhook(r.Context(), r.org, id, url, name, active); err != nil {
+		p, lerr := h.webhooksData(r)
+		if lerr != nil {
+			return lerr
+		}
+		return h.formError(w, r, p, id, err)
+	}
+	http.Redirect(w, r.Request, "/settings/webhooks?done=updated", http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) testWebhook(w http.ResponseWriter, r *req) error {
+	if err := h.needHooks(r); err != nil {
+		return err
+	}
+	id := strings.ToLower(r.params.ByName("id"))
+	res, err := h.cfg.Webhooks.TestWebhook(r.Context(), r.org, id)
+	if err != nil {
+		return err
+	}
+	p, err := h.webhooksData(r)
+	if err != nil {
+		return err
+	}
+	p.Tested, p.Result = id, &res
+	h.render(w, r, http.StatusOK, "webhooks", "Webhooks", p)
+	return nil
+}
+
+func (h *Handler) deleteWebhook(w http.ResponseWriter, r *req) error {
+	if err := h.needHooks(r); err != nil {
+		return err
+	}
+	if err := h.db.DeleteWebhook(r.org.ID, strings.ToLower(r.params.ByName("id"))); err != nil {
+		return err
+	}
+	http.Redirect(w, r.Request, "/settings/webhooks?done=deleted", http.StatusSeeOther)
+	return nil
+}
+
+// reportCSV answers the API export's bytes to the signed-in browser.
+func (h *Handler) reportCSV(w http.ResponseWriter, r *req) error {
+	id := strings.ToLower(r.params.ByName("id"))
+	if _, err := h.db.FindReport(r.org.ID, id); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="report-`+id+`.csv"`)
+	if err := httpapi.WriteReportCSV(w, h.db, r.org.ID, id); err != nil {
+		h.log.Error("writing a report's CSV", "report", id, "error", err)
+	}
+	return nil
+}
+
+type failuresPage struct {
+	Allowed bool
+	Reports []*store.FailureReport
+	Pager   pager
+}
+
+// errNoFailures is the page of a plan without failure reports.
+var errNoFailures = &pageError{status: http.StatusForbidden, title: "Not in your plan",
+	msg: "Failure (forensic) reports come with the business and unlimited plans."}
+
+func (h *Handler) failures(w http.ResponseWriter, r *req) error {
+	if !r.org.Plan.Limits().FailureReports {
+		return errNoFailures
+	}
+	page := pageNum(r)
+	reps, total, err := h.db.ListFailureReports(r.org.ID, store.FailureFilter{Page: store.Page{Page: page, Limit: listLimit}})
+	if err != nil {
+		return err
+	}
+	h.render(w, r, http.StatusOK, "failures", "Failure reports",
+		failuresPage{Allowed: true, Reports: reps, Pager: newPager(r, page, total, listLimit)})
+	return nil
+}
+
+func (h *Handler) failure(w http.ResponseWriter, r *req) error {
+	if !r.org.Plan.Limits().FailureReports {
+		return errNoFailures
+	}
+	rep, err := h.db.FindFailureReport(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	if err != nil {
+		return err
+	}
+	h.render(w, r, http.StatusOK, "failure", "Failure report", rep)
+	return nil
+}

@@ -1,0 +1,306 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// normalizeDomain applies the API's domain-name rules (package dmarc).
+func normalizeDomain(name string) (string, error) {
+	clean, err := dmarc.NormalizeDomain(name)
+	if err != nil {
+		return "", errors.New("That is not a valid domain name: " + strings.TrimPrefix(err.Error(), "dmarc: "))
+	}
+	return clean, nil
+}
+
+const listLimit = 50
+
+// pageNum reads ?page=, 1 when absent or bad.
+func pageNum(r *req) int {
+	n, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// pager links the pages of a list, keeping its filters.
+type pager struct {
+	Page, Pages int
+	Prev, Next  string
+}
+
+func newPager(r *req, page, total, limit int) pager {
+	p := pager{Page: page, Pages: max(1, (total+limit-1)/limit)}
+	link := func(n int) string {
+		q := r.URL.Query()
+		q.Set("page", strconv.Itoa(n))
+		return r.URL.Path + "?" + q.Encode()
+	}
+	if page > 1 {
+		p.Prev = link(page - 1)
+	}
+	if page < p.Pages {
+		p.Next = link(page + 1)
+	}
+	return p
+}
+
+type reportsPage struct {
+	Reports          []*store.Report
+	Domains          []*store.Domain
+	DomainID         string
+	DateFrom, DateTo string
+	Error            string
+	Pager            pager
+}
+
+// dateParam reads a YYYY-MM-DD form field.
+func dateParam(q url.Values, name string) (*time.Time, string, error) {
+	v := strings.TrimSpace(q.Get(name))
+	if v == "" {
+		return nil, "", nil
+	}
+	t, err := time.Parse(time.DateOnly, v)
+	if err != nil {
+		return nil, v, errors.New("Dates are written 2026-11-20.")
+	}
+	return &t, v, nil
+}
+
+func (h *Handler) reports(w http.ResponseWriter, r *req) error {
+	q := r.URL.Query()
+	p := reportsPage{DomainID: strings.ToLower(q.Get("domain"))}
+	from, fv, err1 := dateParam(q, "from")
+	to, tv, err2 := dateParam(q, "to")
+	p.DateFrom, p.DateTo = fv, tv
+	if to != nil {
+		end := to.Add(day - time.Second)
+		to = &end
+	}
+	domains, err := h.allDomains(r.org.ID)
+	if err != nil {
+		return err
+	}
+	p.Domains = domains
+	if err := errors.Join(err1, err2); err != nil {
+		p.Error = "Dates are written 2026-11-20."
+		h.render(w, r, http.StatusBadRequest, "reports", "Reports", p)
+		return nil
+	}
+	page := pageNum(r)
+	reps, total, err := h.db.ListReports(r.org.ID, store.ReportFilter{DomainID: p.DomainID, DateFrom: from, DateTo: to,
+		Page: store.Page{Page: page, Limit: listLimit}})
+	if err != nil {
+		return err
+	}
+	p.Reports, p.Pager = reps, newPager(r, page, total, listLimit)
+	h.render(w, r, http.StatusOK, "reports", "Reports", p)
+	return nil
+}
+
+type reportPage struct {
+	Report  *store.Report
+	Stats   *store.ReportStats
+	Records []*store.Record
+	More    int
+}
+
+// maxPageRecords bounds the records one report page shows.
+const maxPageRecords = 500
+
+func (h *Handler) report(w http.ResponseWriter, r *req) error {
+	id := strings.ToLower(r.params.ByName("id"))
+	rep, err := h.db.FindReport(r.org.ID, id)
+	if err != nil {
+		return err
+	}
+	st, err := h.db.ReportStatistics(r.org.ID, id)
+	if err != nil {
+		return err
+	}
+	p := reportPage{Report: rep, Stats: st}
+	err = h.db.ReportRecords(r.org.ID, id, func(rec *store.Record) error {
+		if len(p.Records) < maxPageRecords {
+			p.Records = append(p.Records, rec)
+		} else {
+			p.More++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	h.render(w, r, http.StatusOK, "report", "Report from "+rep.OrgName, p)
+	return nil
+}
+
+type alertsPage struct {
+	Alerts           []*store.Alert
+	Severity, Status string
+	Domains          map[string]string
+	Pager            pager
+}
+
+func (h *Handler) alerts(w http.ResponseWriter, r *req) error {
+	q := r.URL.Query()
+	p := alertsPage{Severity: q.Get("severity"), Status: q.Get("status"), Domains: map[string]string{}}
+	if p.Severity != "" && !store.ValidAlertSeverity(p.Severity) {
+		p.Severity = ""
+	}
+	if p.Status != "" && !store.ValidAlertStatus(p.Status) {
+		p.Status = ""
+	}
+	page := pageNum(r)
+	as, total, err := h.db.ListAlerts(r.org.ID, store.AlertFilter{Severity: p.Severity, Status: p.Status,
+		Page: store.Page{Page: page, Limit: listLimit}})
+	if err != nil {
+		return err
+	}
+	domains, err := h.allDomains(r.org.ID)
+	if err != nil {
+		return err
+	}
+	for _, d := range domains {
+		p.Domains[d.ID] = d.Name
+	}
+	p.Alerts, p.Pager = as, newPager(r, page, total, listLimit)
+	h.render(w, r, http.StatusOK, "alerts", "Alerts", p)
+	return nil
+}
+
+func (h *Handler) dismissAlert(w http.ResponseWriter, r *req) error {
+	if _, err := h.db.DismissAlert(r.org.ID, strings.ToLower(r.params.ByName("id"))); err != nil {
+		return err
+	}
+	back := safeNext(r.PostForm.Get("next"))
+	if back == "/" {
+		back = "/alerts"
+	}
+	http.Redirect(w, r.Request, back, http.StatusSeeOther)
+	return nil
+}
+
+type settingsPage struct {
+	Limits                  store.PlanLimits
+	Domains, Keys, Webhooks int
+	MaxKeys                 int
+}
+
+func (h *Handler) settings(w http.ResponseWriter, r *req) error {
+	p := settingsPage{Limits: r.org.Plan.Limits(), MaxKeys: store.MaxActiveKeys}
+	_, n, err := h.db.ListDomains(r.org.ID, store.Page{Page: 1, Limit: 1})
+	if err != nil {
+		return err
+	}
+	p.Domains = n
+	keys, err := h.db.ListAPIKeys(r.org.ID)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.Active() {
+			p.Keys++
+		}
+	}
+	if _, p.Webhooks, err = h.db.ListWebhooks(r.org.ID, store.Page{Page: 1, Limit: 1}); err != nil {
+		return err
+	}
+	h.render(w, r, http.StatusOK, "settings", "Settings", p)
+	return nil
+}
+
+type keysPage struct {
+	Keys     []*store.APIKey
+	Active   int
+	Max      int
+	Created  *store.APIKey
+	Secret   string
+	Error    string
+	Name     string
+	Scope    string
+	Revoked  bool
+	MaxName  int
+	SignedIn string // the session's key id
+}
+
+func (h *Handler) keysData(r *req) (keysPage, error) {
+	keys, _, err := h.db.ListAPIKeysPage(r.org.ID, store.Page{Page: 1, Limit: 1000})
+	p := keysPage{Keys: keys, Max: store.MaxActiveKeys, MaxName: store.MaxKeyNameLen, SignedIn: r.key.ID, Scope: "full"}
+	for _, k := range keys {
+		if k.Active() {
+			p.Active++
+		}
+	}
+	return p, err
+}
+
+func (h *Handler) keys(w http.ResponseWriter, r *req) error {
+	p, err := h.keysData(r)
+	if err != nil {
+		return err
+	}
+	p.Revoked = r.URL.Query().Get("revoked") == "1"
+	h.render(w, r, http.StatusOK, "keys", "API keys", p)
+	return nil
+}
+
+// createKey creates a key with the store's rules and shows its value on
+// the page answering the POST, the only time it is shown.
+func (h *Handler) createKey(w http.ResponseWriter, r *req) error {
+	name, scopeIn := r.PostForm.Get("name"), r.PostForm.Get("scope")
+	scope, err := store.ParseScope(cmpOr(scopeIn, "full"))
+	var key *store.APIKey
+	var secret string
+	if err == nil {
+		key, secret, err = h.db.CreateAPIKey(r.org.ID, name, scope)
+	}
+	p, lerr := h.keysData(r)
+	if lerr != nil {
+		return lerr
+	}
+	if err != nil {
+		var se *store.Error
+		if !errors.As(err, &se) || errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		p.Error, p.Name, p.Scope = se.Msg, name, scopeIn
+		if errors.Is(err, store.ErrLimit) {
+			p.Error = "This organization already has " + strconv.Itoa(store.MaxActiveKeys) + " active keys: revoke one first."
+		}
+		h.render(w, r, http.StatusUnprocessableEntity, "keys", "API keys", p)
+		return nil
+	}
+	p.Created, p.Secret = key, secret
+	h.render(w, r, http.StatusCreated, "keys", "API keys", p)
+	return nil
+}
+
+func cmpOr(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *req) error {
+	id := strings.ToLower(r.params.ByName("id"))
+	if _, err := h.db.RevokeOrgAPIKey(r.org.ID, id); err != nil {
+		return err
+	}
+	if id == r.key.ID { // the session ended with its key
+		h.clearCookie(w, r.Request)
+		http.Redirect(w, r.Request, "/login", http.StatusSeeOther)
+		return nil
+	}
+	http.Redirect(w, r.Request, "/settings/keys?revoked=1", http.StatusSeeOther)
+	return nil
+}

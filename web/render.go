@@ -1,0 +1,160 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// layout is what every page's template receives.
+type layout struct {
+	Title    string
+	Nav      string // the active navigation entry
+	CSS, JS  string
+	Icon     string
+	SignedIn bool
+	Org      *store.Organization
+	Key      *store.APIKey
+	ReadOnly bool
+	CSRF     string
+	Data     any
+}
+
+// render writes page name with status. r is nil on pages shown without a
+// session (sign-in, errors before one is known).
+func (h *Handler) render(w http.ResponseWriter, r *req, status int, name, title string, data any) {
+	l := layout{Title: title, Nav: name, CSS: h.css, JS: h.js, Icon: h.icon, Data: data}
+	if r != nil {
+		l.SignedIn, l.Org, l.Key, l.ReadOnly, l.CSRF = true, r.org, r.key, r.readOnly(), r.session.CSRFToken
+	}
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", l); err != nil {
+		h.log.Error("rendering a page", "page", name, "error", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// errorPage renders err: a pageError as itself, a store ErrNotFound as
+// the 404 page, anything else as a 500 whose cause is only logged.
+func (h *Handler) errorPage(w http.ResponseWriter, r *req, err error) {
+	var pe *pageError
+	switch {
+	case errors.As(err, &pe):
+	case errors.Is(err, store.ErrNotFound):
+		pe = errNotFound
+	default:
+		h.log.Error("serving a page", "error", err)
+		pe = &pageError{status: http.StatusInternalServerError, title: "Something went wrong",
+			msg: "The server could not answer this page. Try again; if it persists, the server log says why."}
+	}
+	h.render(w, r, pe.status, "error", pe.title, pe)
+}
+
+// notFound is the router's answer to unknown paths: a 404 page for a
+// signed-in browser, the sign-in page otherwise.
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	rq, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	h.errorPage(w, rq, errNotFound)
+}
+
+// retryAfter renders a wait as whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+}
+
+// PageError makes the title and message of an error page reachable.
+func (e *pageError) Title() string { return e.title }
+
+// Message is the error page's explanation.
+func (e *pageError) Message() string { return e.msg }
+
+var funcs = template.FuncMap{
+	"utc": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return v.UTC().Format("2006-01-02 15:04 UTC")
+		case *time.Time:
+			if v == nil {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		return ""
+	},
+	"iso": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return v.UTC().Format(time.RFC3339)
+		case *time.Time:
+			if v != nil {
+				return v.UTC().Format(time.RFC3339)
+			}
+		}
+		return ""
+	},
+	"pct":   func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
+	"num":   formatNum,
+	"deref": func(s *string) string { return derefStr(s) },
+	"list":  func(v ...string) []string { return v },
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, fmt.Errorf("dict: odd number of arguments")
+		}
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
+	"asn": func(a *uint32) string {
+		if a == nil {
+			return ""
+		}
+		return "AS" + strconv.FormatUint(uint64(*a), 10)
+	},
+}
+
+func derefStr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// formatNum writes n with thin spaces between thousands.
+func formatNum(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	var b []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b = append(b, ","...)
+		}
+		b = append(b, s[i])
+	}
+	if neg {
+		return "-" + string(b)
+	}
+	return string(b)
+}
