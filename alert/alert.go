@@ -24,6 +24,9 @@ const (
 	TypePolicyWeakened = "policy_weakened"
 	// TypeReportingAddressRemoved: the reporting address left rua.
 	TypeReportingAddressRemoved = "reporting_address_removed"
+	// TypeTLSFailureRate: a stored SMTP TLS report (RFC 8460) counts a
+	// share of failed sessions over a threshold.
+	TypeTLSFailureRate = "tls_failure_rate"
 )
 
 // The alert severities, least severe first.
@@ -37,7 +40,7 @@ const (
 func ValidType(t string) bool {
 	switch t {
 	case TypeDMARCFailureRate, TypeNewFailingSource, TypeFailureReportReceived, TypeDNSRecordChanged,
-		TypeDNSRecordMissing, TypePolicyWeakened, TypeReportingAddressRemoved:
+		TypeDNSRecordMissing, TypePolicyWeakened, TypeReportingAddressRemoved, TypeTLSFailureRate:
 		return true
 	}
 	return false

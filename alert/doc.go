@@ -10,7 +10,7 @@
 // worker runs the DNS rule after each DNS check.
 //
 // One file per rule family: report.go (aggregate reports), failure.go
-// (failure reports), dns.go (DNS record changes); thresholds in rules.go.
+// (failure reports), dns.go (DNS record changes), tls.go (TLS reports); thresholds in rules.go.
 // A new family (TLS failure rate, new senders, ...) gets a file of its own
 // and its types below.
 //
@@ -42,6 +42,10 @@
 //   - dns_record_changed: the record is no longer valid, or several are
 //     published (warning); any other change, a record published again
 //     included (info).
+//   - tls_failure_rate, per stored SMTP TLS report (tls.go): warning when
+//     at least TLSMinFailed (10) sessions failed and they are at least
+//     TLSFailureRateWarning (5 %) of the report's sessions, critical at
+//     TLSFailureRateCritical (25 %); deduplicated like dmarc_failure_rate.
 //
 // Aggregate reports whose date range ended more than MaxReportAge (7 days)
 // before they are stored (an archive being imported) raise no alert.

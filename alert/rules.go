@@ -24,6 +24,11 @@ type Rules struct {
 	MaxReportAge time.Duration
 	// MaxNewSourceAlerts caps new_failing_source alerts per domain per day.
 	MaxNewSourceAlerts int
+	// TLSFailureRateWarning and TLSFailureRateCritical are shares (0..1]
+	// of a TLS report's sessions that failed which raise tls_failure_rate;
+	// TLSMinFailed is the fewest failed sessions that can.
+	TLSFailureRateWarning, TLSFailureRateCritical float64
+	TLSMinFailed                                  int64
 }
 
 // DefaultRules returns the thresholds of DESIGN.md.
@@ -35,6 +40,10 @@ func DefaultRules() Rules {
 		NewSourceDays:       30,
 		MaxReportAge:        7 * 24 * time.Hour,
 		MaxNewSourceAlerts:  10,
+
+		TLSFailureRateWarning:  0.05,
+		TLSFailureRateCritical: 0.25,
+		TLSMinFailed:           10,
 	}
 }
 
@@ -53,6 +62,12 @@ func (r Rules) Validate() error {
 		return errors.New("the report age limit must be positive")
 	case r.MaxNewSourceAlerts < 1:
 		return errors.New("the new source alert cap must be at least 1")
+	case !(r.TLSFailureRateWarning > 0 && r.TLSFailureRateWarning <= 1):
+		return errors.New("the TLS failure rate warning threshold must be over 0 and at most 1")
+	case !(r.TLSFailureRateCritical >= r.TLSFailureRateWarning && r.TLSFailureRateCritical <= 1):
+		return errors.New("the TLS failure rate critical threshold must be between the warning threshold and 1")
+	case r.TLSMinFailed < 1:
+		return errors.New("the minimum of failed TLS sessions must be at least 1")
 	}
 	return nil
 }

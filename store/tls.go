@@ -135,17 +135,19 @@ func (db *DB) StoreTLSReports(ctx context.Context, in []TLSInput) ([]TLSStored, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		checked := map[string]bool{}
+		checked := map[string]*domainRecord{}
+		var stored []*TLSReportDetail
 		days := tlsDays{}
 		dedup := tx.Bucket(bucketTLSDedup)
 		for i, p := range preps {
 			r := p.rep.TLSReport
 			key := r.OrgID + r.DomainID
-			if !checked[key] {
-				if _, err := getOrgDomain(tx, r.OrgID, r.DomainID); err != nil {
+			if checked[key] == nil {
+				dom, err := getOrgDomain(tx, r.OrgID, r.DomainID)
+				if err != nil {
 					return err
 				}
-				checked[key] = true
+				checked[key] = dom
 			}
 			if id := dedup.Get(p.dkey); id != nil {
 				out[i] = TLSStored{ID: string(id), Duplicate: true}
@@ -158,8 +160,12 @@ func (db *DB) StoreTLSReports(ctx context.Context, in []TLSInput) ([]TLSStored, 
 				return err
 			}
 			out[i] = TLSStored{ID: r.ID}
+			stored = append(stored, p.rep)
 		}
-		return days.put(tx)
+		if err := days.put(tx); err != nil {
+			return err
+		}
+		return db.raiseTLSAlerts(tx, stored, checked)
 	})
 	if err != nil {
 		return nil, wrap("store TLS reports", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -289,5 +290,45 @@ func TestTLSRetentionAndCascade(t *testing.T) {
 	}
 	if err := e.db.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTLSFailureRateAlert ensures a stored TLS report over the failure
+// threshold raises tls_failure_rate in its own commit, a duplicate or a
+// report under the threshold raises nothing more, and the alert names the
+// domain and the report.
+func TestTLSFailureRateAlert(t *testing.T) {
+	e := newFailEnv(t) // the clock stands at 2026-11-22 09:30 UTC
+	alerts := func() []*store.Alert {
+		t.Helper()
+		as, _, err := e.db.ListAlerts(e.orgA.ID, store.AlertFilter{Page: store.Page{Page: 1, Limit: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return as
+	}
+	mustStoreTLS(t, e.db, e.a1, tlsReport("Google Inc.", "ok", 21, 995, 5, "certificate-expired"))
+	if as := alerts(); len(as) != 0 {
+		t.Fatalf("under the threshold: %+v", as[0])
+	}
+	bad := tlsReport("Google Inc.", "bad", 21, 145, 30, "certificate-expired", "starttls-not-supported")
+	first := mustStoreTLS(t, e.db, e.a1, bad)
+	as := alerts()
+	if len(as) != 1 {
+		t.Fatalf("%d alerts, want 1", len(as))
+	}
+	a := as[0]
+	if a.Type != "tls_failure_rate" || a.Severity != "warning" || a.DomainID == nil || *a.DomainID != e.a1.ID ||
+		!strings.Contains(string(a.Details), first.ID) {
+		t.Fatalf("alert %+v details %s", a, a.Details)
+	}
+	mustStoreTLS(t, e.db, e.a1, bad) // a duplicate
+	mustStoreTLS(t, e.db, e.a1, tlsReport("Microsoft", "bad2", 21, 145, 30))
+	if n := len(alerts()); n != 1 {
+		t.Fatalf("%d alerts after a duplicate and a second warning the same day, want 1", n)
+	}
+	mustStoreTLS(t, e.db, e.a1, tlsReport("Microsoft", "worse", 21, 10, 30))
+	if as := alerts(); len(as) != 2 || as[0].Severity != "critical" {
+		t.Fatalf("a critical rate after a warning: %d alerts", len(as))
 	}
 }
