@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,7 +12,7 @@ import (
 )
 
 // SMTP TLS reports (RFC 8460). Each is stored whole under its own id
-// (bucketTLSReports, JSON), indexed by organization and by domain in
+// (bucketTLSReports, tls_codec.go), indexed by organization and by domain in
 // date_begin order with its date_end beside it (so the date filters read
 // only the index), deduplicated by organization name + report id + domain,
 // and counted in per-domain per-day roll-ups (bucketTLSRollups) so that
@@ -122,10 +120,7 @@ func (db *DB) StoreTLSReports(ctx context.Context, in []TLSInput) ([]TLSStored, 
 			return nil, errorf(ErrNotFound, "domain not found")
 		}
 		d := tlsDetailOf(x)
-		val, err := json.Marshal(tlsStoredValue{OrgID: x.OrgID, TLSReportDetail: d})
-		if err != nil {
-			return nil, fmt.Errorf("encode TLS report: %w", err)
-		}
+		val := appendTLS(nil, x.OrgID, d)
 		preps[i] = prepared{rep: d, val: val, dkey: tlsDedupKey(x.DomainID, d.OrganizationName, d.ReportID)}
 	}
 	if err := ctx.Err(); err != nil {
@@ -283,19 +278,12 @@ func getTLS(tx *bolt.Tx, id string) (*TLSReportDetail, error) {
 	if raw == nil {
 		return nil, errTLSNotFound()
 	}
-	var v tlsStoredValue
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("decode TLS report %s: %w", id, err)
-	}
-	if v.TLSReportDetail == nil || v.TLSReport == nil {
-		return nil, fmt.Errorf("decode TLS report %s: empty", id)
-	}
-	v.TLSReport.OrgID = v.OrgID
-	return v.TLSReportDetail, nil
+	return decodeTLS(id, raw)
 }
 
-// tlsStoredValue is the stored form of a report: the API's fields plus
-// the organization, which the API does not show.
+// tlsStoredValue is the JSON stored form of a report of the first
+// release: the API's fields plus the organization, which the API does not
+// show. New reports are stored with appendTLS (tls_codec.go).
 type tlsStoredValue struct {
 	OrgID string `json:"org_id"`
 	*TLSReportDetail
