@@ -397,7 +397,7 @@ func (ss *session) Data(r io.Reader) error {
 		return errStoreFailed
 	}
 	received := ss.s.cfg.Now()
-	var stored, duplicates, records int
+	var stored, duplicates, records, tls int
 	var quarantined []string
 	for _, rcpt := range ss.rcpts {
 		res, err := ss.ingest(sp.Reader(), rcpt, received)
@@ -413,13 +413,16 @@ func (ss *session) Data(r io.Reader) error {
 			} else {
 				stored++
 				records += o.Records
+				if o.Kind == ingest.KindTLS {
+					tls++
+				}
 			}
 		}
 		if res.Quarantined != "" {
 			quarantined = append(quarantined, res.Quarantined+" ("+res.Reason+")")
 		}
 	}
-	attrs = append(attrs, "bytes", sp.Size(), "status", 250, "reports", stored, "records", records, "duplicates", duplicates)
+	attrs = append(attrs, "bytes", sp.Size(), "status", 250, "reports", stored, "tls_reports", tls, "records", records, "duplicates", duplicates)
 	if len(quarantined) > 0 {
 		ss.s.count("quarantined")
 		attrs = append(attrs, "quarantined", strings.Join(quarantined, "; "))
