@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +80,23 @@ func TestNewTLSDraftBad(t *testing.T) {
 	} {
 		if _, err := store.NewTLSDraft(in); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+// TestDomainsByReportingLocal ensures the local part finds its domain
+// whatever the case, and nothing for another local part, a prefix of one,
+// or text with an '@'.
+func TestDomainsByReportingLocal(t *testing.T) {
+	e := newFailEnv(t)
+	local, _, _ := strings.Cut(e.a1.ReportingEmail, "@")
+	got, err := e.db.DomainsByReportingLocal(strings.ToUpper(local))
+	if err != nil || len(got) != 1 || got[0].ID != e.a1.ID {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "nobody", local[:len(local)-1], e.a1.ReportingEmail, local + "@"} {
+		if got, err := e.db.DomainsByReportingLocal(bad); err != nil || len(got) != 0 {
+			t.Errorf("%q: %+v, %v", bad, got, err)
 		}
 	}
 }
