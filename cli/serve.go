@@ -3,10 +3,13 @@ package cli
 import (
 	"crypto/tls"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/store"
@@ -50,6 +53,12 @@ type serveOptions struct {
 	FailureRetention time.Duration
 	// Webhooks are the delivery settings (--webhook-*).
 	Webhooks webhookOptions
+	// PublicURL is the URL people and reporters reach dmarcd by; when set,
+	// TLS reports may be POSTed to <PublicURL>/tlsrpt/<local part>.
+	PublicURL string
+	// TLSRPTRateLimit is the TLS report POSTs allowed per minute per
+	// client address.
+	TLSRPTRateLimit int
 }
 
 func (o *serveOptions) AddFlags(cmd *cobra.Command) {
@@ -74,6 +83,8 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.addAlertRuleFlags(cmd)
 	o.Webhooks.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
+	f.StringVar(&o.PublicURL, "public-url", "", "URL people and reporters reach dmarcd by (scheme included, e.g. https://dmarc.example.net); enables POST /tlsrpt/<local part> for TLS reports")
+	f.IntVar(&o.TLSRPTRateLimit, "tlsrpt-rate-limit", tlshttps.DefaultRateLimit, "TLS report POSTs per minute allowed per client address")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
 }
 
@@ -141,7 +152,23 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-tls-cert and --smtp-tls-key go together")
 	case o.FailureRetention < 0:
 		return usagef("--failure-retention must not be negative (0 keeps failure reports forever)")
+	case o.TLSRPTRateLimit < 1:
+		return usagef("--tlsrpt-rate-limit must be at least 1")
 	}
+	return o.checkPublicURL()
+}
+
+// checkPublicURL accepts an absolute http or https URL without query or
+// fragment, and drops its trailing slash.
+func (o *serveOptions) checkPublicURL() error {
+	if o.PublicURL == "" {
+		return nil
+	}
+	u, err := url.Parse(o.PublicURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return usagef("--public-url must be an http or https URL like https://dmarc.example.net, not %q", o.PublicURL)
+	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
+	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
@@ -107,6 +108,18 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if err := setAlertRules(db, o.Alerts, reg); err != nil {
 		return nil, err
 	}
+	// TLS reports over HTTPS (--public-url) reach the pipeline, made below.
+	var tlsReports http.Handler
+	if o.PublicURL != "" {
+		if tlsReports, err = tlshttps.New(tlshttps.Config{
+			Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
+				return s.pipeline.Ingest(ctx, r, d)
+			},
+			Store: db, ReportingDomain: s.reportingDomain, RateLimit: o.TLSRPTRateLimit, Logger: log,
+		}); err != nil {
+			return nil, err
+		}
+	}
 	s.api = httpapi.New(httpapi.Config{
 		Store:           db,
 		DNS:             &dnscheck.Checker{Resolver: s.resolver},
@@ -119,7 +132,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		WebhookResolver: s.resolver,
 		WebhookPolicy:   hookPolicy,
 		// MTA-STS policy files are fetched under the webhook address policy.
-		TLS: &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
+		TLS:        &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
+		TLSReports: tlsReports,
+		PublicURL:  o.PublicURL,
 		Ready: func() error {
 			if !s.ready.Load() {
 				return errors.New("starting")

@@ -11,7 +11,9 @@
 // holds no TLS report that can be stored (nothing is quarantined: the
 // sender is told); 404 for an unknown local part; 413 for a body over
 // MaxBytes, which is not read further; 429 past the per-IP rate limit;
-// 503 when the store cannot take it now (the sender may retry).
+// 503 while the server stops, 500 when the store fails (the sender
+// retries either way). Error bodies are the API's ({"error": {"code",
+// "message", "details"}}).
 package https
 
 import (
@@ -116,7 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dom, err := h.domain(local)
 	if err != nil {
 		h.log.Error("tlsrpt post: finding the domain", "error", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "try again later")
+		writeError(w, http.StatusInternalServerError, "internal", "try again later")
 		return
 	}
 	if dom == nil {
@@ -143,8 +145,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Source: ingest.SourceHTTPS, Recipient: dom.ReportingEmail, Name: "POST " + PathPrefix + local + " from " + ip})
 	if err != nil {
 		h.log.Warn("tlsrpt post not stored", "remote", ip, "domain", dom.Name, "error", err)
-		w.Header().Set("Retry-After", "60")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the report could not be stored now, try again later")
+		if errors.Is(err, ingest.ErrStopped) || errors.Is(err, context.DeadlineExceeded) {
+			w.Header().Set("Retry-After", "60")
+			writeError(w, http.StatusServiceUnavailable, "not_ready", "the report could not be stored now, try again later")
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal", "the report could not be stored, try again later")
 		return
 	}
 	var a Answer
@@ -162,7 +168,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a)
 	default:
 		h.log.Info("tlsrpt post refused", "remote", ip, "domain", dom.Name, "bytes", len(body), "reason", res.Reason)
-		writeError(w, http.StatusBadRequest, "invalid_report", res.Reason)
+		writeError(w, http.StatusBadRequest, "bad_request", "no TLS report that can be stored: "+res.Reason)
 	}
 }
 
@@ -171,7 +177,7 @@ func (h *Handler) tooLarge(w http.ResponseWriter, ip string, dom *store.Domain) 
 	// The rest of the body is not read: the connection is closed after
 	// the answer.
 	w.Header().Set("Connection", "close")
-	writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a report may have at most %d bytes", h.cfg.MaxBytes))
+	writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("a report may have at most %d bytes", h.cfg.MaxBytes))
 }
 
 // domain returns the domain of a local part, nil when there is none (or

@@ -190,7 +190,7 @@ func TestPostHostile(t *testing.T) {
 		{"empty", "", "no TLS report"},
 	} {
 		code, msg := s.postBytes(t, "abc", "application/tlsrpt+json", []byte(c.body))
-		if code != 400 || !strings.Contains(msg, "invalid_report") || !strings.Contains(msg, c.reason) {
+		if code != 400 || !strings.Contains(msg, "bad_request") || !strings.Contains(msg, c.reason) {
 			t.Errorf("%s: %d %q, want 400 saying %q", c.name, code, msg, c.reason)
 		}
 	}
@@ -201,7 +201,7 @@ func TestPostHostile(t *testing.T) {
 			length = 20 << 20
 		}
 		code, msg := s.post(t, "abc", "application/tlsrpt+json", &endless{left: 20 << 20}, length)
-		if code != 413 || !strings.Contains(msg, "too_large") {
+		if code != 413 || !strings.Contains(msg, "payload_too_large") {
 			t.Errorf("20 MB (announced %v): %d %s", announced, code, msg)
 		}
 		if n := s.read.Load(); n > 1<<20+64<<10 {
