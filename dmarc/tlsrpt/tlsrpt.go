@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
@@ -169,15 +170,29 @@ func tooLarge(format string, args ...any) error {
 // reading at most lim.MaxBytes.
 func Parse(r io.Reader, lim Limits) (*Report, error) {
 	lim = lim.withDefaults()
-	data, err := io.ReadAll(io.LimitReader(r, lim.MaxBytes+1))
-	if err != nil {
+	buf := readBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBuf {
+			buf.Reset()
+			readBufs.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(io.LimitReader(r, lim.MaxBytes+1)); err != nil {
 		return nil, fmt.Errorf("tlsrpt: read: %w", err)
 	}
-	if int64(len(data)) > lim.MaxBytes {
+	if int64(buf.Len()) > lim.MaxBytes {
 		return nil, tooLarge("report over %d bytes", lim.MaxBytes)
 	}
-	return parseJSON(data, lim)
+	// The report keeps copies of what it needs: the buffer is reused.
+	return parseJSON(buf.Bytes(), lim)
 }
+
+// readBufs recycles Parse's read buffers: a report is read whole, and
+// growing a fresh buffer for each was a good part of a report's cost.
+var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuf is the largest buffer kept for reuse.
+const maxPooledBuf = 1 << 20
 
 // ParseBytes reads one report from data, JSON or gzip-compressed JSON
 // (told apart by the gzip magic number, as application/tlsrpt+gzip).
