@@ -227,6 +227,12 @@ func (w *walker) part(p *Part) error {
 	return w.walk(p.Body, p.Filename, p.Depth+1, !strings.HasPrefix(p.Type, "text/"))
 }
 
+// gzipReaders recycles gzip readers: each holds a decompressor of tens of
+// kilobytes, which small reports (a TLS report POSTed over HTTPS, a
+// gzipped aggregate report) would otherwise allocate every time. A reader
+// is in use only while the walk is inside its layer.
+var gzipReaders = sync.Pool{New: func() any { return new(gzip.Reader) }}
+
 // bufs recycles the read buffers of the layers of a walk: a layer's buffer
 // is in use only while the walk is inside it (Payload.Body is valid only
 // during the callback), and small reports would otherwise cost a 64 KiB
@@ -268,8 +274,9 @@ func (w *walker) payload(br *bufio.Reader, name string, kind Kind) error {
 func (w *walker) stream(br *bufio.Reader, kind Kind, capr *capReader, name string, depth int) error {
 	var zr io.Reader
 	if kind == KindGzip {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
+		gz := gzipReaders.Get().(*gzip.Reader)
+		defer gzipReaders.Put(gz)
+		if err := gz.Reset(br); err != nil {
 			return w.mime.classify("gzip header", err)
 		}
 		gz.Multistream(false)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"testing"
 )
 
 // The first implementation of parseJSON (encoding/json after a pass for
@@ -102,4 +103,17 @@ func scan(data []byte, lim Limits) error {
 		}
 	}
 	return nil
+}
+
+// BenchmarkParseReference is BenchmarkParse with the encoding/json
+// reference: the baseline of the decoder (bench/run.sh tls).
+func BenchmarkParseReference(b *testing.B) {
+	raw := readTestdata(b, "microsoft.json")
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseJSONStd(raw, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
