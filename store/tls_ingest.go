@@ -59,6 +59,12 @@ func storeTLSDrafts(tx *bolt.Tx, drafts []*TLSDraft, owners map[string]string) e
 	}
 	days := tlsDays{}
 	dedup := tx.Bucket(bucketTLSDedup)
+	// Report keys only grow (time-ordered ids), index keys nearly so (a
+	// domain's reports come day after day): fill pages fully, as records
+	// do, so that a commit writes fewer pages.
+	for _, b := range [][]byte{bucketTLSReports, bucketTLSByOrg, bucketTLSByDomain} {
+		tx.Bucket(b).FillPercent = 0.95
+	}
 	for _, d := range drafts {
 		d.out = TLSOutcome{}
 		r := d.rep.TLSReport
