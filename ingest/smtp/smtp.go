@@ -399,6 +399,7 @@ func (ss *session) Data(r io.Reader) error {
 	received := ss.s.cfg.Now()
 	var stored, duplicates, records, tls int
 	var quarantined []string
+	var counts tally
 	for _, rcpt := range ss.rcpts {
 		res, err := ss.ingest(sp.Reader(), rcpt, received)
 		if err != nil {
@@ -407,6 +408,7 @@ func (ss *session) Data(r io.Reader) error {
 				"failed_rcpt", rcpt, "duration", time.Since(start).Round(time.Millisecond), "error", err)...)
 			return errStoreFailed
 		}
+		counts.add(res)
 		for _, o := range res.Reports {
 			if o.Duplicate {
 				duplicates++
@@ -430,7 +432,7 @@ func (ss *session) Data(r io.Reader) error {
 		ss.s.count("stored")
 	}
 	ss.s.log.Info("smtp message accepted", append(attrs, "duration", time.Since(start).Round(time.Millisecond))...)
-	return nil
+	return counts.reply()
 }
 
 func (ss *session) ingest(r io.Reader, rcpt string, received time.Time) (*ingest.Result, error) {

@@ -1,7 +1,9 @@
 package smtp
 
 import (
+	"net"
 	"net/smtp"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"testing"
@@ -53,5 +55,59 @@ func TestSMTPStoresTLSReports(t *testing.T) {
 	}
 	if l, _ := env.DB.ListTLSReports(d.OrgID, store.TLSFilter{DomainID: d.ID, Page: store.Page{Page: 1, Limit: 10}}); len(l.Reports) != 2 {
 		t.Fatalf("%d TLS reports after the hostile one", len(l.Reports))
+	}
+}
+
+// TestSMTPReplyCountsReports ensures the 250 reply says what was stored,
+// by kind: a mail with an aggregate and a TLS report, then the same mail
+// again (already stored).
+func TestSMTPReplyCountsReports(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{})
+	tlsReport, err := os.ReadFile(filepath.Join("..", "..", "dmarc", "tlsrpt", "testdata", "google.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg := reportgen.Generate(3, 2, reportgen.Options{Domain: "example.com"})
+	msg := "From: r@sender.test\r\nTo: abc@reports.test\r\nSubject: reports\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n" +
+		"--b\r\nContent-Type: application/xml\r\n\r\n" + string(agg) + "\r\n" +
+		"--b\r\nContent-Type: application/tlsrpt+json\r\n\r\n" + string(tlsReport) + "\r\n--b--\r\n"
+	for _, want := range []string{
+		"2.0.0 OK: stored 1 aggregate report, 1 TLS report",
+		"2.0.0 OK: already stored 1 aggregate report, 1 TLS report",
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := textproto.NewConn(conn)
+		step := func(code int, cmd string) string {
+			t.Helper()
+			if cmd != "" {
+				if err := tc.PrintfLine("%s", cmd); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, text, err := tc.ReadResponse(code)
+			if err != nil {
+				t.Fatalf("%q: %v", cmd, err)
+			}
+			return text
+		}
+		step(220, "")
+		step(250, "EHLO sender.test")
+		step(250, "MAIL FROM:<r@sender.test>")
+		step(250, "RCPT TO:<abc@reports.test>")
+		step(354, "DATA")
+		w := tc.DotWriter()
+		if _, err := w.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		if got := step(250, ""); got != want {
+			t.Errorf("reply %q, want %q", got, want)
+		}
+		tc.Close()
 	}
 }
