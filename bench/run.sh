@@ -9,6 +9,7 @@
 #   bench/run.sh ingest     # only the ingest pipeline (INGEST_WORKERS=256)
 #   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
+#   bench/run.sh tls        # only TLS reports: parse, import through the pipeline, HTTPS POST (TLS_REPORTS=20000)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,25 @@ if [[ $what == all || $what == webhooks ]]; then
   echo "== Webhook delivery: alerts -> bbolt outbox -> delivery job -> signed HTTPS POSTs, vs the same POSTs straight from the client"
   "$out/bin/deliverbench" -alerts "${HOOK_ALERTS:-200}" -webhooks 25 -c "${HOOK_CONC:-16}" \
     -out "$out/webhooks-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == tls ]]; then
+  echo "== TLS reports (RFC 8460): parse (decoder vs encoding/json), import through the pipeline, HTTPS POST on loopback"
+  n=${TLS_REPORTS:-20000}
+  go test -run '^$' -bench 'BenchmarkParse$|BenchmarkParseReference$' -benchmem ./dmarc/tlsrpt/ | tee "$out/tls-$stamp.txt"
+  go test -run '^$' -bench 'BenchmarkIngestTLS$' -benchtime "${n}x" -benchmem ./ingest/ | tee -a "$out/tls-$stamp.txt"
+  go test -run '^$' -bench 'BenchmarkPostTLS$' -benchtime "$((n / 4))x" ./ingest/https/ | tee -a "$out/tls-$stamp.txt"
+  awk '
+    /^BenchmarkParse-/          { for (i = 1; i < NF; i++) if ($(i+1) == "ns/op") p = $i }
+    /^BenchmarkParseReference-/ { for (i = 1; i < NF; i++) if ($(i+1) == "ns/op") r = $i }
+    /^BenchmarkIngestTLS-/      { for (i = 1; i < NF; i++) if ($(i+1) == "reports/s") im = $i }
+    /^BenchmarkPostTLS-/        { for (i = 1; i < NF; i++) if ($(i+1) == "reports/s") po = $i }
+    END {
+      printf "parse:  %8.0f ns/report   baseline encoding/json %8.0f ns/report (%.1fx)\n", p, r, (p > 0 ? r / p : 0)
+      printf "import: %8.0f reports/s   target 20000 (before: 14388/s, the store benchmark)\n", im
+      printf "https:  %8.0f reports/s   target 2000\n", po
+    }' "$out/tls-$stamp.txt"
   echo
 fi
 

@@ -303,6 +303,9 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 	if s.FailureReports > 0 {
 		failures = " and " + plural(s.FailureReports, "failure report")
 	}
+	if s.TLSReports > 0 {
+		failures += " and " + plural(s.TLSReports, "TLS report")
+	}
 	fmt.Fprintf(w, "\nImported %s (%s)%s from %s; %s, %d quarantined, %d failed.\n",
 		plural(s.Imported, "aggregate report"), plural(s.Records, "record"), failures, plural(s.Inputs, "input"),
 		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)

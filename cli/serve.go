@@ -3,11 +3,14 @@ package cli
 import (
 	"crypto/tls"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dmarcd/dmarcd/alert"
+	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/senders"
@@ -53,9 +56,13 @@ type serveOptions struct {
 	Webhooks webhookOptions
 	// Senders are the sender-intelligence settings (--rdns-rate, --sender-map).
 	Senders sendersOptions
-	// PublicURL is the URL people reach dmarcd by (web interface: Secure
-	// cookies and the Origin check).
+	// PublicURL is the URL people and reporters reach dmarcd by: Secure
+	// cookies and the Origin check of the web interface, and TLS reports
+	// POSTed to <PublicURL>/tlsrpt/<local part>.
 	PublicURL string
+	// TLSRPTRateLimit is the TLS report POSTs allowed per minute per
+	// client address.
+	TLSRPTRateLimit int
 }
 
 // sendersOptions configure the sources, senders and policy-advice views.
@@ -93,7 +100,8 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.Webhooks.AddFlags(cmd)
 	o.Senders.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
-	f.StringVar(&o.PublicURL, "public-url", "", "URL people reach dmarcd by, e.g. https://dmarc.example.net (web interface: Secure cookie, Origin check; default: the request's host)")
+	f.StringVar(&o.PublicURL, "public-url", "", "URL people and reporters reach dmarcd by (scheme included, e.g. https://dmarc.example.net): the web interface's Secure cookie and Origin check, and POST /tlsrpt/<local part> for TLS reports (default: the request's host; no TLS report POSTs)")
+	f.IntVar(&o.TLSRPTRateLimit, "tlsrpt-rate-limit", tlshttps.DefaultRateLimit, "TLS report POSTs per minute allowed per client address")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
 }
 
@@ -161,7 +169,23 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-tls-cert and --smtp-tls-key go together")
 	case o.FailureRetention < 0:
 		return usagef("--failure-retention must not be negative (0 keeps failure reports forever)")
+	case o.TLSRPTRateLimit < 1:
+		return usagef("--tlsrpt-rate-limit must be at least 1")
 	}
+	return o.checkPublicURL()
+}
+
+// checkPublicURL accepts an absolute http or https URL without query or
+// fragment, and drops its trailing slash.
+func (o *serveOptions) checkPublicURL() error {
+	if o.PublicURL == "" {
+		return nil
+	}
+	u, err := url.Parse(o.PublicURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return usagef("--public-url must be an http or https URL like https://dmarc.example.net, not %q", o.PublicURL)
+	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
+	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
@@ -118,6 +119,18 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		}
 	}
 	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate})
+	// TLS reports over HTTPS (--public-url) reach the pipeline, made below.
+	var tlsReports http.Handler
+	if o.PublicURL != "" {
+		if tlsReports, err = tlshttps.New(tlshttps.Config{
+			Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
+				return s.pipeline.Ingest(ctx, r, d)
+			},
+			Store: db, ReportingDomain: s.reportingDomain, RateLimit: o.TLSRPTRateLimit, Logger: log,
+		}); err != nil {
+			return nil, err
+		}
+	}
 	s.api = httpapi.New(httpapi.Config{
 		Senders:         &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)},
 		Store:           db,
@@ -131,7 +144,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		WebhookResolver: s.resolver,
 		WebhookPolicy:   hookPolicy,
 		// MTA-STS policy files are fetched under the webhook address policy.
-		TLS: &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
+		TLS:        &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
+		TLSReports: tlsReports,
+		PublicURL:  o.PublicURL,
 		Ready: func() error {
 			if !s.ready.Load() {
 				return errors.New("starting")

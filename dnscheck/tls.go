@@ -83,6 +83,16 @@ func TLSRPTRecord(domain, reportingEmail string) DNSRecord {
 	return DNSRecord{Type: "TXT", Name: "_smtp._tls." + domain, Value: "v=TLSRPTv1; rua=mailto:" + reportingEmail}
 }
 
+// TLSRPTRecordWith is TLSRPTRecord with an https URI reporters may POST
+// to as well (RFC 8460 section 3), after the mailto URI; none when "".
+func TLSRPTRecordWith(domain, reportingEmail, httpsURI string) DNSRecord {
+	rec := TLSRPTRecord(domain, reportingEmail)
+	if httpsURI != "" {
+		rec.Value += "," + httpsURI
+	}
+	return rec
+}
+
 // CheckTLS reports domain's TLS-RPT record, MTA-STS record and MTA-STS
 // policy file. The domain is normalized by the caller. Missing or broken
 // records are findings in the answer; the error, wrapping ErrTemporary,

@@ -74,7 +74,7 @@ func (s *Server) createDomain(w http.ResponseWriter, r *request) error {
 	writeJSON(w, http.StatusCreated, createdDomain{
 		Domain: d,
 		DNSRecords: append(dnscheck.PublishRecords(d.Name, d.DMARCRecord, s.cfg.ReportingDomain),
-			dnscheck.TLSRPTRecord(d.Name, d.ReportingEmail)),
+			s.tlsRPTRecord(d)),
 	})
 	return nil
 }

@@ -62,6 +62,14 @@ type Config struct {
 	// Senders computes the sources, senders and policy-advice views; nil
 	// uses the embedded known-sender map without SPF evaluation.
 	Senders *senders.Views
+
+	// TLSReports, when set, serves POST /tlsrpt/<local part> (TLS reports
+	// over HTTPS, package ingest/https); without it that path is 404.
+	TLSReports http.Handler
+	// PublicURL is the URL reporters reach the server by (--public-url,
+	// no trailing slash); when it is https, dns_records add the
+	// <PublicURL>/tlsrpt/<local part> URI to the TLS-RPT record.
+	PublicURL string
 }
 
 // Server is the HTTP API. Create it with New.
@@ -200,6 +208,8 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/api/v1/tls-reports/:id", readScope, s.getTLSReport)
 	s.handle("GET", "/api/v1/domains/:id/tls-statistics", readScope, s.domainTLSStatistics)
 	s.handle("POST", "/api/v1/check-tls", readScope, s.checkTLS)
+	// RFC 8460 reporters: no key, the address is the secret (ingest/https).
+	s.handle("POST", "/tlsrpt/:local", public, s.postTLSReport)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
@@ -114,4 +116,24 @@ func (s *Server) checkTLS(w http.ResponseWriter, r *request) error {
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// postTLSReport hands a TLS report POSTed by a reporter to the HTTPS way
+// in, when the server has one (--public-url).
+func (s *Server) postTLSReport(w http.ResponseWriter, r *request) error {
+	if s.cfg.TLSReports == nil {
+		return errNotFound(fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	}
+	s.cfg.TLSReports.ServeHTTP(w, r.Request)
+	return nil
+}
+
+// tlsRPTRecord is the TLS-RPT record of a new domain: its reporting
+// address, and the HTTPS URI when the public URL is https.
+func (s *Server) tlsRPTRecord(d *store.Domain) dnscheck.DNSRecord {
+	uri := ""
+	if local, _, ok := strings.Cut(d.ReportingEmail, "@"); ok && strings.HasPrefix(s.cfg.PublicURL, "https://") {
+		uri = s.cfg.PublicURL + "/tlsrpt/" + local
+	}
+	return dnscheck.TLSRPTRecordWith(d.Name, d.ReportingEmail, uri)
 }

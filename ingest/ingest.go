@@ -106,6 +106,11 @@ type Source string
 const (
 	SourceSMTP   Source = "smtp"
 	SourceImport Source = "import"
+	// SourceHTTPS is a TLS report POSTed to /tlsrpt/<local part> (RFC
+	// 8460 section 5.3.1): only TLS reports are taken, routed like SMTP by
+	// Recipient, and an unusable input is refused (Result.Reason), not
+	// quarantined: its sender is told.
+	SourceHTTPS Source = "https"
 )
 
 // Arrival says how one input arrived: by which way, for which recipient or
@@ -132,7 +137,7 @@ type IngestFunc func(ctx context.Context, r io.Reader, d Arrival) (*Result, erro
 
 // Outcome is what happened to one report of an input.
 type Outcome struct {
-	Kind      Kind   `json:"kind"`      // aggregate or failure report
+	Kind      Kind   `json:"kind"`      // aggregate, failure or TLS report
 	ReportID  string `json:"report_id"` // the stored report; for a duplicate, the one stored before
 	Domain    string `json:"domain"`
 	Duplicate bool   `json:"duplicate"`
@@ -146,6 +151,7 @@ type Kind string
 const (
 	KindAggregate Kind = "aggregate"
 	KindFailure   Kind = "failure"
+	KindTLS       Kind = "tls" // an SMTP TLS report (RFC 8460)
 )
 
 // Result is what happened to one input.
@@ -154,7 +160,8 @@ type Result struct {
 	Reports []Outcome `json:"reports"`
 	// Quarantined is the quarantine entry id when nothing was usable.
 	Quarantined string `json:"quarantined"`
-	// Reason says why the input was quarantined.
+	// Reason says why the input was quarantined (or, for SourceHTTPS,
+	// refused: Quarantined is then empty and Reports too).
 	Reason string `json:"reason"`
 	// Problems describe the parts of an input that were not stored next
 	// to reports that were (a broken zip member, a report for another
@@ -203,8 +210,8 @@ func New(cfg Config) (*Pipeline, error) {
 	}, nil
 }
 
-// Ingest reads one input (raw mail or any file: XML, gzip, zip, mail) and
-// stores the aggregate reports it holds. It returns only after everything
+// Ingest reads one input (raw mail or any file: XML, JSON, gzip, zip,
+// mail) and stores the aggregate, TLS and failure reports it holds. It returns only after everything
 // is durably committed: each report stored or found a duplicate, or, when
 // nothing was usable, the input quarantined (Result.Quarantined).
 //
@@ -218,7 +225,7 @@ func (p *Pipeline) Ingest(ctx context.Context, r io.Reader, d Arrival) (*Result,
 }
 
 func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *store.QuarantineEntry) (*Result, error) {
-	if d.Source != SourceSMTP && d.Source != SourceImport {
+	if d.Source != SourceSMTP && d.Source != SourceImport && d.Source != SourceHTTPS {
 		return nil, fmt.Errorf("ingest: unknown source %q", d.Source)
 	}
 	if d.OrgID != "" && !store.ValidID(d.OrgID) {

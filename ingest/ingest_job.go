@@ -29,6 +29,7 @@ type job struct {
 	places   []place              // one per report found usable, in input order
 	drafts   []*store.ReportDraft // finished, committed together at the end
 	reading  *store.ReportDraft   // the draft whose records are being read
+	tls      []*store.TLSDraft    // TLS reports, committed with drafts (tls.go)
 	buffered int                  // records of drafts not yet handed out
 	inflight *work                // the chunk being committed, if any
 	problems []string
@@ -45,8 +46,10 @@ type job struct {
 // place is a report's place in the result: found a duplicate before its
 // records were read, or a draft whose outcome the final commit tells.
 type place struct {
-	out   Outcome
-	draft *store.ReportDraft
+	out    Outcome
+	draft  *store.ReportDraft
+	tls    *store.TLSDraft // a TLS report, of domain
+	domain string
 }
 
 func newJob(ctx context.Context, p *Pipeline, r io.Reader, d Arrival, retry *store.QuarantineEntry) *job {
@@ -66,7 +69,7 @@ func (j *job) run() (*Result, error) {
 	if err := j.acquire(); err != nil {
 		return nil, err
 	}
-	err := aggregate.Extract(j.in, j.p.cfg.Limits, j.payload)
+	err := j.walk()
 	if j.abort == nil {
 		j.abort = j.in.failed()
 	}
@@ -93,8 +96,10 @@ func (j *job) run() (*Result, error) {
 		return nil, j.ambig
 	}
 	// No aggregate report: the mail may hold failure reports (failure.go).
-	if res, err := j.failures(); res != nil || err != nil {
-		return res, err
+	if j.d.Source != SourceHTTPS {
+		if res, err := j.failures(); res != nil || err != nil {
+			return res, err
+		}
 	}
 	return j.quarantine()
 }
@@ -310,8 +315,8 @@ func (j *job) commitReports() (*Result, error) {
 		return nil, err
 	}
 	var outs []store.ReportOutcome
-	if len(j.drafts) > 0 {
-		w := newWork(store.IngestBatch{Reports: j.drafts}, j.buffered, false)
+	if len(j.drafts) > 0 || len(j.tls) > 0 {
+		w := newWork(store.IngestBatch{Reports: j.drafts, TLS: j.tls}, j.buffered+len(j.tls), false)
 		j.doneProducing()
 		if err := j.p.submit(j.ctx, w); err != nil {
 			j.cleanup()
@@ -327,6 +332,10 @@ func (j *job) commitReports() (*Result, error) {
 	res := &Result{Reports: []Outcome{}}
 	k := 0
 	for _, s := range j.places {
+		if s.tls != nil {
+			j.tlsOutcome(res, s)
+			continue
+		}
 		if s.draft == nil {
 			res.Reports = append(res.Reports, s.out)
 			j.p.met.report(j.d.Source, KindAggregate, "duplicate", 0)
@@ -355,6 +364,13 @@ func (j *job) commitReports() (*Result, error) {
 
 // quarantine keeps the input's bytes with the reasons nothing was usable.
 func (j *job) quarantine() (*Result, error) {
+	if j.d.Source == SourceHTTPS {
+		// Refused, not kept: the sender is told why (see SourceHTTPS).
+		reason := strings.Join(j.problems, "; ")
+		j.doneProducing()
+		j.p.met.report(j.d.Source, "", "refused", 0)
+		return &Result{Reports: []Outcome{}, Reason: reason}, nil
+	}
 	raw, size, err := j.in.raw()
 	if err != nil {
 		return nil, err

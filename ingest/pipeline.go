@@ -153,6 +153,7 @@ func (p *Pipeline) commitGroup(batch []*work) error {
 		b.Reports = append(b.Reports, w.batch.Reports...)
 		b.Quarantine = append(b.Quarantine, w.batch.Quarantine...)
 		b.Failures = append(b.Failures, w.batch.Failures...)
+		b.TLS = append(b.TLS, w.batch.TLS...)
 	}
 	start := time.Now()
 	outs, err := p.ing.Commit(&b)
@@ -193,7 +194,7 @@ func newPipelineMetrics(r *metrics.Registry) *pipelineMetrics {
 	}
 	return &pipelineMetrics{
 		reports: r.Counter("dmarcd_reports_ingested_total",
-			"Reports ingested, by source, kind (aggregate, failure; empty for quarantined inputs) and outcome (stored, duplicate, quarantined).",
+			"Reports ingested, by source, kind (aggregate, failure, tls; empty for quarantined or refused inputs) and outcome (stored, duplicate, quarantined, refused).",
 			"source", "kind", "outcome"),
 		records: r.Counter("dmarcd_records_ingested_total", "Records of stored aggregate reports.").With(),
 		latency: r.Histogram("dmarcd_ingest_commit_seconds", "Time to commit one group of ingested work.",

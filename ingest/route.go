@@ -36,11 +36,15 @@ type router struct {
 // has none. Errors: ErrAmbiguous, and store failures.
 func (r *router) domain(h *aggregate.Header) (store.DomainRef, string, error) {
 	name := strings.TrimSuffix(strings.ToLower(h.Policy.Domain), ".")
-	if r.d.Source == SourceSMTP {
+	if r.byRecipient() {
 		return r.bySMTP(name)
 	}
 	return r.byImport(name)
 }
+
+// byRecipient reports whether the input came to a reporting address (SMTP,
+// HTTPS), which then decides its domain.
+func (r *router) byRecipient() bool { return r.d.Source == SourceSMTP || r.d.Source == SourceHTTPS }
 
 func (r *router) bySMTP(name string) (store.DomainRef, string, error) {
 	var none store.DomainRef
@@ -73,10 +77,17 @@ func (r *router) byImport(name string) (store.DomainRef, string, error) {
 	if name == "" {
 		return none, "report names no policy_published domain", nil
 	}
-	doms, err := r.db.DomainsNamed(r.d.OrgID, name)
+	return r.byName(r.d.OrgID, name)
+}
+
+// byName finds name, exactly, then its organizational domain, among the
+// domains of orgID (of all organizations when "").
+func (r *router) byName(orgID, name string) (store.DomainRef, string, error) {
+	var none store.DomainRef
+	doms, err := r.db.DomainsNamed(orgID, name)
 	if err == nil && len(doms) == 0 {
 		if od := dmarc.OrganizationalDomain(name); od != name {
-			doms, err = r.db.DomainsNamed(r.d.OrgID, od)
+			doms, err = r.db.DomainsNamed(orgID, od)
 		}
 	}
 	if err != nil {
@@ -94,7 +105,7 @@ func (r *router) byImport(name string) (store.DomainRef, string, error) {
 // orgID is the organization a quarantine entry of this input belongs to,
 // when one is known.
 func (r *router) orgID() string {
-	if r.d.Source == SourceSMTP {
+	if r.byRecipient() {
 		if dom, err := r.recipientDomain(); err == nil && dom != nil {
 			return dom.OrgID
 		}

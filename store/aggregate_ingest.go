@@ -243,6 +243,9 @@ type IngestBatch struct {
 	// Failures are failure reports to store (failure_ingest.go); each
 	// draft's Outcome says what the commit did with it.
 	Failures []*FailureDraft
+	// TLS are TLS reports to store (tls_ingest.go); each draft's Outcome
+	// says what the commit did with it.
+	TLS []*TLSDraft
 }
 
 // ReportOutcome is what Commit did with one draft.
@@ -284,8 +287,9 @@ func (db *DB) NewIngester() *Ingester {
 // or a report with its identity is stored already, the domains' roll-ups
 // for the UTC day of each stored report's date_begin, each domain's
 // LastReportAt (the newest ReceivedAt stored), the failure reports (see
-// FailureDraft.Outcome), the alerts the rules raise for what was stored
-// (alert_rules.go), and the quarantine items.
+// FailureDraft.Outcome), the TLS reports (TLSDraft.Outcome), the alerts
+// the rules raise for what was stored (alert_rules.go), and the quarantine
+// items.
 // The outcomes are in the order of b.Reports. An error means nothing of b
 // was written.
 func (in *Ingester) Commit(b *IngestBatch) ([]ReportOutcome, error) {
@@ -381,6 +385,13 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 	}
 	failures, err := storeFailures(tx, b.Failures, owners)
 	if err != nil {
+		return nil, err
+	}
+	storedTLS, err := storeTLSDrafts(tx, b.TLS, owners)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.db.raiseTLSAlerts(tx, storedTLS); err != nil {
 		return nil, err
 	}
 	if err := in.raiseAlerts(tx, stored, failureRefs(failures), now); err != nil {

@@ -10,9 +10,8 @@ import (
 
 // raiseTLSAlerts runs the TLS rule (tls_failure_rate) for the TLS reports
 // just stored, in the transaction that stores them, so an alert exists
-// exactly when its report does. domains are the reports' domains by
-// organization id + domain id.
-func (db *DB) raiseTLSAlerts(tx *bolt.Tx, stored []*TLSReportDetail, domains map[string]*domainRecord) error {
+// exactly when its report does.
+func (db *DB) raiseTLSAlerts(tx *bolt.Tx, stored []*TLSReportDetail) error {
 	rules := db.AlertRules()
 	if rules.Disabled || len(stored) == 0 {
 		return nil
@@ -20,13 +19,19 @@ func (db *DB) raiseTLSAlerts(tx *bolt.Tx, stored []*TLSReportDetail, domains map
 	now := db.now()
 	e := &ruleEval{db: db, tx: tx, rules: rules, now: now, today: dayNumber(now),
 		dedup: tx.Bucket(bucketAlertDedup), counts: map[string]int{}}
+	names := map[string]string{}
 	for _, d := range stored {
 		r := d.TLSReport
-		dom := domains[r.OrgID+r.DomainID]
-		if dom == nil {
-			continue
+		name, ok := names[r.DomainID]
+		if !ok {
+			dom, err := getDomain(tx, r.DomainID)
+			if err != nil {
+				return err
+			}
+			name = dom.Name
+			names[r.DomainID] = name
 		}
-		rep := alert.TLSReport{ID: r.ID, DomainID: r.DomainID, Domain: dom.Name, Reporter: r.OrganizationName,
+		rep := alert.TLSReport{ID: r.ID, DomainID: r.DomainID, Domain: name, Reporter: r.OrganizationName,
 			ReportID: r.ReportID, DateBegin: r.DateBegin, DateEnd: r.DateEnd,
 			Successful: r.SuccessfulSessions, Failed: r.FailedSessions, ResultTypes: map[string]int64{}}
 		for _, p := range d.Policies {

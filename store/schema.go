@@ -109,7 +109,7 @@ var (
 	bucketFailureRollups = []byte("failure_rollups")
 
 	// SMTP TLS reports (RFC 8460); keys in tls.go.
-	// bucketTLSReports: report id -> the report with its policies (JSON).
+	// bucketTLSReports: report id -> the report with its policies (tls_codec.go).
 	bucketTLSReports = []byte("tls_reports")
 	// bucketTLSByOrg: tlsTimeKey(org id, date_begin, id) -> domain id | date_end.
 	bucketTLSByOrg = []byte("tls_reports_by_org")

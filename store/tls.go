@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,7 +12,7 @@ import (
 )
 
 // SMTP TLS reports (RFC 8460). Each is stored whole under its own id
-// (bucketTLSReports, JSON), indexed by organization and by domain in
+// (bucketTLSReports, tls_codec.go), indexed by organization and by domain in
 // date_begin order with its date_end beside it (so the date filters read
 // only the index), deduplicated by organization name + report id + domain,
 // and counted in per-domain per-day roll-ups (bucketTLSRollups) so that
@@ -107,26 +105,16 @@ func (db *DB) StoreTLSReport(ctx context.Context, orgID, domainID string, rep *t
 // one fsync: how import reaches its rate), each as StoreTLSReport does. A
 // report repeated within the batch is stored once. Any error stores none.
 func (db *DB) StoreTLSReports(ctx context.Context, in []TLSInput) ([]TLSStored, error) {
-	out := make([]TLSStored, len(in))
-	type prepared struct {
-		rep  *TLSReportDetail
-		val  []byte
-		dkey []byte
-	}
-	preps := make([]prepared, len(in))
+	drafts := make([]*TLSDraft, len(in))
 	for i, x := range in {
-		if x.Report == nil || x.ReceivedAt.IsZero() {
-			return nil, errorf(ErrInvalid, "TLS report %d: a report and a receive time are required", i)
-		}
 		if !ValidID(x.OrgID) || !ValidID(x.DomainID) {
 			return nil, errorf(ErrNotFound, "domain not found")
 		}
-		d := tlsDetailOf(x)
-		val, err := json.Marshal(tlsStoredValue{OrgID: x.OrgID, TLSReportDetail: d})
+		d, err := NewTLSDraft(x)
 		if err != nil {
-			return nil, fmt.Errorf("encode TLS report: %w", err)
+			return nil, errorf(ErrInvalid, "TLS report %d: a report and a receive time are required", i)
 		}
-		preps[i] = prepared{rep: d, val: val, dkey: tlsDedupKey(x.DomainID, d.OrganizationName, d.ReportID)}
+		drafts[i] = d
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -135,40 +123,27 @@ func (db *DB) StoreTLSReports(ctx context.Context, in []TLSInput) ([]TLSStored, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		checked := map[string]*domainRecord{}
-		var stored []*TLSReportDetail
-		days := tlsDays{}
-		dedup := tx.Bucket(bucketTLSDedup)
-		for i, p := range preps {
-			r := p.rep.TLSReport
-			key := r.OrgID + r.DomainID
-			if checked[key] == nil {
-				dom, err := getOrgDomain(tx, r.OrgID, r.DomainID)
-				if err != nil {
-					return err
-				}
-				checked[key] = dom
-			}
-			if id := dedup.Get(p.dkey); id != nil {
-				out[i] = TLSStored{ID: string(id), Duplicate: true}
-				continue
-			}
-			if err := putTLS(tx, r, p.val, p.dkey); err != nil {
-				return err
-			}
-			if err := days.add(tx, p.rep, 1); err != nil {
-				return err
-			}
-			out[i] = TLSStored{ID: r.ID}
-			stored = append(stored, p.rep)
-		}
-		if err := days.put(tx); err != nil {
+		stored, err := storeTLSDrafts(tx, drafts, map[string]string{})
+		if err != nil {
 			return err
 		}
-		return db.raiseTLSAlerts(tx, stored, checked)
+		for _, d := range drafts {
+			if d.out.DomainGone {
+				return errorf(ErrNotFound, "domain not found")
+			}
+		}
+		return db.raiseTLSAlerts(tx, stored)
 	})
 	if err != nil {
 		return nil, wrap("store TLS reports", err)
+	}
+	out := make([]TLSStored, len(in))
+	for i, d := range drafts {
+		if d.out.DuplicateID != "" {
+			out[i] = TLSStored{ID: d.out.DuplicateID, Duplicate: true}
+		} else {
+			out[i] = TLSStored{ID: d.rep.ID}
+		}
 	}
 	return out, nil
 }
@@ -289,19 +264,12 @@ func getTLS(tx *bolt.Tx, id string) (*TLSReportDetail, error) {
 	if raw == nil {
 		return nil, errTLSNotFound()
 	}
-	var v tlsStoredValue
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("decode TLS report %s: %w", id, err)
-	}
-	if v.TLSReportDetail == nil || v.TLSReport == nil {
-		return nil, fmt.Errorf("decode TLS report %s: empty", id)
-	}
-	v.TLSReport.OrgID = v.OrgID
-	return v.TLSReportDetail, nil
+	return decodeTLS(id, raw)
 }
 
-// tlsStoredValue is the stored form of a report: the API's fields plus
-// the organization, which the API does not show.
+// tlsStoredValue is the JSON stored form of a report of the first
+// release: the API's fields plus the organization, which the API does not
+// show. New reports are stored with appendTLS (tls_codec.go).
 type tlsStoredValue struct {
 	OrgID string `json:"org_id"`
 	*TLSReportDetail

@@ -27,6 +27,11 @@ func Extract(r io.Reader, lim container.Limits, fn func(p container.Payload) err
 	return err
 }
 
+// LooksLikeReport reports whether head, the first bytes of an XML
+// payload, holds a <feedback> start tag: what Extract hands over. A caller
+// walking for several kinds at once (container.WalkKinds) matches with it.
+func LooksLikeReport(head []byte) bool { return hasFeedback(head) }
+
 // hasFeedback reports whether p holds a <feedback> (or <x:feedback>) start
 // tag, in UTF-8 or UTF-16.
 func hasFeedback(p []byte) bool {

@@ -26,6 +26,7 @@ const (
 	KindZlib
 	KindZip
 	KindMail // an RFC 5322 message (or an mbox "From " line and a message)
+	KindJSON // a JSON object (SMTP TLS reports, RFC 8460)
 )
 
 // String returns the kind's lower-case name ("gzip").
@@ -41,6 +42,8 @@ func (k Kind) String() string {
 		return "zip"
 	case KindMail:
 		return "mail"
+	case KindJSON:
+		return "json"
 	}
 	return "unknown"
 }
@@ -51,7 +54,8 @@ const SniffLen = 512
 // Sniff returns the kind of an input from its first bytes (SniffLen is
 // enough). XML may start with a UTF-8 or UTF-16 byte order mark and white
 // space; mail must start with a header field ("Name: value") or an mbox
-// "From " line.
+// "From " line; JSON is an object: '{' after an optional UTF-8 byte order
+// mark and white space.
 func Sniff(head []byte) Kind {
 	switch {
 	case len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b:
@@ -64,8 +68,16 @@ func Sniff(head []byte) Kind {
 		return KindXML
 	case isMail(head):
 		return KindMail
+	case isJSON(head):
+		return KindJSON
 	}
 	return KindUnknown
+}
+
+func isJSON(h []byte) bool {
+	h = bytes.TrimPrefix(h, []byte{0xEF, 0xBB, 0xBF})
+	h = bytes.TrimLeft(h, " \t\r\n")
+	return len(h) > 0 && h[0] == '{'
 }
 
 // isZlib checks the RFC 1950 header: deflate, a window of at most 32 KiB,
@@ -110,6 +122,7 @@ func isMail(h []byte) bool {
 // Payload is one payload found by Walk.
 type Payload struct {
 	Name string    // file, zip member or attachment name, when there is one
+	Kind Kind      // what Sniff said it is (KindXML, KindJSON)
 	Body io.Reader // the payload, streamed; valid only during the callback
 }
 
@@ -138,7 +151,15 @@ const PeekLen = 64 << 10
 // data, or a broken MIME structure that left no payload; errors of r itself
 // come back wrapped. Finding nothing is not an error: the count is 0.
 func Walk(r io.Reader, lim Limits, want Kind, match func(head []byte) bool, fn func(p Payload) error) (int, error) {
-	w := &walker{lim: lim.WithDefaults(), want: want, match: match, fn: fn}
+	return WalkKinds(r, lim, func(k Kind, head []byte) bool { return k == want && match(head) }, fn)
+}
+
+// WalkKinds is Walk for payloads of several kinds in one pass (a mail with
+// an aggregate report and a TLS report): match is asked about every input
+// whose kind is neither a container (gzip, zlib, zip) nor mail, with its
+// kind and first bytes; fn gets the kind in Payload.Kind.
+func WalkKinds(r io.Reader, lim Limits, match func(k Kind, head []byte) bool, fn func(p Payload) error) (int, error) {
+	w := &walker{lim: lim.WithDefaults(), match: match, fn: fn}
 	w.budget = w.lim.MaxDecompressed
 	w.zipBudget = w.lim.MaxCompressed
 	w.mime = &MIMEWalker{lim: w.lim, visit: w.part, watch: &w.watch}
@@ -154,8 +175,7 @@ func Walk(r io.Reader, lim Limits, want Kind, match func(head []byte) bool, fn f
 // walker walks one input.
 type walker struct {
 	lim       Limits
-	want      Kind
-	match     func([]byte) bool
+	match     func(Kind, []byte) bool
 	fn        func(Payload) error
 	budget    int64 // payload bytes still allowed (MaxDecompressed)
 	zipBudget int64 // bytes of zip archives that may still be held in memory
@@ -178,7 +198,7 @@ func (w *walker) walk(r io.Reader, name string, depth int, mailOK bool) error {
 		return w.mime.classify("reading input", err)
 	}
 	switch kind := Sniff(head); kind {
-	case w.want:
+	case KindXML, KindJSON:
 		return w.payload(br, name, kind)
 	case KindGzip, KindZlib:
 		if err := capr.lower(w.lim.MaxCompressed, "compressed input"); err != nil {
@@ -207,6 +227,12 @@ func (w *walker) part(p *Part) error {
 	return w.walk(p.Body, p.Filename, p.Depth+1, !strings.HasPrefix(p.Type, "text/"))
 }
 
+// gzipReaders recycles gzip readers: each holds a decompressor of tens of
+// kilobytes, which small reports (a TLS report POSTed over HTTPS, a
+// gzipped aggregate report) would otherwise allocate every time. A reader
+// is in use only while the walk is inside its layer.
+var gzipReaders = sync.Pool{New: func() any { return new(gzip.Reader) }}
+
 // bufs recycles the read buffers of the layers of a walk: a layer's buffer
 // is in use only while the walk is inside it (Payload.Body is valid only
 // during the callback), and small reports would otherwise cost a 64 KiB
@@ -224,21 +250,21 @@ func putBuf(br *bufio.Reader) {
 	bufs.Put(br)
 }
 
-// payload hands an input of the wanted kind to fn if match accepts it.
+// payload hands an input to fn if match accepts it.
 func (w *walker) payload(br *bufio.Reader, name string, kind Kind) error {
 	what := strings.ToUpper(kind.String())
 	peek, err := br.Peek(PeekLen)
 	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
 		return w.mime.classify("reading "+what, err)
 	}
-	if !w.match(peek) {
+	if !w.match(kind, peek) {
 		return nil
 	}
 	w.found++
 	body := &budgetReader{r: br, budget: &w.budget, max: w.lim.MaxDecompressed, what: what}
 	// Zip names may be CP437, gzip names Latin-1: keep the name printable.
 	name = strings.ToValidUTF8(name, "\uFFFD")
-	return w.fn(Payload{Name: name, Body: malformedReader{body, "reading report"}})
+	return w.fn(Payload{Name: name, Kind: kind, Body: malformedReader{body, "reading report"}})
 }
 
 // stream unpacks gzip or zlib. Only the first gzip member is read
@@ -248,8 +274,9 @@ func (w *walker) payload(br *bufio.Reader, name string, kind Kind) error {
 func (w *walker) stream(br *bufio.Reader, kind Kind, capr *capReader, name string, depth int) error {
 	var zr io.Reader
 	if kind == KindGzip {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
+		gz := gzipReaders.Get().(*gzip.Reader)
+		defer gzipReaders.Put(gz)
+		if err := gz.Reset(br); err != nil {
 			return w.mime.classify("gzip header", err)
 		}
 		gz.Multistream(false)

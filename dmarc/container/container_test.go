@@ -37,7 +37,9 @@ func TestSniff(t *testing.T) {
 		{[]byte("From MAILER-DAEMON Fri Jul  8 12:08:34 2011\nFrom: x\n"), KindMail},
 		{[]byte("X-Mailer: x"), KindMail},
 		{[]byte(""), KindUnknown},
-		{[]byte("{\"organization-name\": \"x\"}"), KindUnknown},
+		{[]byte("{\"organization-name\": \"x\"}"), KindJSON},
+		{[]byte("\xEF\xBB\xBF \r\n{}"), KindJSON},
+		{[]byte("[{}]"), KindUnknown},
 		{[]byte("This is an aggregate report"), KindUnknown},
 		{[]byte("xy not zlib"), KindUnknown},
 		{[]byte(": no name"), KindUnknown},
@@ -127,5 +129,33 @@ func TestWalkErrors(t *testing.T) {
 				t.Fatalf("source error %v called malformed", err)
 			}
 		})
+	}
+}
+
+// TestWalkKinds ensures one walk hands over payloads of several kinds,
+// each with its kind: an XML attachment and a gzip JSON part of one mail,
+// while Walk for XML alone never sees the JSON.
+func TestWalkKinds(t *testing.T) {
+	x, j := []byte("<a>yes</a>"), []byte(`{"report-id": "1"}`)
+	mail := mimeHead + "Content-Type: multipart/mixed; boundary=\"xx\"\r\n\r\n" + mailtest.Multipart("xx",
+		"Content-Type: application/xml\r\n\r\n"+string(x),
+		"Content-Type: application/tlsrpt+gzip\r\nContent-Transfer-Encoding: base64\r\n\r\n"+mailtest.Base64(reportgen.Gzip(j)),
+		"Content-Type: application/json\r\n\r\n[1, 2]")
+	var got []string
+	n, err := WalkKinds(strings.NewReader(mail), Limits{}, func(k Kind, head []byte) bool { return k == KindXML || k == KindJSON },
+		func(p Payload) error {
+			b, err := io.ReadAll(p.Body)
+			got = append(got, p.Kind.String()+"="+string(b))
+			return err
+		})
+	if err != nil || n != 2 {
+		t.Fatalf("n = %d, err = %v", n, err)
+	}
+	if want := `[xml=<a>yes</a> json={"report-id": "1"}]`; fmt.Sprint(got) != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	xmlOnly, err := walkAll(strings.NewReader(mail), Limits{}, "")
+	if err != nil || len(xmlOnly) != 1 {
+		t.Fatalf("Walk for XML: %q, %v", xmlOnly, err)
 	}
 }

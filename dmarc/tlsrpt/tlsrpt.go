@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
@@ -169,15 +170,29 @@ func tooLarge(format string, args ...any) error {
 // reading at most lim.MaxBytes.
 func Parse(r io.Reader, lim Limits) (*Report, error) {
 	lim = lim.withDefaults()
-	data, err := io.ReadAll(io.LimitReader(r, lim.MaxBytes+1))
-	if err != nil {
+	buf := readBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBuf {
+			buf.Reset()
+			readBufs.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(io.LimitReader(r, lim.MaxBytes+1)); err != nil {
 		return nil, fmt.Errorf("tlsrpt: read: %w", err)
 	}
-	if int64(len(data)) > lim.MaxBytes {
+	if int64(buf.Len()) > lim.MaxBytes {
 		return nil, tooLarge("report over %d bytes", lim.MaxBytes)
 	}
-	return parseJSON(data, lim)
+	// The report keeps copies of what it needs: the buffer is reused.
+	return parseJSON(buf.Bytes(), lim)
 }
+
+// readBufs recycles Parse's read buffers: a report is read whole, and
+// growing a fresh buffer for each was a good part of a report's cost.
+var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuf is the largest buffer kept for reuse.
+const maxPooledBuf = 1 << 20
 
 // ParseBytes reads one report from data, JSON or gzip-compressed JSON
 // (told apart by the gzip magic number, as application/tlsrpt+gzip).
@@ -232,17 +247,9 @@ type (
 		End   *string `json:"end-datetime"`
 	}
 	rawPolicy struct {
-		Policy *struct {
-			Type    *string `json:"policy-type"`
-			Strings strList `json:"policy-string"`
-			Domain  *string `json:"policy-domain"`
-			MXHost  strList `json:"mx-host"`
-		} `json:"policy"`
-		Summary *struct {
-			Successful *json.Number `json:"total-successful-session-count"`
-			Failed     *json.Number `json:"total-failure-session-count"`
-		} `json:"summary"`
-		Failures []*rawFailure `json:"failure-details"`
+		Policy   *rawPolicyHead `json:"policy"`
+		Summary  *rawSummary    `json:"summary"`
+		Failures []*rawFailure  `json:"failure-details"`
 	}
 	rawFailure struct {
 		ResultType            *string      `json:"result-type"`
@@ -288,41 +295,14 @@ func (s *strList) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// parseJSON checks the shape of data against the limits, then decodes and
-// validates it.
+// parseJSON decodes data (decode.go) under the limits and validates it.
 func parseJSON(data []byte, lim Limits) (*Report, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if err := scan(data, lim); err != nil {
+	raw, err := decode(data, lim)
+	if err != nil {
 		return nil, err
 	}
-	var raw rawReport
-	if err := json.Unmarshal(data, &raw); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, malformed("%s: a JSON %s where the schema wants a %s", fieldName(te), te.Value, typeName(te.Type.Kind().String()))
-		}
-		return nil, malformed("%v", err)
-	}
 	return raw.convert(lim)
-}
-
-func fieldName(te *json.UnmarshalTypeError) string {
-	if te.Field == "" {
-		return "report"
-	}
-	return te.Field
-}
-
-func typeName(kind string) string {
-	switch kind {
-	case "ptr", "struct", "map":
-		return "object"
-	case "slice":
-		return "array"
-	case "int64", "float64":
-		return "number"
-	}
-	return kind
 }
 
 func (raw *rawReport) convert(lim Limits) (*Report, error) {
@@ -486,62 +466,4 @@ func clip(s string) string {
 		return s[:64] + "..."
 	}
 	return s
-}
-
-// scan walks data once, before any decoding, refusing nesting deeper than
-// lim.MaxDepth and arrays longer than lim.MaxArray, so that the decoder
-// never builds what the limits forbid. Syntax errors are left to the
-// decoder, which words them better.
-func scan(data []byte, lim Limits) error {
-	// elems[d] counts the elements of the array open at depth d+1 (-1 for
-	// an object); the stack never grows past MaxDepth.
-	elems := make([]int, 0, lim.MaxDepth)
-	inString := false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-			if n := len(elems); n > 0 && elems[n-1] == 0 {
-				elems[n-1] = 1
-			}
-		case '{', '[':
-			if n := len(elems); n > 0 && elems[n-1] == 0 {
-				elems[n-1] = 1
-			}
-			if len(elems) == lim.MaxDepth {
-				return tooLarge("nesting deeper than %d levels", lim.MaxDepth)
-			}
-			if c == '{' {
-				elems = append(elems, -1)
-			} else {
-				elems = append(elems, 0)
-			}
-		case '}', ']':
-			if len(elems) > 0 {
-				elems = elems[:len(elems)-1]
-			}
-		case ',':
-			if n := len(elems); n > 0 && elems[n-1] > 0 {
-				if elems[n-1]++; elems[n-1] > lim.MaxArray {
-					return tooLarge("an array of more than %d elements", lim.MaxArray)
-				}
-			}
-		case ' ', '\t', '\r', '\n', ':':
-		default:
-			if n := len(elems); n > 0 && elems[n-1] == 0 {
-				elems[n-1] = 1
-			}
-		}
-	}
-	return nil
 }

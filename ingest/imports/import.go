@@ -60,6 +60,7 @@ type Summary struct {
 	Imported       int `json:"imported"`        // aggregate reports stored
 	Records        int `json:"records"`         // records of the aggregate reports stored
 	FailureReports int `json:"failure_reports"` // failure reports stored
+	TLSReports     int `json:"tls_reports"`     // SMTP TLS reports (RFC 8460) stored
 	Duplicates     int `json:"duplicates"`      // reports already stored before
 	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
 	Failed         int `json:"failed"`          // inputs not read or not stored
@@ -267,6 +268,8 @@ func (im *importer) record(j *importJob) {
 				s.Duplicates++
 			case o.Kind == ingest.KindFailure:
 				s.FailureReports++
+			case o.Kind == ingest.KindTLS:
+				s.TLSReports++
 			default:
 				s.Imported++
 				s.Records += o.Records

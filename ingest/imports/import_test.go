@@ -163,3 +163,38 @@ func TestImportBadPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestImportTLSReports ensures bare .json and .json.gz TLS reports and a
+// TLS report mail are imported and counted as TLS reports, and counted as
+// duplicates when imported again.
+func TestImportTLSReports(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := t.TempDir()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "..", "dmarc", "tlsrpt", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ms := read("microsoft.json")
+	writeFile(t, filepath.Join(dir, "google.json"), read("google.json"))
+	writeFile(t, filepath.Join(dir, "microsoft.json.gz"), reportgen.Gzip(ms))
+	other := bytes.Replace(ms, []byte(`"133771234567890123+example.com"`), []byte(`"mailed"`), 1)
+	writeFile(t, filepath.Join(dir, "tls.eml"), ingesttest.MailWith("tlsrpt@microsoft.com", "abc@reports.test", reportgen.Gzip(other), "application/tlsrpt+gzip", "r.json.gz"))
+	o := Options{Ingest: env.Pipeline.Ingest, Jobs: 2}
+	sum, err := Run(context.Background(), []string{dir}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.TLSReports != 3 || sum.Imported != 0 || sum.Quarantined != 0 || sum.Failed != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	again, err := Run(context.Background(), []string{dir}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.TLSReports != 0 || again.Duplicates != 3 {
+		t.Fatalf("again: %+v", again)
+	}
+}

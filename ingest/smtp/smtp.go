@@ -397,8 +397,9 @@ func (ss *session) Data(r io.Reader) error {
 		return errStoreFailed
 	}
 	received := ss.s.cfg.Now()
-	var stored, duplicates, records int
+	var stored, duplicates, records, tls int
 	var quarantined []string
+	var counts tally
 	for _, rcpt := range ss.rcpts {
 		res, err := ss.ingest(sp.Reader(), rcpt, received)
 		if err != nil {
@@ -407,19 +408,23 @@ func (ss *session) Data(r io.Reader) error {
 				"failed_rcpt", rcpt, "duration", time.Since(start).Round(time.Millisecond), "error", err)...)
 			return errStoreFailed
 		}
+		counts.add(res)
 		for _, o := range res.Reports {
 			if o.Duplicate {
 				duplicates++
 			} else {
 				stored++
 				records += o.Records
+				if o.Kind == ingest.KindTLS {
+					tls++
+				}
 			}
 		}
 		if res.Quarantined != "" {
 			quarantined = append(quarantined, res.Quarantined+" ("+res.Reason+")")
 		}
 	}
-	attrs = append(attrs, "bytes", sp.Size(), "status", 250, "reports", stored, "records", records, "duplicates", duplicates)
+	attrs = append(attrs, "bytes", sp.Size(), "status", 250, "reports", stored, "tls_reports", tls, "records", records, "duplicates", duplicates)
 	if len(quarantined) > 0 {
 		ss.s.count("quarantined")
 		attrs = append(attrs, "quarantined", strings.Join(quarantined, "; "))
@@ -427,7 +432,7 @@ func (ss *session) Data(r io.Reader) error {
 		ss.s.count("stored")
 	}
 	ss.s.log.Info("smtp message accepted", append(attrs, "duration", time.Since(start).Round(time.Millisecond))...)
-	return nil
+	return counts.reply()
 }
 
 func (ss *session) ingest(r io.Reader, rcpt string, received time.Time) (*ingest.Result, error) {
