@@ -21,6 +21,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
+	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -61,6 +62,9 @@ type Config struct {
 	// Senders computes the sources, senders and policy-advice views; nil
 	// uses the embedded known-sender map without SPF evaluation.
 	Senders *senders.Views
+	// Mailboxes runs the mailbox endpoints (IMAP intake); without it those
+	// that change or poll a mailbox answer 500.
+	Mailboxes *imapin.Service
 }
 
 // Server is the HTTP API. Create it with New.
@@ -191,6 +195,13 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/api/v1/tls-reports/:id", readScope, s.getTLSReport)
 	s.handle("GET", "/api/v1/domains/:id/tls-statistics", readScope, s.domainTLSStatistics)
 	s.handle("POST", "/api/v1/check-tls", readScope, s.checkTLS)
+
+	s.handle("GET", "/api/v1/mailboxes", readScope, s.listMailboxes)
+	s.handle("POST", "/api/v1/mailboxes", fullScope, s.createMailbox)
+	s.handle("GET", "/api/v1/mailboxes/:id", readScope, s.getMailbox)
+	s.handle("PUT", "/api/v1/mailboxes/:id", fullScope, s.updateMailbox)
+	s.handle("DELETE", "/api/v1/mailboxes/:id", fullScope, s.deleteMailbox)
+	s.handle("POST", "/api/v1/mailboxes/:id/poll", fullScope, s.pollMailbox)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.
