@@ -53,6 +53,8 @@ type serveOptions struct {
 	Webhooks webhookOptions
 	// Senders are the sender-intelligence settings (--rdns-rate, --sender-map).
 	Senders sendersOptions
+	// IMAP are the mailbox intake settings (--imap-*).
+	IMAP imapOptions
 }
 
 // sendersOptions configure the sources, senders and policy-advice views.
@@ -89,6 +91,7 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.addAlertRuleFlags(cmd)
 	o.Webhooks.AddFlags(cmd)
 	o.Senders.AddFlags(cmd)
+	o.IMAP.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
 }

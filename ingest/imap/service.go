@@ -187,6 +187,9 @@ func (s *Service) Poll(ctx context.Context, orgID, id string) (PollResult, error
 	if err != nil {
 		return PollResult{}, err
 	}
+	if s.Sink == nil {
+		return PollResult{}, errors.New("imap: polling needs the running server's ingest pipeline")
+	}
 	if s.Manager != nil && m.IsActive {
 		_ = s.Manager.Refresh(ctx)
 		res, err := s.Manager.PollNow(ctx, id)
