@@ -3,6 +3,7 @@ package imaptest
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -196,7 +197,8 @@ func CountIn(tb testing.TB, c *imapclient.Client, mailbox string) int {
 	tb.Helper()
 	st, err := c.Status(mailbox, &imap.StatusOptions{NumMessages: true}).Wait()
 	if err != nil {
-		if strings.Contains(err.Error(), "NONEXISTENT") {
+		var ie *imap.Error
+		if errors.As(err, &ie) && ie.Code == imap.ResponseCodeNonExistent || strings.Contains(err.Error(), "NONEXISTENT") || strings.Contains(err.Error(), "doesn't exist") {
 			return 0
 		}
 		tb.Fatal(err)
