@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/dmarcd/dmarcd/ingest"
+	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -43,6 +44,8 @@ type Service interface {
 	RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error)
 	// DeleteQuarantine removes an entry and its bytes (ErrNotFound).
 	DeleteQuarantine(ctx context.Context, id string) error
+
+	Mailboxes
 }
 
 // Local is the Service over a store this process has opened.
@@ -54,6 +57,9 @@ type Local struct {
 	// Pipeline ingests imports and quarantine retries; without it those
 	// operations fail.
 	Pipeline *ingest.Pipeline
+	// Mailboxes manages IMAP mailboxes; without it adding, removing and
+	// polling one fail.
+	Mailboxes *imapin.Service
 }
 
 var _ Service = (*Local)(nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -24,7 +25,13 @@ domains, reports) to FILE. While 'dmarcd serve' runs, the copy is taken
 through its admin socket without stopping it (a read transaction: intake
 and the API go on). The copy is checked before it replaces FILE, so FILE
 is either the old file or a complete new backup. The API keys in it are
-hashes: a backup leaks no usable key, but keep it private all the same.`,
+hashes: a backup leaks no usable key, but keep it private all the same.
+
+Mailbox passwords and OAuth2 secrets (dmarcd mailbox) are in the backup
+encrypted with the key <data-dir>/secret.key, which is not in it: keep a
+copy of secret.key too (preferably apart from the backups). Without it, a
+restored database's mailboxes report that their credentials cannot be
+read, and must have them entered again.`,
 		Example: `  dmarcd backup /var/backups/dmarcd-$(date +%F).db
   dmarcd restore /var/backups/dmarcd-2026-11-20.db   # with the server stopped`,
 		Args: exactArgs(1, "the FILE to write"),
@@ -58,7 +65,15 @@ func runBackup(ctx context.Context, g *globalOptions, dst string) error {
 		return printJSON(g.stdout, map[string]any{"file": dst, "bytes": n})
 	}
 	fmt.Fprintf(g.stdout, "Backed up %d bytes to %s.\n", n, dst)
+	if key := secret.KeyPath(g.DataDir); fileExists(key) {
+		fmt.Fprintf(g.stdout, "Mailbox credentials in it are encrypted with %s, which is not in the backup: keep a copy of that file as well.\n", key)
+	}
 	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // writeChecked writes through fill into a temporary file beside dst, syncs

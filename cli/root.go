@@ -121,6 +121,7 @@ Exit codes:
 		newBackupCommand(g),
 		newRestoreCommand(g),
 		newWebhookCommand(g),
+		newMailboxCommand(g),
 		newVersionCommand(g),
 	)
 	return root

@@ -21,6 +21,7 @@ import (
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
+	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
@@ -50,6 +51,7 @@ type server struct {
 	adminSrv        *http.Server
 	sched           *worker.Scheduler
 	rdns            *senders.RDNSJob
+	imap            *imapIntake
 	lns             *listeners
 
 	// ready is what /readyz reports: set once everything serves, cleared
@@ -118,6 +120,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 			return nil, usageError{fmt.Errorf("--sender-map: %w", err)}
 		}
 	}
+	if s.imap, err = newIMAPIntake(o.IMAP, g.DataDir, db, s.resolver, log, reg); err != nil {
+		return nil, err
+	}
 	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate})
 	// TLS reports over HTTPS (--public-url) reach the pipeline, made below.
 	var tlsReports http.Handler
@@ -143,6 +148,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		WebhookClient:   hooks,
 		WebhookResolver: s.resolver,
 		WebhookPolicy:   hookPolicy,
+		Mailboxes:       s.imap.svc,
 		// MTA-STS policy files are fetched under the webhook address policy.
 		TLS:        &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
 		TLSReports: tlsReports,
@@ -163,6 +169,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now}); err != nil {
 		return nil, err
 	}
+	s.imap.attach(imapin.PipelineSink{Pipeline: s.pipeline, Metrics: s.imap.svc.Metrics}, o.IMAP.Interval)
 	hostname := o.SMTPHostname
 	if hostname == "" {
 		hostname = s.reportingDomain
@@ -191,7 +198,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline}, log),
+		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline, Mailboxes: s.imap.svc}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	if s.sched, err = s.scheduleJobs(reg); err != nil {

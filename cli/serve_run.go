@@ -33,8 +33,9 @@ func runServe(ctx context.Context, g *globalOptions, o serveOptions) error {
 // run starts the components and stops them when ctx ends or one of them
 // fails; the start and shutdown order is here and nowhere else. Start: the
 // pipeline (every server hands it work), the demo reports, the API, admin
-// and SMTP servers, the scheduler and SIGHUP reloads, then ready. Stop:
-// not ready, the scheduler and SIGHUP reloads; the servers drain (up to
+// and SMTP servers, the scheduler, the mailbox poller and SIGHUP reloads,
+// then ready. Stop: not ready, the scheduler, the mailbox poller and SIGHUP
+// reloads; the servers drain (up to
 // --shutdown-timeout); then the pipeline commits what it was handed, and
 // API key usage is flushed. The error is the failure that stopped it.
 func (s *server) run(ctx context.Context) error {
@@ -87,6 +88,9 @@ func (s *server) run(ctx context.Context) error {
 			}
 		}()
 	}
+	// The mailbox poller stops with the servers, before the pipeline.
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = s.imap.manager.Run(runCtx) }()
 	reloadGeoOnHUP(runCtx, s.geo, log, &wg)
 	s.ready.Store(true)
 	log.Info("dmarcd started", "version", version(), "api", lns.api.Addr().String(), "smtp", smtpAddr,

@@ -22,6 +22,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
+	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -70,6 +71,9 @@ type Config struct {
 	// no trailing slash); when it is https, dns_records add the
 	// <PublicURL>/tlsrpt/<local part> URI to the TLS-RPT record.
 	PublicURL string
+	// Mailboxes runs the mailbox endpoints (IMAP intake); without it those
+	// that change or poll a mailbox answer 500.
+	Mailboxes *imapin.Service
 }
 
 // Server is the HTTP API. Create it with New.
@@ -210,6 +214,13 @@ func (s *Server) registerRoutes() {
 	s.handle("POST", "/api/v1/check-tls", readScope, s.checkTLS)
 	// RFC 8460 reporters: no key, the address is the secret (ingest/https).
 	s.handle("POST", "/tlsrpt/:local", public, s.postTLSReport)
+
+	s.handle("GET", "/api/v1/mailboxes", readScope, s.listMailboxes)
+	s.handle("POST", "/api/v1/mailboxes", fullScope, s.createMailbox)
+	s.handle("GET", "/api/v1/mailboxes/:id", readScope, s.getMailbox)
+	s.handle("PUT", "/api/v1/mailboxes/:id", fullScope, s.updateMailbox)
+	s.handle("DELETE", "/api/v1/mailboxes/:id", fullScope, s.deleteMailbox)
+	s.handle("POST", "/api/v1/mailboxes/:id/poll", fullScope, s.pollMailbox)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.

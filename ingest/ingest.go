@@ -111,6 +111,12 @@ const (
 	// Recipient, and an unusable input is refused (Result.Reason), not
 	// quarantined: its sender is told.
 	SourceHTTPS Source = "https"
+	// SourceIMAP is a mail read from an organization's mailbox
+	// (ingest/imap): routed like an import within Arrival.OrgID, which it
+	// requires; a mail that holds no report at all is left alone
+	// (Result.NotReport) instead of quarantined, since a shared mailbox
+	// holds ordinary mail too.
+	SourceIMAP Source = "imap"
 )
 
 // Arrival says how one input arrived: by which way, for which recipient or
@@ -167,6 +173,10 @@ type Result struct {
 	// to reports that were (a broken zip member, a report for another
 	// domain); they are logged too.
 	Problems []string `json:"problems"`
+	// NotReport is set, for SourceIMAP only, when the input holds no report
+	// at all (no report payload, no feedback part, nothing broken): nothing
+	// was stored or quarantined.
+	NotReport bool `json:"not_report,omitempty"`
 }
 
 // New returns a pipeline writing to cfg.Store. It first deletes what is
@@ -225,8 +235,11 @@ func (p *Pipeline) Ingest(ctx context.Context, r io.Reader, d Arrival) (*Result,
 }
 
 func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *store.QuarantineEntry) (*Result, error) {
-	if d.Source != SourceSMTP && d.Source != SourceImport && d.Source != SourceHTTPS {
+	if d.Source != SourceSMTP && d.Source != SourceImport && d.Source != SourceHTTPS && d.Source != SourceIMAP {
 		return nil, fmt.Errorf("ingest: unknown source %q", d.Source)
+	}
+	if d.Source == SourceIMAP && d.OrgID == "" {
+		return nil, errors.New("ingest: a mailbox's mail needs its organization (Arrival.OrgID)")
 	}
 	if d.OrgID != "" && !store.ValidID(d.OrgID) {
 		return nil, fmt.Errorf("ingest: malformed organization id %q", d.OrgID)
@@ -295,6 +308,8 @@ func (p *Pipeline) logResult(d Arrival, j *job, res *Result, err error) {
 	case res.Quarantined != "":
 		outcome = "quarantined"
 		attrs = append(attrs, "quarantine_id", res.Quarantined, "reason", res.Reason)
+	case res.NotReport:
+		outcome = "not_report"
 	case dups == reports:
 		outcome = "duplicate"
 	}

@@ -80,10 +80,12 @@ func (j *job) run() (*Result, error) {
 		j.cleanup()
 		return nil, j.abort
 	}
+	nothing := errors.Is(err, container.ErrNoReport) // no payload, nothing broken
 	if err != nil {
 		// The walk stopped (a broken part, a limit): what was found stays.
 		j.problems = append(j.problems, err.Error())
 	}
+	seen := len(j.problems)
 	res, err := j.commitReports()
 	if err != nil {
 		return nil, err
@@ -100,6 +102,11 @@ func (j *job) run() (*Result, error) {
 		if res, err := j.failures(); res != nil || err != nil {
 			return res, err
 		}
+	}
+	if j.d.Source == SourceIMAP && nothing && len(j.problems) == seen {
+		// Ordinary mail in a mailbox: neither walk found anything.
+		j.doneProducing()
+		return &Result{Reports: []Outcome{}, NotReport: true}, nil
 	}
 	return j.quarantine()
 }

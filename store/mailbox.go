@@ -111,6 +111,12 @@ func checkMailbox(m *Mailbox) error {
 	return nil
 }
 
+// CheckMailbox applies the store's rules on a mailbox's fields (those
+// CreateMailbox and UpdateMailbox apply) and normalizes its host, so that a
+// caller can refuse bad input before it connects anywhere. Errors are
+// ErrInvalid, their message starting with the field's name.
+func CheckMailbox(m *Mailbox) error { return checkMailbox(m) }
+
 func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
 
 func checkSecrets(s []byte) error {

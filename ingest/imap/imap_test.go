@@ -19,6 +19,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/imaptest"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
@@ -109,34 +110,34 @@ func (s *recordingSink) count() int {
 // env is a store with one organization and mailbox, and a memory server.
 type env struct {
 	db   *store.DB
-	srv  *memServer
+	srv  *imaptest.Server
 	mb   imapin.Mailbox
 	acct imapin.Account
 	opts *imapin.Options
 	dir  imapin.StoreDirectory
 }
 
-func newEnv(t *testing.T, sopts ...serverOpt) *env {
+func newEnv(t *testing.T, sopts ...imaptest.Option) *env {
 	t.Helper()
-	e := &env{db: storetest.Open(t), srv: newMemServer(t, sopts...)}
+	e := &env{db: storetest.Open(t), srv: imaptest.NewServer(t, sopts...)}
 	org := storetest.MustOrganization(t, e.db, "acme", store.PlanBusiness)
 	box, err := secret.LoadOrCreate(secret.KeyPath(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.acct = imapin.Account{Host: "127.0.0.1", Port: e.srv.port, Security: e.srv.mode, Username: testUser,
-		Credentials: imapin.Credentials{Password: testPass}, Folder: "INBOX", ArchiveFolder: "Archive/dmarcd"}
+	e.acct = imapin.Account{Host: "127.0.0.1", Port: e.srv.Port, Security: e.srv.Mode, Username: imaptest.User,
+		Credentials: imapin.Credentials{Password: imaptest.Pass}, Folder: "INBOX", ArchiveFolder: "Archive/dmarcd"}
 	sealed, err := imapin.SealCredentials(box, e.acct.Credentials)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &store.Mailbox{OrgID: org.ID, Host: "127.0.0.1", Port: e.srv.port, Security: e.srv.mode, Username: testUser,
+	m := &store.Mailbox{OrgID: org.ID, Host: "127.0.0.1", Port: e.srv.Port, Security: e.srv.Mode, Username: imaptest.User,
 		Auth: store.AuthPassword, Folder: "INBOX", ArchiveFolder: "Archive/dmarcd"}
 	if err := e.db.CreateMailbox(m, sealed); err != nil {
 		t.Fatal(err)
 	}
 	e.mb = imapin.Mailbox{ID: m.ID, OrgID: org.ID}
-	e.opts = &imapin.Options{AllowPrivate: true, RootCAs: e.srv.cert.pool, AllowPlaintext: true, Timeout: 10 * time.Second}
+	e.opts = &imapin.Options{AllowPrivate: true, RootCAs: e.srv.Cert.Pool, AllowPlaintext: true, Timeout: 10 * time.Second}
 	e.dir = imapin.StoreDirectory{DB: e.db, Box: box}
 	return e
 }
@@ -161,9 +162,9 @@ func TestPollImportsReportsAndLeavesOtherMail(t *testing.T) {
 		raw := reportMail(kind, i)
 		sent = append(sent, raw)
 		if kind == "other" {
-			e.srv.appendMsg("INBOX", raw, imap.FlagFlagged)
+			e.srv.Append("INBOX", raw, imap.FlagFlagged)
 		} else {
-			e.srv.appendMsg("INBOX", raw)
+			e.srv.Append("INBOX", raw)
 		}
 	}
 	sink := newSink()
@@ -182,10 +183,10 @@ func TestPollImportsReportsAndLeavesOtherMail(t *testing.T) {
 			t.Errorf("message %d routed to org %q", i, sink.org[i])
 		}
 	}
-	if n := e.srv.count("Archive/dmarcd"); n != 4 {
+	if n := e.srv.Count("Archive/dmarcd"); n != 4 {
 		t.Errorf("archive holds %d messages, want 4", n)
 	}
-	if n := e.srv.count("INBOX"); n != 1 {
+	if n := e.srv.Count("INBOX"); n != 1 {
 		t.Errorf("INBOX holds %d messages, want the non-report only", n)
 	}
 	flags := inboxFlags(t, e)
@@ -214,8 +215,8 @@ func inboxFlags(t *testing.T, e *env) [][]imap.Flag {
 // is read from its start.
 func TestUIDValidityChange(t *testing.T) {
 	e := newEnv(t)
-	e.srv.appendMsg("INBOX", reportMail("other", 1))
-	e.srv.appendMsg("INBOX", reportMail("other", 2))
+	e.srv.Append("INBOX", reportMail("other", 1))
+	e.srv.Append("INBOX", reportMail("other", 2))
 	sink := newSink()
 	if res, err := e.poll(t, sink); err != nil || res.Messages != 2 {
 		t.Fatalf("first poll = %+v, %v", res, err)
@@ -223,13 +224,13 @@ func TestUIDValidityChange(t *testing.T) {
 	if res, _ := e.poll(t, sink); res.Messages != 0 {
 		t.Fatalf("second poll read %d", res.Messages)
 	}
-	if err := e.srv.user.Delete("INBOX"); err != nil {
+	if err := e.srv.User.Delete("INBOX"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.user.Create("INBOX", nil); err != nil {
+	if err := e.srv.User.Create("INBOX", nil); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.appendMsg("INBOX", reportMail("xml", 3))
+	e.srv.Append("INBOX", reportMail("xml", 3))
 	res, err := e.poll(t, sink)
 	if err != nil || res.Messages != 1 || res.Aggregate != 1 {
 		t.Fatalf("poll after UIDVALIDITY change = %+v, %v", res, err)
@@ -248,7 +249,7 @@ func TestWrongPassword(t *testing.T) {
 	if strings.Contains(err.Error(), "wrong") {
 		t.Errorf("error shows the password: %v", err)
 	}
-	e.acct.Credentials.Password = testPass
+	e.acct.Credentials.Password = imaptest.Pass
 	if err := imapin.Check(context.Background(), e.acct, e.opts); err != nil {
 		t.Fatalf("right password: %v", err)
 	}
@@ -260,12 +261,12 @@ func TestWrongPassword(t *testing.T) {
 func TestServerStoppedMidFetch(t *testing.T) {
 	e := newEnv(t)
 	for i := range 4 {
-		e.srv.appendMsg("INBOX", reportMail("xml", i))
+		e.srv.Append("INBOX", reportMail("xml", i))
 	}
 	sink := newSink()
 	sink.fail = func(n int) error {
 		if n == 2 {
-			e.srv.stop() // the report is stored; the move cannot happen
+			e.srv.Stop() // the report is stored; the move cannot happen
 		}
 		return nil
 	}
@@ -277,7 +278,7 @@ func TestServerStoppedMidFetch(t *testing.T) {
 		t.Errorf("UID mark = %d, want 1 (only the first message is done)", last)
 	}
 	sink.fail = nil
-	e.srv.start(e.srv.port)
+	e.srv.Start(e.srv.Port)
 	res, err = e.poll(t, sink)
 	if err != nil || res.Messages != 3 {
 		t.Fatalf("poll after restart = %+v, %v", res, err)
@@ -286,8 +287,8 @@ func TestServerStoppedMidFetch(t *testing.T) {
 	if sink.count() != 5 || !bytes.Equal(sink.got[1], sink.got[2]) {
 		t.Errorf("sink got %d messages, want 5 with the second repeated", sink.count())
 	}
-	if e.srv.count("INBOX") != 0 || e.srv.count("Archive/dmarcd") != 4 {
-		t.Errorf("INBOX %d, archive %d; want 0 and 4", e.srv.count("INBOX"), e.srv.count("Archive/dmarcd"))
+	if e.srv.Count("INBOX") != 0 || e.srv.Count("Archive/dmarcd") != 4 {
+		t.Errorf("INBOX %d, archive %d; want 0 and 4", e.srv.Count("INBOX"), e.srv.Count("Archive/dmarcd"))
 	}
 }
 
@@ -295,8 +296,8 @@ func TestServerStoppedMidFetch(t *testing.T) {
 // message in place and the mark before it.
 func TestSinkErrorStopsBeforeTheMessage(t *testing.T) {
 	e := newEnv(t)
-	e.srv.appendMsg("INBOX", reportMail("xml", 1))
-	e.srv.appendMsg("INBOX", reportMail("xml", 2))
+	e.srv.Append("INBOX", reportMail("xml", 1))
+	e.srv.Append("INBOX", reportMail("xml", 2))
 	sink := newSink()
 	sink.fail = func(n int) error {
 		if n == 1 {
@@ -308,11 +309,11 @@ func TestSinkErrorStopsBeforeTheMessage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "disk full") || len(res.Errors) != 1 {
 		t.Fatalf("poll = %+v, %v", res, err)
 	}
-	if e.srv.count("INBOX") != 2 {
-		t.Errorf("INBOX holds %d, want both", e.srv.count("INBOX"))
+	if e.srv.Count("INBOX") != 2 {
+		t.Errorf("INBOX holds %d, want both", e.srv.Count("INBOX"))
 	}
 	sink.fail = nil
-	if res, err := e.poll(t, sink); err != nil || res.Messages != 2 || e.srv.count("Archive/dmarcd") != 2 {
+	if res, err := e.poll(t, sink); err != nil || res.Messages != 2 || e.srv.Count("Archive/dmarcd") != 2 {
 		t.Fatalf("retry = %+v, %v", res, err)
 	}
 }
@@ -321,14 +322,14 @@ func TestSinkErrorStopsBeforeTheMessage(t *testing.T) {
 // gets COPY, \Deleted and UID EXPUNGE of the report only: another message
 // a user flagged \Deleted stays.
 func TestMoveFallbackExpungesOnlyThatMessage(t *testing.T) {
-	e := newEnv(t, withCaps(imap.CapUIDPlus))
-	e.srv.appendMsg("INBOX", reportMail("other", 1), imap.FlagDeleted)
-	e.srv.appendMsg("INBOX", reportMail("xml", 2))
+	e := newEnv(t, imaptest.WithCaps(imap.CapUIDPlus))
+	e.srv.Append("INBOX", reportMail("other", 1), imap.FlagDeleted)
+	e.srv.Append("INBOX", reportMail("xml", 2))
 	if res, err := e.poll(t, newSink()); err != nil || res.Imported != 1 {
 		t.Fatalf("poll = %+v, %v", res, err)
 	}
-	if e.srv.count("INBOX") != 1 || e.srv.count("Archive/dmarcd") != 1 {
-		t.Errorf("INBOX %d, archive %d; want 1 and 1", e.srv.count("INBOX"), e.srv.count("Archive/dmarcd"))
+	if e.srv.Count("INBOX") != 1 || e.srv.Count("Archive/dmarcd") != 1 {
+		t.Errorf("INBOX %d, archive %d; want 1 and 1", e.srv.Count("INBOX"), e.srv.Count("Archive/dmarcd"))
 	}
 }
 
@@ -336,15 +337,15 @@ func TestMoveFallbackExpungesOnlyThatMessage(t *testing.T) {
 func TestArchiveEmptyLeavesInPlace(t *testing.T) {
 	e := newEnv(t)
 	e.acct.ArchiveFolder = ""
-	e.srv.appendMsg("INBOX", reportMail("xml", 1))
+	e.srv.Append("INBOX", reportMail("xml", 1))
 	if res, err := e.poll(t, newSink()); err != nil || res.Imported != 1 {
 		t.Fatalf("poll = %+v, %v", res, err)
 	}
 	if res, _ := e.poll(t, newSink()); res.Messages != 0 {
 		t.Errorf("second poll read %d", res.Messages)
 	}
-	if e.srv.count("INBOX") != 1 {
-		t.Errorf("INBOX holds %d", e.srv.count("INBOX"))
+	if e.srv.Count("INBOX") != 1 {
+		t.Errorf("INBOX holds %d", e.srv.Count("INBOX"))
 	}
 }
 
@@ -363,13 +364,13 @@ func TestIdleDelivery(t *testing.T) {
 
 	// The first poll (empty folder) is recorded; then the worker idles.
 	waitFor(t, func() bool { mb, _ := e.db.FindMailbox(e.mb.OrgID, e.mb.ID); return mb.LastPollAt != nil })
-	e.srv.appendMsg("INBOX", reportMail("xml", 1))
+	e.srv.Append("INBOX", reportMail("xml", 1))
 	select {
 	case <-sink.seen:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the report was not fetched: IDLE did not deliver it")
 	}
-	waitFor(t, func() bool { return e.srv.count("Archive/dmarcd") == 1 })
+	waitFor(t, func() bool { return e.srv.Count("Archive/dmarcd") == 1 })
 	waitFor(t, func() bool {
 		mb, _ := e.db.FindMailbox(e.mb.OrgID, e.mb.ID)
 		return mb.MessagesImported == 1 && mb.LastError == nil
@@ -384,7 +385,7 @@ func TestIdleDelivery(t *testing.T) {
 // TestManagerRecordsLoginFailure ensures last_error is readable.
 func TestManagerRecordsLoginFailure(t *testing.T) {
 	e := newEnv(t)
-	e.srv.user = nil
+	e.srv.User = nil
 	bad, err := imapin.SealCredentials(mustBox(t, e), imapin.Credentials{Password: "nope"})
 	if err != nil {
 		t.Fatal(err)
@@ -437,7 +438,7 @@ func TestConnectionPolicy(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", name, err, want)
 		}
 	}
-	check("loopback refused", e.acct, imapin.Options{RootCAs: e.srv.cert.pool}, "connection refused by policy: 127.0.0.1 is a loopback address")
+	check("loopback refused", e.acct, imapin.Options{RootCAs: e.srv.Cert.Pool}, "connection refused by policy: 127.0.0.1 is a loopback address")
 	check("untrusted certificate", e.acct, imapin.Options{AllowPrivate: true}, "TLS certificate not trusted")
 	plain := e.acct
 	plain.Security = "plain"
@@ -445,20 +446,20 @@ func TestConnectionPolicy(t *testing.T) {
 	check("plain against TLS", plain, imapin.Options{AllowPrivate: true, AllowPlaintext: true, Timeout: 2 * time.Second}, "failed")
 	st := e.acct
 	st.Security = "starttls" // the TLS port does not speak plaintext first
-	check("starttls against TLS", st, imapin.Options{AllowPrivate: true, RootCAs: e.srv.cert.pool, Timeout: 2 * time.Second}, "failed")
+	check("starttls against TLS", st, imapin.Options{AllowPrivate: true, RootCAs: e.srv.Cert.Pool, Timeout: 2 * time.Second}, "failed")
 	closed := e.acct
-	e.srv.stop()
+	e.srv.Stop()
 	check("nothing listening", closed, *e.opts, "connection refused")
 }
 
 // TestSTARTTLS ensures STARTTLS works, and that a server without it is an
 // error, never a plaintext login.
 func TestSTARTTLS(t *testing.T) {
-	e := newEnv(t, withMode("starttls"))
+	e := newEnv(t, imaptest.WithMode("starttls"))
 	if err := imapin.Check(context.Background(), e.acct, e.opts); err != nil {
 		t.Fatalf("starttls: %v", err)
 	}
-	p := newEnv(t, withMode("plain"))
+	p := newEnv(t, imaptest.WithMode("plain"))
 	acct := p.acct
 	acct.Security = "starttls"
 	err := imapin.Check(context.Background(), acct, p.opts)
@@ -491,7 +492,7 @@ func TestXOAUTH2(t *testing.T) {
 		fmt.Fprint(w, `{"access_token":"tok-1","token_type":"Bearer","expires_in":3599}`)
 	}))
 	defer ts.Close()
-	e := newEnv(t, withToken("tok-1"))
+	e := newEnv(t, imaptest.WithToken("tok-1"))
 	e.opts.RootCAs.AddCert(ts.Certificate())
 	cfg := imapin.OAuth2Config{TokenURL: ts.URL + "/token", ClientID: "app", ClientSecret: "s3cret",
 		Scope: "https://outlook.office365.com/.default"}
@@ -528,7 +529,7 @@ func TestXOAUTH2(t *testing.T) {
 		t.Errorf("bad secret: err = %v", err)
 	}
 
-	e.srv.setToken("tok-2") // the server no longer accepts tok-1
+	e.srv.SetToken("tok-2") // the server no longer accepts tok-1
 	e.acct.Credentials = imapin.Credentials{OAuth2: &cfg}
 	err = imapin.Check(context.Background(), e.acct, e.opts)
 	if !imapin.IsAuthFailure(err) || strings.Contains(err.Error(), "tok-1") {

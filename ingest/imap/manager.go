@@ -43,6 +43,7 @@ type Manager struct {
 	now   func() time.Time
 
 	once      sync.Once
+	refresh   chan chan struct{}
 	sem       chan struct{}
 	idleSlots chan struct{}
 	mu        sync.Mutex
@@ -71,6 +72,7 @@ func (m *Manager) init() {
 		if m.MaxIdle <= 0 {
 			m.MaxIdle = 64
 		}
+		m.refresh = make(chan chan struct{})
 		m.sem = make(chan struct{}, m.Concurrency)
 		m.idleSlots = make(chan struct{}, m.MaxIdle)
 	})
@@ -84,11 +86,17 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer wg.Wait()
 	tick := time.NewTicker(m.Reload)
 	defer tick.Stop()
+	var asked chan struct{}
 	for {
 		if err := m.sync(ctx, &wg); err != nil && ctx.Err() == nil {
 			m.opts.logger().Warn("imap: reading the mailbox list failed", "err", err)
 		}
+		if asked != nil {
+			close(asked)
+			asked = nil
+		}
 		select {
+		case asked = <-m.refresh:
 		case <-ctx.Done():
 			m.mu.Lock()
 			for id, w := range m.workers {
@@ -135,6 +143,25 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 	}
 	return nil
+}
+
+// Refresh makes Run re-read the mailbox list now and returns once it has
+// (workers of changed mailboxes restarted, those of removed ones stopped),
+// or when ctx ends.
+func (m *Manager) Refresh(ctx context.Context) error {
+	m.init()
+	done := make(chan struct{})
+	select {
+	case m.refresh <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ErrNotPolled means PollNow found no running worker for the mailbox

@@ -51,10 +51,12 @@ func AccountOf(m *store.Mailbox, box *secret.Box, sealed []byte) (Account, error
 
 // StoreDirectory is the Directory and State of the database: mailboxes
 // from store.DB, credentials opened with Box (nil or wrong: each mailbox
-// reports that as its last_error).
+// reports that as its last_error). Metrics, when set, counts each
+// recorded poll (dmarcd_imap_polls_total).
 type StoreDirectory struct {
-	DB  *store.DB
-	Box *secret.Box
+	DB      *store.DB
+	Box     *secret.Box
+	Metrics *Metrics
 }
 
 var (
@@ -78,6 +80,7 @@ func (d StoreDirectory) Mailboxes(context.Context) ([]Entry, error) {
 
 // RecordPoll writes a poll's outcome into the mailbox's status.
 func (d StoreDirectory) RecordPoll(id string, at time.Time, res PollResult, err error) error {
+	d.Metrics.poll(err)
 	p := store.MailboxPoll{At: at, Imported: res.Imported}
 	if err != nil {
 		p.Error = err.Error()

@@ -1,4 +1,8 @@
-package imap_test
+// Package imaptest runs IMAP servers for tests: go-imap's in-memory server
+// on a loopback port (implicit TLS, STARTTLS or plaintext, optional SASL
+// XOAUTH2) and a real Dovecot started unprivileged from a temporary
+// directory (skipped with a reason when it is not installed).
+package imaptest
 
 import (
 	"bytes"
@@ -26,20 +30,22 @@ import (
 	"github.com/emersion/go-sasl"
 )
 
+// User and Pass sign in to every test server.
 const (
-	testUser = "dmarc@example.com"
-	testPass = "correct horse"
+	User = "dmarc@example.com"
+	Pass = "correct horse"
 )
 
-// testCert is a self-signed certificate for 127.0.0.1 and localhost.
-type testCert struct {
-	tls     tls.Certificate
-	pool    *x509.CertPool
-	certPEM []byte
-	keyPEM  []byte
+// Cert is a self-signed certificate for 127.0.0.1 and localhost.
+type Cert struct {
+	TLS     tls.Certificate
+	Pool    *x509.CertPool // trusts the certificate
+	CertPEM []byte
+	KeyPEM  []byte
 }
 
-func newCert(t testing.TB) *testCert {
+// NewCert makes a certificate valid for a day.
+func NewCert(t testing.TB) *Cert {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -60,51 +66,56 @@ func newCert(t testing.TB) *testCert {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testCert{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-		pool:    x509.NewCertPool(),
+	c := &Cert{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		Pool:    x509.NewCertPool(),
 	}
-	c.tls, err = tls.X509KeyPair(c.certPEM, c.keyPEM)
+	c.TLS, err = tls.X509KeyPair(c.CertPEM, c.KeyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	c.pool.AddCert(cert)
+	c.Pool.AddCert(cert)
 	return c
 }
 
-func (c *testCert) writeFiles(t testing.TB, dir string) (certFile, keyFile string) {
+// WriteFiles writes cert.pem and key.pem into dir.
+func (c *Cert) WriteFiles(t testing.TB, dir string) (certFile, keyFile string) {
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, c.certPEM, 0o600); err != nil {
+	if err := os.WriteFile(certFile, c.CertPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(keyFile, c.keyPEM, 0o600); err != nil {
+	if err := os.WriteFile(keyFile, c.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
 }
 
-// memServer is go-imap's in-memory server on a loopback port.
-type memServer struct {
-	t      testing.TB
-	mem    *imapmemserver.Server
-	user   *imapmemserver.User
-	cert   *testCert
-	caps   imap.CapSet
+// Server is go-imap's in-memory server on a loopback port, with the user
+// User (password Pass) and an INBOX.
+type Server struct {
+	t    testing.TB
+	mem  *imapmemserver.Server
+	User *imapmemserver.User
+	Cert *Cert
+	caps imap.CapSet
+	// Mode is "tls", "starttls" or "plain".
+	Mode   string
 	token  string // accepted XOAUTH2 bearer token; "" offers no XOAUTH2
-	mode   string // "tls", "starttls" or "plain"
 	srv    *imapserver.Server
 	ln     net.Listener
-	port   int
+	Port   int
 	mu     sync.Mutex
 	closed bool
 }
 
-type serverOpt func(*memServer)
+// Option configures a Server.
+type Option func(*Server)
 
-func withCaps(caps ...imap.Cap) serverOpt {
-	return func(s *memServer) {
+// WithCaps replaces the capabilities (default IMAP4rev1, MOVE, UIDPLUS).
+func WithCaps(caps ...imap.Cap) Option {
+	return func(s *Server) {
 		s.caps = imap.CapSet{imap.CapIMAP4rev1: {}}
 		for _, c := range caps {
 			s.caps[c] = struct{}{}
@@ -112,41 +123,45 @@ func withCaps(caps ...imap.Cap) serverOpt {
 	}
 }
 
-// setToken changes the token the server accepts from the next connection.
-func (s *memServer) setToken(tok string) {
+// SetToken changes the token the server accepts from the next connection.
+func (s *Server) SetToken(tok string) {
 	s.mu.Lock()
 	s.token = tok
 	s.mu.Unlock()
 }
 
-func withToken(tok string) serverOpt { return func(s *memServer) { s.token = tok } }
-func withMode(m string) serverOpt    { return func(s *memServer) { s.mode = m } }
+// WithToken makes the server offer SASL XOAUTH2 only, accepting bearer token tok.
+func WithToken(tok string) Option { return func(s *Server) { s.token = tok } }
 
-func newMemServer(t testing.TB, opts ...serverOpt) *memServer {
+// WithMode sets Mode: "tls" (the default), "starttls" or "plain".
+func WithMode(m string) Option { return func(s *Server) { s.Mode = m } }
+
+// NewServer starts a server that stops when the test ends.
+func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &memServer{t: t, mem: imapmemserver.New(), cert: newCert(t), mode: "tls",
+	s := &Server{t: t, mem: imapmemserver.New(), Cert: NewCert(t), Mode: "tls",
 		caps: imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapMove: {}, imap.CapUIDPlus: {}}}
 	for _, o := range opts {
 		o(s)
 	}
-	s.user = imapmemserver.NewUser(testUser, testPass)
-	if err := s.user.Create("INBOX", nil); err != nil {
+	s.User = imapmemserver.NewUser(User, Pass)
+	if err := s.User.Create("INBOX", nil); err != nil {
 		t.Fatal(err)
 	}
-	s.mem.AddUser(s.user)
-	s.start(0)
-	t.Cleanup(s.stop)
+	s.mem.AddUser(s.User)
+	s.Start(0)
+	t.Cleanup(s.Stop)
 	return s
 }
 
-// start serves on port (0: a free one).
-func (s *memServer) start(port int) {
+// Start serves on port (0: a free one), again after Stop.
+func (s *Server) Start(port int) {
 	s.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	tlsCfg := &tls.Config{Certificates: []tls.Certificate{s.cert.tls}}
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{s.Cert.TLS}}
 	o := &imapserver.Options{
 		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
 			inner := s.mem.NewSession()
@@ -161,9 +176,9 @@ func (s *memServer) start(port int) {
 		},
 		Caps:         s.caps,
 		Logger:       discardLogger{},
-		InsecureAuth: s.mode == "plain",
+		InsecureAuth: s.Mode == "plain",
 	}
-	switch s.mode {
+	switch s.Mode {
 	case "tls":
 		ln = tls.NewListener(ln, tlsCfg)
 	case "starttls":
@@ -171,14 +186,15 @@ func (s *memServer) start(port int) {
 	}
 	s.srv = imapserver.New(o)
 	s.ln = ln
-	s.port = ln.Addr().(*net.TCPAddr).Port
+	s.Port = ln.Addr().(*net.TCPAddr).Port
 	s.mu.Lock()
 	s.closed = false
 	s.mu.Unlock()
 	go func() { _ = s.srv.Serve(ln) }()
 }
 
-func (s *memServer) stop() {
+// Stop closes the listener and every connection.
+func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
@@ -191,18 +207,18 @@ type discardLogger struct{}
 
 func (discardLogger) Printf(string, ...any) {}
 
-// appendMsg adds raw to mailbox with flags and returns nothing: UIDs are
-// assigned in order.
-func (s *memServer) appendMsg(mailbox string, raw []byte, flags ...imap.Flag) {
+// Append adds raw to mailbox with flags; UIDs are assigned in order.
+func (s *Server) Append(mailbox string, raw []byte, flags ...imap.Flag) {
 	s.t.Helper()
-	if _, err := s.user.Append(mailbox, bytes.NewReader(raw), &imap.AppendOptions{Flags: flags}); err != nil {
+	if _, err := s.User.Append(mailbox, bytes.NewReader(raw), &imap.AppendOptions{Flags: flags}); err != nil {
 		s.t.Fatal(err)
 	}
 }
 
-func (s *memServer) count(mailbox string) int {
+// Count is the number of messages in mailbox (0 when it does not exist).
+func (s *Server) Count(mailbox string) int {
 	s.t.Helper()
-	st, err := s.user.Status(mailbox, &imap.StatusOptions{NumMessages: true})
+	st, err := s.User.Status(mailbox, &imap.StatusOptions{NumMessages: true})
 	if err != nil {
 		var ie *imap.Error
 		if errors.As(err, &ie) && ie.Code == imap.ResponseCodeNonExistent {
@@ -268,9 +284,9 @@ func (x *xoauth2Server) Next(resp []byte) ([]byte, bool, error) {
 	if len(parts) > 1 {
 		tok, _ = strings.CutPrefix(parts[1], "auth=Bearer ")
 	}
-	if user != testUser || tok != x.sess.token {
+	if user != User || tok != x.sess.token {
 		x.failed = true
 		return []byte(`{"status":"401","schemes":"bearer","scope":"https://mail.google.com/"}`), false, nil
 	}
-	return nil, true, x.sess.moveSession.Login(testUser, testPass)
+	return nil, true, x.sess.moveSession.Login(User, Pass)
 }
