@@ -61,11 +61,18 @@ func (s *Server) createDomain(w http.ResponseWriter, r *request) error {
 	email := store.NewReportingLocal() + "@" + s.cfg.ReportingDomain
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout)
 	defer cancel()
+	// A DNS that cannot answer is 503 dns_unavailable and creates nothing:
+	// a suggestion made without seeing the published record could weaken it.
+	sug, err := s.dns.SuggestRecord(ctx, name, email)
+	if err != nil {
+		return err
+	}
 	d := &store.Domain{
-		OrgID:          r.org.ID,
-		Name:           name,
-		ReportingEmail: email,
-		DMARCRecord:    s.dns.SuggestRecord(ctx, name, email),
+		OrgID:               r.org.ID,
+		Name:                name,
+		ReportingEmail:      email,
+		DMARCRecord:         sug.Record,
+		RegisteredDNSRecord: sug.Published,
 	}
 	if err := s.store.CreateDomain(d); err != nil {
 		return err

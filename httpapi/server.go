@@ -31,7 +31,7 @@ import (
 type DNSChecker interface {
 	CheckDMARC(ctx context.Context, domain string) (*dnscheck.CheckResult, error)
 	Verify(ctx context.Context, domain, reportingEmail string) error
-	SuggestRecord(ctx context.Context, domain, reportingEmail string) string
+	SuggestRecord(ctx context.Context, domain, reportingEmail string) (dnscheck.Suggestion, error)
 }
 
 // Config holds what a Server is built from.

@@ -31,7 +31,9 @@ import (
 // What the check saw is kept in store.Domain.LastDNSRecord: the DMARC
 // records found (v=DMARC1 first, sorted, one per line), or noRecord when
 // the name has none. The first check only remembers, unless the domain is
-// active and its reporting address is already gone. A change raises ONE
+// active and its reporting address is already gone, or the record is
+// weaker (p or pct lower) than the one published when the domain was
+// registered (store.Domain.RegisteredDNSRecord): policy_weakened. A change raises ONE
 // alert, the most specific:
 //
 //   - no DMARC record any more: dns_record_missing (critical);
@@ -319,14 +321,20 @@ func judge(dom *store.Domain, seen string) store.DNSCheck {
 	c := store.DNSCheck{DomainID: dom.ID, Seen: dom.LastDNSRecord, Record: seen}
 	old, cur := parseState(dom.LastDNSRecord), parseState(seen)
 	first := dom.LastDNSRecord == ""
+	if first && dom.RegisteredDNSRecord != "" {
+		// The first look compares with what was published at registration.
+		old = parseState(dom.RegisteredDNSRecord)
+	}
+	weakened := old.rec != nil && cur.rec != nil &&
+		(policyRank(cur.rec.P) < policyRank(old.rec.P) || cur.rec.PCT < old.rec.PCT)
 	lost := !cur.hasAddress(dom.ReportingEmail)
 	c.Deactivate = lost
 	name := "_dmarc." + dom.Name
 	det := changeDetails{RecordName: name, OldRecord: old.text, NewRecord: cur.text}
 	var typ, sev, title, msg string
 	switch {
-	case first && (!lost || dom.Status != store.DomainActive):
-		return c // the first look only remembers
+	case first && (!lost || dom.Status != store.DomainActive) && !weakened:
+		return c // the first look only remembers, unless weaker than at registration
 	case cur.text == nil:
 		typ, sev = store.AlertDNSRecordMissing, store.SeverityCritical
 		title = "DMARC record of " + dom.Name + " is gone"
@@ -341,7 +349,7 @@ func judge(dom *store.Domain, seen string) store.DNSCheck {
 		det.ReportingEmail = dom.ReportingEmail
 		title = "Reporting address removed from the DMARC record of " + dom.Name
 		msg = "The rua tag at " + name + " no longer lists " + dom.ReportingEmail + ": reports stop reaching dmarcd, and the domain is now inactive until it is verified again."
-	case old.rec != nil && (policyRank(cur.rec.P) < policyRank(old.rec.P) || cur.rec.PCT < old.rec.PCT):
+	case weakened:
 		typ, sev = store.AlertPolicyWeakened, store.SeverityWarning
 		det.OldPolicy, det.NewPolicy = policyOf(old.rec), policyOf(cur.rec)
 		title = "DMARC policy of " + dom.Name + " weakened"
