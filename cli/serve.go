@@ -29,16 +29,20 @@ type serveOptions struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 
-	SMTPListen       string
-	SMTPHostname     string
-	SMTPMaxBytes     int64
-	SMTPMaxConns     int
-	SMTPReadTimeout  time.Duration
-	SMTPWriteTimeout time.Duration
-	SMTPTLSCert      string
-	SMTPTLSKey       string
-	Geo              geoOptions
-	Demo             bool
+	SMTPListen   string
+	SMTPHostname string
+	SMTPMaxBytes int64
+	SMTPMaxConns int
+	// SMTPMaxConnsPerIP and SMTPCommandTimeout keep idle connections of
+	// one host from locking the listener (issue 13).
+	SMTPMaxConnsPerIP  int
+	SMTPCommandTimeout time.Duration
+	SMTPReadTimeout    time.Duration
+	SMTPWriteTimeout   time.Duration
+	SMTPTLSCert        string
+	SMTPTLSKey         string
+	Geo                geoOptions
+	Demo               bool
 
 	// The scheduler's jobs (worker/) and the alert rules' thresholds.
 	VerifyInterval   time.Duration
@@ -66,7 +70,9 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.SMTPHostname, "smtp-hostname", "", "name in the SMTP greeting (default: the reporting domain)")
 	f.Int64Var(&o.SMTPMaxBytes, "smtp-max-bytes", smtp.DefaultMaxBytes, "largest message accepted, in bytes (larger: 552 5.3.4)")
 	f.IntVar(&o.SMTPMaxConns, "smtp-max-conns", smtp.DefaultMaxConns, "SMTP connections served at once (more: 421, try later)")
-	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", smtp.DefaultReadTimeout, "how long an SMTP client may stay silent (between commands and within a message)")
+	f.IntVar(&o.SMTPMaxConnsPerIP, "smtp-max-conns-per-ip", smtp.DefaultMaxConnsPerIP, "SMTP connections served at once from one client address (more: 421, try later)")
+	f.DurationVar(&o.SMTPCommandTimeout, "smtp-command-timeout", smtp.DefaultCommandTimeout, "how long an SMTP client may stay silent before its first command and between commands")
+	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", smtp.DefaultReadTimeout, "how long an SMTP client may stay silent within a message")
 	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", smtp.DefaultWriteTimeout, "how long writing one SMTP reply may take")
 	f.StringVar(&o.SMTPTLSCert, "smtp-tls-cert", "", "PEM certificate (chain) for STARTTLS; with --smtp-tls-key")
 	f.StringVar(&o.SMTPTLSKey, "smtp-tls-key", "", "PEM private key for STARTTLS; with --smtp-tls-cert")
@@ -129,6 +135,10 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-max-bytes must be at least 1")
 	case o.SMTPMaxConns < 1:
 		return usagef("--smtp-max-conns must be at least 1")
+	case o.SMTPMaxConnsPerIP < 1:
+		return usagef("--smtp-max-conns-per-ip must be at least 1")
+	case o.SMTPCommandTimeout <= 0:
+		return usagef("--smtp-command-timeout must be positive")
 	case o.VerifyInterval <= 0 || o.DNSCheckInterval <= 0:
 		return usagef("--verify-interval and --dns-check-interval must be positive")
 	case o.Retention < 0:

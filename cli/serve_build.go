@@ -133,15 +133,17 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		hostname = s.reportingDomain
 	}
 	s.smtp, err = smtp.NewServer(smtp.Config{
-		Intake:       s.pipeline,
-		Hostname:     hostname,
-		MaxBytes:     o.SMTPMaxBytes,
-		MaxConns:     o.SMTPMaxConns,
-		ReadTimeout:  o.SMTPReadTimeout,
-		WriteTimeout: o.SMTPWriteTimeout,
-		TLS:          tlsCfg,
-		Logger:       log,
-		Metrics:      reg,
+		Intake:         s.pipeline,
+		Hostname:       hostname,
+		MaxBytes:       o.SMTPMaxBytes,
+		MaxConns:       o.SMTPMaxConns,
+		MaxConnsPerIP:  o.SMTPMaxConnsPerIP,
+		CommandTimeout: o.SMTPCommandTimeout,
+		ReadTimeout:    o.SMTPReadTimeout,
+		WriteTimeout:   o.SMTPWriteTimeout,
+		TLS:            tlsCfg,
+		Logger:         log,
+		Metrics:        reg,
 	})
 	if err != nil {
 		return nil, err

@@ -156,6 +156,9 @@ type Result struct {
 	Quarantined string `json:"quarantined"`
 	// Reason says why the input was quarantined.
 	Reason string `json:"reason"`
+	// RecordsSkipped counts the records of stored reports that the parser
+	// skipped as unusable (an empty source IP, say).
+	RecordsSkipped int `json:"records_skipped"`
 	// Problems describe the parts of an input that were not stored next
 	// to reports that were (a broken zip member, a report for another
 	// domain); they are logged too.
@@ -230,6 +233,9 @@ func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *st
 	d.ReceivedAt = d.ReceivedAt.UTC().Truncate(time.Second)
 	j := newJob(ctx, p, r, d, retry)
 	res, err := j.run()
+	if res != nil {
+		res.RecordsSkipped = j.skipped
+	}
 	p.logResult(d, j, res, err)
 	return res, err
 }
