@@ -272,6 +272,9 @@ func itemLine(it imports.Item) string {
 	if dups > 0 {
 		parts = append(parts, plural(dups, "duplicate"))
 	}
+	if it.Result.RecordsSkipped > 0 {
+		parts = append(parts, plural(it.Result.RecordsSkipped, "record")+" skipped")
+	}
 	detail := strings.Join(parts, ", ")
 	switch {
 	case it.Result.Quarantined != "":
@@ -306,6 +309,10 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 	fmt.Fprintf(w, "\nImported %s (%s)%s from %s; %s, %d quarantined, %d failed.\n",
 		plural(s.Imported, "aggregate report"), plural(s.Records, "record"), failures, plural(s.Inputs, "input"),
 		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)
+	if s.RecordsSkipped > 0 {
+		fmt.Fprintf(w, "%s skipped as unusable (an empty or invalid source IP or count); the log names them.\n",
+			plural(s.RecordsSkipped, "record"))
+	}
 	if len(s.Quarantine) > 0 && listQuarantine {
 		fmt.Fprintln(w, "\nQuarantined (see 'dmarcd quarantine show ID'):")
 		for _, q := range s.Quarantine {

@@ -2,6 +2,7 @@ package dnscheck
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -24,11 +25,14 @@ func (e *VerifyError) Error() string { return e.Reason }
 // ErrTemporary when the DNS could not answer.
 func (c *Checker) Verify(ctx context.Context, domain, reportingEmail string) error {
 	name := recordName(domain)
-	recs, err := c.dmarcRecords(ctx, domain, nil)
+	recs, others, err := c.txtRecords(ctx, domain)
 	if err != nil {
 		return err
 	}
 	switch {
+	case len(recs) == 0 && len(others) > 0:
+		return &VerifyError{Reason: fmt.Sprintf("the TXT record %q at %s is not a DMARC record: a DMARC record starts with v=DMARC1",
+			others[0], name)}
 	case len(recs) == 0:
 		return &VerifyError{Reason: "no DMARC record found at " + name}
 	case len(recs) > 1:

@@ -30,7 +30,7 @@ func TestVerify(t *testing.T) {
 	tests := []struct{ domain, reason string }{
 		{"ok.example", ""},
 		{"missing.example", "no DMARC record found at _dmarc.missing.example"},
-		{"spf.example", "no DMARC record found at _dmarc.spf.example"},
+		{"spf.example", `the TXT record "v=spf1 -all" at _dmarc.spf.example is not a DMARC record: a DMARC record starts with v=DMARC1`},
 		{"sub.parent.example", "no DMARC record found at _dmarc.sub.parent.example"}, // no tree walk
 		{"two.example", "more than one DMARC record at _dmarc.two.example"},
 		{"bad.example", "the TXT record at _dmarc.bad.example is not a valid DMARC record: p must be one of"},

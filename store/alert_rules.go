@@ -382,6 +382,9 @@ func (e *ruleEval) failure(f *FailureRef) error {
 	if !ValidID(f.DomainID) {
 		return nil
 	}
+	if e.now.Sub(f.ArrivalDate) > e.rules.MaxReportAge {
+		return nil // an archive being imported: old news, as for aggregate reports
+	}
 	hour := e.now.Truncate(time.Hour)
 	key := dedupKey(e.today, f.DomainID, AlertForensicReportReceived, strconv.Itoa(hour.Hour()))
 	if e.dedup.Get(key) != nil {

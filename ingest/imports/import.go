@@ -63,6 +63,9 @@ type Summary struct {
 	Duplicates     int `json:"duplicates"`      // reports already stored before
 	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
 	Failed         int `json:"failed"`          // inputs not read or not stored
+	// RecordsSkipped counts records of stored reports the parser skipped
+	// as unusable (an empty source IP, say).
+	RecordsSkipped int `json:"records_skipped"`
 
 	Quarantine []Quarantined `json:"quarantine"`
 	Failures   []FailedInput `json:"failures"`
@@ -272,6 +275,7 @@ func (im *importer) record(j *importJob) {
 				s.Records += o.Records
 			}
 		}
+		s.RecordsSkipped += j.result.RecordsSkipped
 		if j.result.Quarantined != "" {
 			s.Quarantined++
 			s.Quarantine = append(s.Quarantine, Quarantined{File: j.name, ID: j.result.Quarantined, Reason: j.result.Reason})
