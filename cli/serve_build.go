@@ -125,7 +125,8 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 			return nil
 		},
 	})
-	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now}); err != nil {
+	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now,
+		Retention: o.Retention, FailureRetention: o.FailureRetention}); err != nil {
 		return nil, err
 	}
 	hostname := o.SMTPHostname

@@ -76,6 +76,12 @@ type Config struct {
 	// 0 means 32 MiB. A larger input keeps its first bytes, and the reason
 	// says so.
 	QuarantineMaxBytes int64
+	// Retention, when positive, is --retention: an imported aggregate
+	// report whose period ended longer ago is not stored (the retention
+	// job would delete it within the hour) but listed in Result.Expired.
+	// FailureRetention does the same for imported failure reports by
+	// arrival date. Mail (SMTP) is recent by nature and not checked.
+	Retention, FailureRetention time.Duration
 }
 
 // Pipeline ingests reports. Its methods are safe for concurrent use; Run
@@ -156,6 +162,9 @@ type Result struct {
 	Quarantined string `json:"quarantined"`
 	// Reason says why the input was quarantined.
 	Reason string `json:"reason"`
+	// Expired are the reports not stored because they are older than the
+	// retention window (Config.Retention, Config.FailureRetention).
+	Expired []Expired `json:"expired,omitempty"`
 	// RecordsSkipped counts the records of stored reports that the parser
 	// skipped as unusable (an empty source IP, say).
 	RecordsSkipped int `json:"records_skipped"`
@@ -163,6 +172,29 @@ type Result struct {
 	// to reports that were (a broken zip member, a report for another
 	// domain); they are logged too.
 	Problems []string `json:"problems"`
+}
+
+// Expired names a report left out for being older than the retention
+// window: its kind, reporter and report id (aggregate), its domain, and
+// the date that put it out (an aggregate report's date_end, a failure
+// report's arrival date).
+type Expired struct {
+	Kind     Kind      `json:"kind"`
+	Reporter string    `json:"reporter"`
+	ReportID string    `json:"report_id,omitempty"`
+	Domain   string    `json:"domain"`
+	Date     time.Time `json:"date"`
+	// Window is the retention window that left it out, as "400d".
+	Window string `json:"window"`
+}
+
+// Window formats a retention window in days when it is whole days
+// ("400d"), else as a Go duration.
+func Window(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
 }
 
 // New returns a pipeline writing to cfg.Store. It first deletes what is
@@ -184,6 +216,9 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	if cfg.BatchDelay <= 0 {
 		cfg.BatchDelay = DefaultBatchDelay
+	}
+	if cfg.Retention < 0 || cfg.FailureRetention < 0 {
+		return nil, errors.New("ingest: retention must not be negative")
 	}
 	if cfg.QuarantineMaxBytes <= 0 {
 		cfg.QuarantineMaxBytes = DefaultQuarantineMaxBytes

@@ -36,6 +36,7 @@ type job struct {
 	ambig    error // the first ErrAmbiguous
 	abort    error // why the input fails as a whole
 	skipped  int   // records the parser skipped
+	expired  []Expired
 
 	rec      store.Record
 	geoCache map[netip.Addr]*store.Geo
@@ -86,8 +87,9 @@ func (j *job) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Reports) > 0 {
+	if len(res.Reports) > 0 || len(j.expired) > 0 {
 		res.Problems = j.problems
+		res.Expired = j.expired
 		return res, nil
 	}
 	if j.ambig != nil {
@@ -153,6 +155,12 @@ func (j *job) payload(pl container.Payload) error {
 		return j.fail(err)
 	case dom.ID == "":
 		j.problems = append(j.problems, why)
+		return nil
+	}
+	if ret := j.p.cfg.Retention; ret > 0 && j.d.Source == SourceImport && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
+		// Retention would delete it within the hour: not stored, named.
+		j.expired = append(j.expired, Expired{Kind: KindAggregate, Reporter: h.OrgName, ReportID: h.ReportID,
+			Domain: dom.Name, Date: h.DateEnd.UTC(), Window: Window(ret)})
 		return nil
 	}
 	draft, err := store.NewReportDraft(reportOf(h, dom, j.d))

@@ -66,6 +66,10 @@ type Summary struct {
 	// RecordsSkipped counts records of stored reports the parser skipped
 	// as unusable (an empty source IP, say).
 	RecordsSkipped int `json:"records_skipped"`
+	// Expired counts reports not stored for being older than the
+	// retention window; ExpiredReports names them.
+	Expired        int             `json:"expired"`
+	ExpiredReports []ExpiredReport `json:"expired_reports"`
 
 	Quarantine []Quarantined `json:"quarantine"`
 	Failures   []FailedInput `json:"failures"`
@@ -76,6 +80,13 @@ type Quarantined struct {
 	File   string `json:"file"`
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
+}
+
+// ExpiredReport is a report left out for being older than the retention
+// window, with the input that held it.
+type ExpiredReport struct {
+	File string `json:"file"`
+	ingest.Expired
 }
 
 // FailedInput is one input that failed, or a path that could not be read.
@@ -276,6 +287,10 @@ func (im *importer) record(j *importJob) {
 			}
 		}
 		s.RecordsSkipped += j.result.RecordsSkipped
+		for _, x := range j.result.Expired {
+			s.Expired++
+			s.ExpiredReports = append(s.ExpiredReports, ExpiredReport{File: j.name, Expired: x})
+		}
 		if j.result.Quarantined != "" {
 			s.Quarantined++
 			s.Quarantine = append(s.Quarantine, Quarantined{File: j.name, ID: j.result.Quarantined, Reason: j.result.Reason})
@@ -315,6 +330,9 @@ func (im *importer) finish() {
 	}
 	if im.sum.Failures == nil {
 		im.sum.Failures = []FailedInput{}
+	}
+	if im.sum.ExpiredReports == nil {
+		im.sum.ExpiredReports = []ExpiredReport{}
 	}
 }
 
