@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
@@ -67,6 +68,11 @@ func (l *Local) DeleteQuarantine(_ context.Context, id string) error {
 	return l.DB.DeleteQuarantine(id)
 }
 
+// DeleteQuarantineBefore removes the entries received before t.
+func (l *Local) DeleteQuarantineBefore(_ context.Context, t time.Time) (int, error) {
+	return l.DB.DeleteQuarantineBefore(t)
+}
+
 // Socket side. An import streams each input's bytes in a request body
 // rather than sending its path: the server may not see the client's files
 // (another mount namespace, a container, files readable only by the
@@ -79,6 +85,7 @@ func (h *handler) ingestRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/quarantine/{id}/raw", h.quarantineRaw)
 	mux.HandleFunc("POST /v1/quarantine/{id}/retry", h.retryQuarantine)
 	mux.HandleFunc("DELETE /v1/quarantine/{id}", h.deleteQuarantine)
+	mux.HandleFunc("DELETE /v1/quarantine", h.deleteQuarantineBefore)
 }
 
 type quarantinePage struct {
@@ -130,6 +137,17 @@ func (h *handler) retryQuarantine(w http.ResponseWriter, r *http.Request) {
 func (h *handler) deleteQuarantine(w http.ResponseWriter, r *http.Request) {
 	err := h.svc.DeleteQuarantine(r.Context(), r.PathValue("id"))
 	h.answer(w, map[string]bool{"deleted": true}, err)
+}
+
+// deleteQuarantineBefore takes ?before=RFC 3339 time.
+func (h *handler) deleteQuarantineBefore(w http.ResponseWriter, r *http.Request) {
+	t, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("before"))
+	if err != nil {
+		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: before must be an RFC 3339 time"})
+		return
+	}
+	n, err := h.svc.DeleteQuarantineBefore(r.Context(), t)
+	h.answer(w, map[string]int{"deleted": n}, err)
 }
 
 // Ingest implements Service: r is streamed to the server as the body.
@@ -191,6 +209,13 @@ func (c *Client) RetryQuarantine(ctx context.Context, id string) (*ingest.Result
 		return nil, err
 	}
 	return &res, nil
+}
+
+// DeleteQuarantineBefore implements Service.
+func (c *Client) DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error) {
+	var out map[string]int
+	err := c.do(ctx, "DELETE", "/v1/quarantine?before="+url.QueryEscape(t.UTC().Format(time.RFC3339Nano)), nil, &out)
+	return out["deleted"], err
 }
 
 // DeleteQuarantine implements Service.

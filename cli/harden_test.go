@@ -79,3 +79,48 @@ func TestImportOfAnOldArchive(t *testing.T) {
 		t.Fatalf("import --retention 0: exit %d %v %+v", code, err, sum)
 	}
 }
+
+// TestQuarantineOnceAndBulkDelete ensures a re-run import of files that
+// go to the quarantine does not add them twice, and that quarantine
+// delete --older-than and --all remove entries in bulk, with their bad
+// combinations refused.
+func TestQuarantineOnceAndBulkDelete(t *testing.T) {
+	dd := "--data-dir=" + newDataDir(t)
+	dir := t.TempDir()
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("junk%d.txt", i)), []byte(fmt.Sprintf("not a report %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		t.Helper()
+		code, out, _ := run(t, nil, dd, "quarantine", "list", "--json")
+		var list struct{ Total int }
+		if err := json.Unmarshal([]byte(out), &list); err != nil || code != 0 {
+			t.Fatalf("quarantine list: exit %d %v\n%s", code, err, out)
+		}
+		return list.Total
+	}
+	for range 2 {
+		if code, out, errOut := run(t, nil, dd, "import", dir); code != 0 {
+			t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("%d entries after importing 3 junk files twice, want 3", n)
+	}
+	for _, args := range [][]string{{"--all", "--older-than", "1d"}, {"--all", "someid"}, {}, {"--older-than", "soon"}} {
+		if code, _, _ := run(t, nil, append([]string{dd, "quarantine", "delete"}, args...)...); code != 2 {
+			t.Errorf("quarantine delete %v: exit %d, want 2", args, code)
+		}
+	}
+	if code, out, _ := run(t, nil, dd, "quarantine", "delete", "--older-than", "1d"); code != 0 || !strings.Contains(out, "Deleted 0 quarantine entries.") {
+		t.Errorf("--older-than 1d: exit %d %s", code, out)
+	}
+	if code, out, _ := run(t, nil, dd, "quarantine", "delete", "--all"); code != 0 || !strings.Contains(out, "Deleted 3 quarantine entries.") {
+		t.Errorf("--all: exit %d %s", code, out)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d entries after --all", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/store"
@@ -37,12 +38,16 @@ type serveOptions struct {
 	// one host from locking the listener (issue 13).
 	SMTPMaxConnsPerIP  int
 	SMTPCommandTimeout time.Duration
-	SMTPReadTimeout    time.Duration
-	SMTPWriteTimeout   time.Duration
-	SMTPTLSCert        string
-	SMTPTLSKey         string
-	Geo                geoOptions
-	Demo               bool
+	// QuarantineMaxBytes caps the quarantine; QuarantineRetention is how
+	// long its entries are kept (issue 13).
+	QuarantineMaxBytes  int64
+	QuarantineRetention daysDuration
+	SMTPReadTimeout     time.Duration
+	SMTPWriteTimeout    time.Duration
+	SMTPTLSCert         string
+	SMTPTLSKey          string
+	Geo                 geoOptions
+	Demo                bool
 
 	// The scheduler's jobs (worker/) and the alert rules' thresholds.
 	VerifyInterval   time.Duration
@@ -76,6 +81,9 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", smtp.DefaultWriteTimeout, "how long writing one SMTP reply may take")
 	f.StringVar(&o.SMTPTLSCert, "smtp-tls-cert", "", "PEM certificate (chain) for STARTTLS; with --smtp-tls-key")
 	f.StringVar(&o.SMTPTLSKey, "smtp-tls-key", "", "PEM private key for STARTTLS; with --smtp-tls-cert")
+	f.Int64Var(&o.QuarantineMaxBytes, "quarantine-max-bytes", ingest.DefaultQuarantineTotalBytes, "bytes the quarantine keeps in all: past nine tenths of it only the headers of an input are kept, past it such mail is refused (552)")
+	o.QuarantineRetention = daysDuration(worker.DefaultQuarantineRetention)
+	f.Var(&o.QuarantineRetention, "quarantine-retention", "delete quarantine entries received longer ago than this, e.g. 30d (checked hourly; 0 keeps them)")
 	o.addJobFlags(cmd)
 	o.addAlertRuleFlags(cmd)
 	o.Webhooks.AddFlags(cmd)
@@ -139,6 +147,8 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-max-conns-per-ip must be at least 1")
 	case o.SMTPCommandTimeout <= 0:
 		return usagef("--smtp-command-timeout must be positive")
+	case o.QuarantineMaxBytes < 1<<20:
+		return usagef("--quarantine-max-bytes must be at least 1048576 (1 MiB)")
 	case o.VerifyInterval <= 0 || o.DNSCheckInterval <= 0:
 		return usagef("--verify-interval and --dns-check-interval must be positive")
 	case o.Retention < 0:

@@ -126,7 +126,8 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		},
 	})
 	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now,
-		Retention: o.Retention, FailureRetention: o.FailureRetention}); err != nil {
+		Retention: o.Retention, FailureRetention: o.FailureRetention,
+		QuarantineTotalBytes: o.QuarantineMaxBytes}); err != nil {
 		return nil, err
 	}
 	hostname := o.SMTPHostname
@@ -240,7 +241,8 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: s.resolver}, Log: log}
 	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
-	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.FailureRetention, Log: log}).Job())
+	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, ForensicRetention: o.FailureRetention,
+		QuarantineRetention: time.Duration(o.QuarantineRetention), Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
 		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
 	if err != nil {

@@ -41,6 +41,8 @@ const (
 	DefaultBatchRecords       = 20000
 	DefaultBatchDelay         = 5 * time.Millisecond
 	DefaultQuarantineMaxBytes = 32 << 20
+	// DefaultQuarantineTotalBytes caps the whole quarantine (1 GiB).
+	DefaultQuarantineTotalBytes = 1 << 30
 )
 
 // Errors of Ingest, tested with errors.Is.
@@ -76,6 +78,11 @@ type Config struct {
 	// 0 means 32 MiB. A larger input keeps its first bytes, and the reason
 	// says so.
 	QuarantineMaxBytes int64
+	// QuarantineTotalBytes caps the bytes the quarantine keeps in all
+	// (--quarantine-max-bytes): past nine tenths of it an input keeps only
+	// its header, past it the input is refused (store.ErrQuarantineFull).
+	// 0 means DefaultQuarantineTotalBytes; negative means no cap.
+	QuarantineTotalBytes int64
 	// Retention, when positive, is --retention: an imported aggregate
 	// report whose period ended longer ago is not stored (the retention
 	// job would delete it within the hour) but listed in Result.Expired.
@@ -222,6 +229,12 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	if cfg.QuarantineMaxBytes <= 0 {
 		cfg.QuarantineMaxBytes = DefaultQuarantineMaxBytes
+	}
+	switch {
+	case cfg.QuarantineTotalBytes == 0:
+		cfg.QuarantineTotalBytes = DefaultQuarantineTotalBytes
+	case cfg.QuarantineTotalBytes < 0:
+		cfg.QuarantineTotalBytes = 0
 	}
 	n, err := cfg.Store.DiscardPendingReports()
 	if err != nil {

@@ -379,7 +379,8 @@ func (j *job) quarantine() (*Result, error) {
 	item := &store.QuarantineItem{
 		Entry: store.QuarantineEntry{ReceivedAt: j.d.ReceivedAt, Source: string(j.d.Source), Name: j.d.Name,
 			Reason: reason, Size: size, OrgID: j.route.orgID(), Recipient: j.d.Recipient},
-		Raw: raw,
+		Raw:      raw,
+		MaxTotal: j.p.cfg.QuarantineTotalBytes,
 	}
 	if j.retry != nil {
 		item.Entry.ID = j.retry.ID
@@ -394,7 +395,7 @@ func (j *job) quarantine() (*Result, error) {
 		return nil, w.err
 	}
 	j.p.met.report(j.d.Source, "", "quarantined", 0)
-	return &Result{Reports: []Outcome{}, Quarantined: item.Entry.ID, Reason: reason}, nil
+	return &Result{Reports: []Outcome{}, Quarantined: item.Entry.ID, Reason: item.Entry.Reason}, nil
 }
 
 // problem records why a payload was not stored, unless the input itself

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
@@ -239,5 +240,45 @@ func TestSMTPReplyTexts(t *testing.T) {
 		if l := c.cmd("."); !strings.HasPrefix(l, tc.want) {
 			t.Errorf("reply %q, want %q...", l, tc.want)
 		}
+	}
+}
+
+// TestSMTPQuarantineCap ensures ten 10 MB junk mails cannot fill the disk:
+// with a 25 MB cap the quarantine keeps two whole, then headers only
+// (still 250), and stays under the cap; once even a header does not fit
+// the answer is 552, never a 4xx. (Under -race: 1 MB mails, 2.5 MB cap.)
+func TestSMTPQuarantineCap(t *testing.T) {
+	const capBytes = junkMB * 5 << 20 / 2
+	env := ingesttest.NewWith(t, func(c *ingest.Config) { c.QuarantineTotalBytes = capBytes }, "acme/example.com/abc")
+	addr, _ := startSMTP(t, env, Config{})
+	body := bytes.Repeat([]byte("spam spam spam spam spam spam spam spam spam spam spam spam spam spam\r\n"), junkMB<<20/72)
+	for i := range 10 {
+		msg := append([]byte(fmt.Sprintf("From: x@junk.test\r\nSubject: offer %d\r\n\r\n", i)), body...)
+		c := dial(t, addr)
+		if err := send(c, "x@junk.test", []string{"abc@reports.test"}, msg); err != nil {
+			t.Fatalf("junk %d: %v", i, err)
+		}
+		c.Quit()
+	}
+	total, err := env.DB.QuarantineBytes()
+	if err != nil || total > capBytes {
+		t.Fatalf("quarantine holds %d bytes (%v), cap %d", total, err, capBytes)
+	}
+	q := env.Quarantine(t)
+	truncated := 0
+	for _, e := range q {
+		if e.Truncated {
+			truncated++
+		}
+	}
+	if len(q) != 10 || truncated != 8 {
+		t.Errorf("%d entries, %d truncated; want 10 and 8", len(q), truncated)
+	}
+	// Full: nothing more fits, not even a header.
+	env2 := ingesttest.NewWith(t, func(c *ingest.Config) { c.QuarantineTotalBytes = 10 }, "acme/example.com/abc")
+	addr2, _ := startSMTP(t, env2, Config{})
+	code, text := smtpCode(send(dial(t, addr2), "x@junk.test", []string{"abc@reports.test"}, []byte("Subject: hi\r\n\r\nhello\r\n")))
+	if code != 552 || !strings.Contains(text, "quarantine") {
+		t.Errorf("full quarantine: %d %q, want 552", code, text)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/store"
 )
 
 // SMTP defaults, see Config.
@@ -52,6 +53,8 @@ var (
 		Message: "Message too large"}
 	errStoreFailed = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0},
 		Message: "Could not store the message, try again later"}
+	errQuarantineFull = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 1},
+		Message: "No DMARC report found, and the quarantine for such mail is full"}
 )
 
 // The 4xx replies, each for a failure that goes away by itself, so that a
@@ -65,6 +68,9 @@ var (
 //   - 451 4.3.0: the message was not received whole (the connection or the
 //     spool failed) or could not be stored (the store failed, the pipeline
 //     stopped, IngestTimeout passed).
+//
+// A message with no report while the quarantine is full (ingest's
+// QuarantineTotalBytes) is refused for good: 552 5.3.1.
 
 // Config configures a Server. Intake is required; every other field has a
 // default.
@@ -168,7 +174,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.srv = srv
 	if cfg.Metrics != nil {
 		s.messages = cfg.Metrics.Counter("dmarcd_smtp_messages_total",
-			"SMTP messages by outcome: stored, quarantined, too_large, failed.", "outcome")
+			"SMTP messages by outcome: stored, quarantined, too_large, quarantine_full, failed.", "outcome")
 		cfg.Metrics.GaugeFunc("dmarcd_smtp_connections", "SMTP connections open.", func() float64 {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -493,6 +499,12 @@ func (ss *session) Data(r io.Reader) error {
 	var quarantined []string
 	for _, rcpt := range ss.rcpts {
 		res, err := ss.ingest(sp.Reader(), rcpt, received)
+		if errors.Is(err, store.ErrQuarantineFull) {
+			ss.s.count("quarantine_full")
+			ss.s.log.Warn("smtp message refused: the quarantine is full", append(attrs, "bytes", sp.Size(), "status", 552,
+				"failed_rcpt", rcpt, "error", err)...)
+			return errQuarantineFull
+		}
 		if err != nil {
 			ss.s.count("failed")
 			ss.s.log.Error("smtp message not stored", append(attrs, "bytes", sp.Size(), "status", 451,
