@@ -107,8 +107,14 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if err := setAlertRules(db, o.Alerts, reg); err != nil {
 		return nil, err
 	}
+	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now,
+		Retention: o.Retention, FailureRetention: o.FailureRetention,
+		QuarantineTotalBytes: o.QuarantineMaxBytes}); err != nil {
+		return nil, err
+	}
 	s.api = httpapi.New(httpapi.Config{
 		Store:           db,
+		Quarantine:      s.pipeline,
 		DNS:             &dnscheck.Checker{Resolver: s.resolver},
 		ReportingDomain: s.reportingDomain,
 		RateLimit:       o.RateLimit,
@@ -125,11 +131,6 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 			return nil
 		},
 	})
-	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now,
-		Retention: o.Retention, FailureRetention: o.FailureRetention,
-		QuarantineTotalBytes: o.QuarantineMaxBytes}); err != nil {
-		return nil, err
-	}
 	hostname := o.SMTPHostname
 	if hostname == "" {
 		hostname = s.reportingDomain

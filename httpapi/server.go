@@ -54,6 +54,9 @@ type Config struct {
 	WebhookClient   *webhook.Client
 	WebhookResolver webhook.Resolver
 	WebhookPolicy   webhook.Policy
+
+	// Quarantine retries quarantine entries (POST /quarantine/{id}/retry).
+	Quarantine QuarantineRetrier
 }
 
 // Server is the HTTP API. Create it with New.
@@ -173,6 +176,12 @@ func (s *Server) registerRoutes() {
 	s.handle("PUT", "/api/v1/webhooks/:id", fullScope, s.updateWebhook)
 	s.handle("DELETE", "/api/v1/webhooks/:id", fullScope, s.deleteWebhook)
 	s.handle("POST", "/api/v1/webhooks/:id/test", fullScope, s.testWebhook)
+
+	s.handle("GET", "/api/v1/quarantine", readScope, s.listQuarantine)
+	s.handle("GET", "/api/v1/quarantine/:id", readScope, s.getQuarantine)
+	s.handle("GET", "/api/v1/quarantine/:id/raw", readScope, s.quarantineRaw)
+	s.handle("POST", "/api/v1/quarantine/:id/retry", fullScope, s.retryQuarantine)
+	s.handle("DELETE", "/api/v1/quarantine/:id", fullScope, s.deleteQuarantine)
 
 	// check-dmarc changes nothing, so read keys may call it (API.md).
 	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)
