@@ -12,6 +12,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
+	"github.com/dmarcd/dmarcd/store"
 )
 
 // TestImportCountsSkippedRecords ensures records skipped while parsing
@@ -123,4 +124,77 @@ func TestQuarantineOnceAndBulkDelete(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Errorf("%d entries after --all", n)
 	}
+}
+
+// TestCompactAndCompactedBackup ensures 'dmarcd compact' gives back the
+// space of deleted data (tx.Check clean after), refuses while another
+// process holds the database, and that 'backup' writes a compacted copy.
+func TestCompactAndCompactedBackup(t *testing.T) {
+	dataDir := newDataDir(t)
+	dd := "--data-dir=" + dataDir
+	g := &globalOptions{DataDir: dataDir}
+	db, err := g.openStore(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 100 {
+		raw := append([]byte(fmt.Sprintf("Subject: %d\r\n\r\n", i)), make([]byte, 100_000)...)
+		item := &store.QuarantineItem{Entry: store.QuarantineEntry{Source: "import", Name: fmt.Sprint(i), Reason: "junk", Size: int64(len(raw))}, Raw: raw}
+		if _, err := db.NewIngester().Commit(&store.IngestBatch{Quarantine: []*store.QuarantineItem{item}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, item.Entry.ID)
+	}
+	for _, id := range ids[:50] {
+		if err := db.DeleteQuarantine(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errOut := run(t, nil, dd, "compact"); code != 1 || !strings.Contains(errOut, "in use") {
+		t.Errorf("compact while the database is held: exit %d %s", code, errOut)
+	}
+	db.Close()
+	before := fileSize(t, g.dbPath())
+
+	backup := filepath.Join(t.TempDir(), "b.db")
+	code, out, errOut := run(t, nil, dd, "--json", "backup", backup)
+	var b struct{ Bytes, BytesUncompacted int64 }
+	if err := json.Unmarshal([]byte(out), &b); err != nil || code != 0 || b.Bytes != fileSize(t, backup) || b.Bytes > before*6/10 {
+		t.Fatalf("backup: exit %d %v %+v (database %d bytes)\n%s%s", code, err, b, before, out, errOut)
+	}
+	if err := store.VerifyFile(backup); err != nil {
+		t.Errorf("compacted backup: %v", err)
+	}
+
+	code, out, errOut = run(t, nil, dd, "compact")
+	if code != 0 || !strings.Contains(out, "Compacted ") {
+		t.Fatalf("compact: exit %d\n%s%s", code, out, errOut)
+	}
+	if after := fileSize(t, g.dbPath()); after > before*6/10 {
+		t.Errorf("compact: %d -> %d bytes", before, after)
+	}
+	db, err = g.openStore(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Check(); err != nil {
+		t.Errorf("tx.Check after compact: %v", err)
+	}
+	if _, total, _ := db.ListQuarantine(store.Page{Page: 1, Limit: 1}); total != 50 {
+		t.Errorf("%d entries after compact, want 50", total)
+	}
+	if code, _, errOut := run(t, nil, "--data-dir", t.TempDir(), "compact"); code != 1 || !strings.Contains(errOut, "no database") {
+		t.Errorf("compact without a database: exit %d %s", code, errOut)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }

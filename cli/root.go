@@ -118,6 +118,7 @@ Exit codes:
 		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),
 		newBackupCommand(g),
+		newCompactCommand(g),
 		newRestoreCommand(g),
 		newWebhookCommand(g),
 		newVersionCommand(g),
