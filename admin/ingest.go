@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -156,21 +157,40 @@ func (c *Client) Ingest(ctx context.Context, r io.Reader, name, orgRef string) (
 	if orgRef != "" {
 		q.Set("org", orgRef)
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://dmarcd/v1/ingest?"+q.Encode(), r)
+	src := &readErr{r: r}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://dmarcd/v1/ingest?"+q.Encode(), src)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := c.roundTrip(req)
 	if err != nil {
+		if src.err != nil {
+			// The input failed, not the server.
+			return nil, fmt.Errorf("reading the input: %w", src.err)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
 	var res ingest.Result
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("admin socket: %w: reading the answer: %w", ErrServerGone, err)
 	}
 	return &res, nil
+}
+
+// readErr remembers the error of the reader it wraps (io.EOF aside).
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // ListQuarantine implements Service.

@@ -1,15 +1,21 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
@@ -197,4 +203,76 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestImportStopsWhenTheServerGoesAway ensures an import through the
+// socket stops at once when the server goes away mid-way (here: the
+// server's connection drops on the fourth input and it stops listening),
+// saying how many inputs were imported and that re-running is safe,
+// instead of a failure per remaining file; re-running then stores the
+// rest, nothing twice.
+func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
+	dataDir := newDataDir(t)
+	g := &globalOptions{DataDir: dataDir}
+	db, err := g.openStore(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := ingest.New(ingest.Config{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	serve := func(dropAt int) *http.Server {
+		ln, err := admin.Listen(g.socketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := admin.Handler(&admin.Local{DB: db, Pipeline: p}, slog.New(slog.DiscardHandler))
+		var n atomic.Int32
+		srv := &http.Server{}
+		srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/ingest" && int(n.Add(1)) == dropAt {
+				ln.Close() // the server is gone: no new connections
+				panic(http.ErrAbortHandler)
+			}
+			h.ServeHTTP(w, r)
+		})
+		go srv.Serve(ln)
+		return srv
+	}
+	dir := t.TempDir()
+	begin := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -2)
+	const files = 12
+	for i := range files {
+		xml := reportgen.Generate(int64(100+i), 3, reportgen.Options{Domain: "example.com", Begin: begin})
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%02d.xml", i)), xml, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := serve(4)
+	code, out, errOut := run(t, nil, "--data-dir", dataDir, "import", "--jobs", "1", dir)
+	srv.Close()
+	if code != 1 || !strings.Contains(errOut, "the server went away after 3 inputs of 12 files were imported") ||
+		!strings.Contains(errOut, "run the same import again") {
+		t.Errorf("import with the server gone: exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Count(out, "failed       ") != 0 {
+		t.Errorf("a failure line per remaining file:\n%s", out)
+	}
+	srv = serve(0)
+	defer srv.Close()
+	code, out, errOut = run(t, nil, "--data-dir", dataDir, "import", "--json", dir)
+	var sum imports.Summary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != 0 || sum.Imported+sum.Duplicates != files || sum.Duplicates != 3 {
+		t.Fatalf("re-run: exit %d %v %+v\n%s", code, err, sum, errOut)
+	}
+	org, _ := db.FindOrganization("acme")
+	if _, total, _ := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total != files {
+		t.Errorf("%d reports stored, want %d", total, files)
+	}
 }

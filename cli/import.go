@@ -169,6 +169,7 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	sum, err := imports.Run(ctx, paths, imports.Options{
 		Jobs:     o.Jobs,
 		Progress: pr.update,
+		Fatal:    func(err error) bool { return errors.Is(err, admin.ErrServerGone) },
 		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
 			return svc.Ingest(ctx, r, d.Name, orgID)
 		},
@@ -182,6 +183,12 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		} else {
 			printImportSummary(g.stdout, sum, pr.bar)
 		}
+	}
+	var stopped *imports.StoppedError
+	if errors.As(err, &stopped) {
+		return fmt.Errorf("the server went away after %s of %s were imported (%s): what was imported is stored; "+
+			"run the same import again when the server is back: inputs already stored are found as duplicates, not stored twice",
+			plural(sum.Inputs, "input"), plural(sum.Files, "file"), stopped.Cause)
 	}
 	if err != nil {
 		return err

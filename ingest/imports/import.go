@@ -39,7 +39,20 @@ type Options struct {
 	// the summary so far; calls do not overlap, and the summary must not
 	// be kept past the call.
 	Progress func(item Item, sum *Summary)
+	// Fatal, when set, tells an Ingest error that stops the whole import
+	// (the server went away) from one that fails a single input. After a
+	// fatal error no input is started; those in flight are not counted
+	// (whether they were stored is not known: a re-run finds them), and
+	// Run returns a *StoppedError.
+	Fatal func(error) bool
 }
+
+// StoppedError is Run's error when an Ingest error was fatal (Options.Fatal).
+type StoppedError struct{ Cause error }
+
+func (e *StoppedError) Error() string { return "import stopped: " + e.Cause.Error() }
+
+func (e *StoppedError) Unwrap() error { return e.Cause }
 
 // Item is the outcome of one input: a file, or one message of an
 // mbox file.
@@ -109,8 +122,10 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	if o.Jobs <= 0 {
 		o.Jobs = DefaultJobs
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	files, failures := collectFiles(paths)
-	im := &importer{o: o, sum: &Summary{Files: len(files)}}
+	im := &importer{o: o, sum: &Summary{Files: len(files)}, stop: stop}
 	for _, f := range failures {
 		im.record(&importJob{seq: im.nextSeq(), name: f.File, err: errors.New(f.Reason)})
 	}
@@ -129,6 +144,9 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	close(jobs)
 	wg.Wait()
 	im.finish()
+	if im.fatal != nil {
+		return im.sum, &StoppedError{Cause: im.fatal}
+	}
 	return im.sum, ctx.Err()
 }
 
@@ -158,6 +176,10 @@ type importer struct {
 	sum *Summary
 	// seqs order the lists of the summary by input.
 	qSeq, fSeq []int
+	// fatal is the error that stopped the import (Options.Fatal); stop
+	// cancels Run's context with it.
+	fatal error
+	stop  context.CancelCauseFunc
 }
 
 func (im *importer) nextSeq() int {
@@ -259,8 +281,27 @@ func (im *importer) run(ctx context.Context, j *importJob) {
 		if j.err == nil && j.result == nil {
 			j.err = errors.New("ingest: no result")
 		}
+		if j.err != nil && im.isFatal(j.err) {
+			return
+		}
 	}
 	im.record(j)
+}
+
+// isFatal reports whether err stops the import: a fatal error (the first
+// one stops the others), or any error once stopped.
+func (im *importer) isFatal(err error) bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.fatal != nil {
+		return true
+	}
+	if im.o.Fatal != nil && im.o.Fatal(err) {
+		im.fatal = err
+		im.stop(err)
+		return true
+	}
+	return false
 }
 
 // record adds one finished input to the summary and reports progress.
