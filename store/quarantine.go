@@ -239,8 +239,11 @@ var keyQuarantineBytes = []byte("total_bytes")
 // quarantineBytes returns the bytes the quarantine keeps; a file written
 // before the count existed is counted once, here.
 func quarantineBytes(tx *bolt.Tx) (int64, error) {
-	if v := tx.Bucket(bucketQuarantineByHash).Get(keyQuarantineBytes); len(v) == 8 {
-		return int64(binary.BigEndian.Uint64(v)), nil
+	hb := tx.Bucket(bucketQuarantineByHash) // nil in a file opened read-only before the bucket existed
+	if hb != nil {
+		if v := hb.Get(keyQuarantineBytes); len(v) == 8 {
+			return int64(binary.BigEndian.Uint64(v)), nil
+		}
 	}
 	var total int64
 	err := tx.Bucket(bucketQuarantineRaw).ForEach(func(_, v []byte) error {
@@ -250,7 +253,7 @@ func quarantineBytes(tx *bolt.Tx) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if tx.Writable() {
+	if tx.Writable() && hb != nil {
 		return total, setQuarantineBytes(tx, total)
 	}
 	return total, nil
