@@ -175,6 +175,9 @@ func printEntry(w io.Writer, e *store.QuarantineEntry) {
 		fmt.Fprintf(w, "Organization: %s\n", e.OrgID)
 	}
 	fmt.Fprintf(w, "Size:         %d bytes\n", e.Size)
+	if e.Truncated {
+		fmt.Fprintf(w, "Truncated:    only the header was kept (the quarantine was near --quarantine-max-bytes)\n")
+	}
 	fmt.Fprintf(w, "Retries:      %d\n", e.Retries)
 	fmt.Fprintf(w, "Reason:       %s\n", oneLine(e.Reason, 1000))
 }
