@@ -33,8 +33,8 @@ import (
 // the name has none. The first check only remembers, unless the domain is
 // active and its reporting address is already gone, or the record is
 // weaker (p or pct lower) than the one published when the domain was
-// registered (store.Domain.RegisteredDNSRecord): policy_weakened. A change raises ONE
-// alert, the most specific:
+// registered (store.Domain.RegisteredDNSRecord): policy_weakened. A change
+// raises ONE alert, the most specific:
 //
 //   - no DMARC record any more: dns_record_missing (critical);
 //   - the record no longer valid (or several): dns_record_changed (warning);
