@@ -7,6 +7,7 @@ package admin
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
@@ -44,6 +45,9 @@ type Service interface {
 	RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error)
 	// DeleteQuarantine removes an entry and its bytes (ErrNotFound).
 	DeleteQuarantine(ctx context.Context, id string) error
+	// DeleteQuarantineBefore removes the entries received before t and
+	// returns how many.
+	DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error)
 
 	Mailboxes
 }

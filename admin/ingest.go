@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
@@ -67,6 +69,11 @@ func (l *Local) DeleteQuarantine(_ context.Context, id string) error {
 	return l.DB.DeleteQuarantine(id)
 }
 
+// DeleteQuarantineBefore removes the entries received before t.
+func (l *Local) DeleteQuarantineBefore(_ context.Context, t time.Time) (int, error) {
+	return l.DB.DeleteQuarantineBefore(t)
+}
+
 // Socket side. An import streams each input's bytes in a request body
 // rather than sending its path: the server may not see the client's files
 // (another mount namespace, a container, files readable only by the
@@ -79,6 +86,7 @@ func (h *handler) ingestRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/quarantine/{id}/raw", h.quarantineRaw)
 	mux.HandleFunc("POST /v1/quarantine/{id}/retry", h.retryQuarantine)
 	mux.HandleFunc("DELETE /v1/quarantine/{id}", h.deleteQuarantine)
+	mux.HandleFunc("DELETE /v1/quarantine", h.deleteQuarantineBefore)
 }
 
 type quarantinePage struct {
@@ -132,27 +140,57 @@ func (h *handler) deleteQuarantine(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, map[string]bool{"deleted": true}, err)
 }
 
+// deleteQuarantineBefore takes ?before=RFC 3339 time.
+func (h *handler) deleteQuarantineBefore(w http.ResponseWriter, r *http.Request) {
+	t, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("before"))
+	if err != nil {
+		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: before must be an RFC 3339 time"})
+		return
+	}
+	n, err := h.svc.DeleteQuarantineBefore(r.Context(), t)
+	h.answer(w, map[string]int{"deleted": n}, err)
+}
+
 // Ingest implements Service: r is streamed to the server as the body.
 func (c *Client) Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error) {
 	q := url.Values{"name": {name}}
 	if orgRef != "" {
 		q.Set("org", orgRef)
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://dmarcd/v1/ingest?"+q.Encode(), r)
+	src := &readErr{r: r}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://dmarcd/v1/ingest?"+q.Encode(), src)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := c.roundTrip(req)
 	if err != nil {
+		if src.err != nil {
+			// The input failed, not the server.
+			return nil, fmt.Errorf("reading the input: %w", src.err)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
 	var res ingest.Result
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("admin socket: %w: reading the answer: %w", ErrServerGone, err)
 	}
 	return &res, nil
+}
+
+// readErr remembers the error of the reader it wraps (io.EOF aside).
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // ListQuarantine implements Service.
@@ -191,6 +229,13 @@ func (c *Client) RetryQuarantine(ctx context.Context, id string) (*ingest.Result
 		return nil, err
 	}
 	return &res, nil
+}
+
+// DeleteQuarantineBefore implements Service.
+func (c *Client) DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error) {
+	var out map[string]int
+	err := c.do(ctx, "DELETE", "/v1/quarantine?before="+url.QueryEscape(t.UTC().Format(time.RFC3339Nano)), nil, &out)
+	return out["deleted"], err
 }
 
 // DeleteQuarantine implements Service.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -182,9 +183,17 @@ var kinds = map[string]error{
 	"limit":     store.ErrLimit,
 }
 
+// ErrServerGone means the server stopped answering on its socket: it was
+// stopped or killed, or is shutting down (its pipeline stopped). What was
+// acknowledged before is stored; the operation in flight may or may not be.
+var ErrServerGone = errors.New("the dmarcd server went away")
+
 func writeErr(w http.ResponseWriter, err error) {
 	we := wireError{Kind: "internal", Message: err.Error()}
 	status := http.StatusInternalServerError
+	if errors.Is(err, ingest.ErrStopped) {
+		we.Kind, status = "stopping", http.StatusServiceUnavailable
+	}
 	var se *store.Error
 	if errors.As(err, &se) {
 		for name, kind := range kinds {
@@ -260,7 +269,10 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("admin socket %s: %w", c.path, err)
+		if req.Context().Err() != nil {
+			return nil, fmt.Errorf("admin socket %s: %w", c.path, err)
+		}
+		return nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -270,6 +282,9 @@ func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if kind, ok := kinds[we.Kind]; ok {
 			return nil, &store.Error{Kind: kind, Msg: we.Message}
+		}
+		if we.Kind == "stopping" {
+			return nil, fmt.Errorf("server: %w: %s", ErrServerGone, we.Message)
 		}
 		return nil, fmt.Errorf("server: %s", we.Message)
 	}

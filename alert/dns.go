@@ -20,7 +20,9 @@ import (
 //     dns_record_changed (info).
 //
 // The first look at a domain only remembers, unless the domain is active
-// and its reporting address is already gone. A domain whose record lacks
+// and its reporting address is already gone, or the record is weaker (p or
+// pct lower) than the one published when the domain was registered:
+// policy_weakened. A domain whose record lacks
 // its reporting address is to go from active to inactive (API.md).
 
 // NoRecord is the DNS state of a _dmarc name without a DMARC record. A
@@ -37,6 +39,9 @@ type DNSChange struct {
 	Active bool
 	// Old is the state at the previous check, New the state now.
 	Old, New string
+	// Registered is the record published when the domain was registered
+	// ("" when none was): the first look (Old "") compares with it.
+	Registered string
 }
 
 // DNSVerdict is what a DNS change means.
@@ -112,14 +117,19 @@ func policyRank(p string) int {
 func ClassifyDNSChange(c DNSChange) DNSVerdict {
 	old, cur := parseState(c.Old), parseState(c.New)
 	first := c.Old == ""
+	if first && c.Registered != "" {
+		old = parseState(c.Registered)
+	}
+	weakened := old.rec != nil && cur.rec != nil &&
+		(policyRank(cur.rec.P) < policyRank(old.rec.P) || cur.rec.PCT < old.rec.PCT)
 	lost := !cur.hasAddress(c.ReportingEmail)
 	v := DNSVerdict{Deactivate: lost}
 	name := "_dmarc." + c.Domain
 	det := changeDetails{RecordName: name, OldRecord: old.text, NewRecord: cur.text}
 	var typ, sev, title, msg string
 	switch {
-	case first && (!lost || !c.Active):
-		return v // the first look only remembers
+	case first && (!lost || !c.Active) && !weakened:
+		return v // the first look only remembers, unless weaker than at registration
 	case cur.text == nil:
 		typ, sev = TypeDNSRecordMissing, SeverityCritical
 		title = "DMARC record of " + c.Domain + " is gone"
@@ -134,7 +144,7 @@ func ClassifyDNSChange(c DNSChange) DNSVerdict {
 		det.ReportingEmail = c.ReportingEmail
 		title = "Reporting address removed from the DMARC record of " + c.Domain
 		msg = "The rua tag at " + name + " no longer lists " + c.ReportingEmail + ": reports stop reaching dmarcd, and the domain is now inactive until it is verified again."
-	case old.rec != nil && (policyRank(cur.rec.P) < policyRank(old.rec.P) || cur.rec.PCT < old.rec.PCT):
+	case weakened:
 		typ, sev = TypePolicyWeakened, SeverityWarning
 		det.OldPolicy, det.NewPolicy = policyOf(old.rec), policyOf(cur.rec)
 		title = "DMARC policy of " + c.Domain + " weakened"

@@ -36,7 +36,8 @@ type failureDetails struct {
 // EvaluateFailure returns the alert stored failure report f raises at now,
 // nil when the domain had one this hour.
 func (r Rules) EvaluateFailure(f *Failure, h History, now time.Time) *Candidate {
-	if r.Disabled {
+	if r.Disabled || now.Sub(f.ArrivalDate) > r.MaxReportAge {
+		// An archive being imported: old news, as for aggregate reports.
 		return nil
 	}
 	hour := now.Truncate(time.Hour)

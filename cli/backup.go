@@ -23,9 +23,11 @@ func newBackupCommand(g *globalOptions) *cobra.Command {
 		Long: `Write a consistent copy of the whole database (organizations, keys,
 domains, reports) to FILE. While 'dmarcd serve' runs, the copy is taken
 through its admin socket without stopping it (a read transaction: intake
-and the API go on). The copy is checked before it replaces FILE, so FILE
-is either the old file or a complete new backup. The API keys in it are
-hashes: a backup leaks no usable key, but keep it private all the same.
+and the API go on). The copy is compacted (free pages left out: it is as
+large as the data, not as the database file at its largest) and checked
+before it replaces FILE, so FILE is either the old file or a complete new
+backup. The API keys in it are hashes: a backup leaks no usable key, but
+keep it private all the same.
 
 Mailbox passwords and OAuth2 secrets (dmarcd mailbox) are in the backup
 encrypted with the key <data-dir>/secret.key, which is not in it: keep a
@@ -57,14 +59,25 @@ func runBackup(ctx context.Context, g *globalOptions, dst string) error {
 		defer db.Close()
 		svc = &admin.Local{DB: db}
 	}
-	n, err := writeChecked(dst, func(w io.Writer) (int64, error) { return svc.Backup(ctx, w) })
+	// The copy is taken raw (a read transaction, short for the server),
+	// then compacted here: a backup is as large as the data, not as the
+	// file at its peak.
+	raw := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".raw")
+	defer os.Remove(raw)
+	n, err := writeChecked(raw, func(w io.Writer) (int64, error) { return svc.Backup(ctx, w) })
+	if err != nil {
+		return err
+	}
+	bar := newProgressBar(g.stdout, "compacting the copy", !g.JSON)
+	st, err := compactCheckedTo(raw, dst, bar.update)
+	bar.finish(err == nil)
 	if err != nil {
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.stdout, map[string]any{"file": dst, "bytes": n})
+		return printJSON(g.stdout, map[string]any{"file": dst, "bytes": st.After, "bytes_uncompacted": n})
 	}
-	fmt.Fprintf(g.stdout, "Backed up %d bytes to %s.\n", n, dst)
+	fmt.Fprintf(g.stdout, "Backed up %d bytes to %s (compacted from %d).\n", st.After, dst, n)
 	if key := secret.KeyPath(g.DataDir); fileExists(key) {
 		fmt.Fprintf(g.stdout, "Mailbox credentials in it are encrypted with %s, which is not in the backup: keep a copy of that file as well.\n", key)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/worker"
 )
 
 // geoOptions are the geolocation databases of a command that may run the
@@ -37,6 +38,12 @@ func (o geoOptions) config() geo.Config { return geo.Config{CityPath: o.City, AS
 // apply), else a pipeline run by this process over the database file.
 // close stops that pipeline after flushing it, and releases everything.
 func (g *globalOptions) openIntake(ctx context.Context, geoCfg geo.Config) (svc admin.Service, close func(), err error) {
+	return g.openIntakeWith(ctx, geoCfg, nil)
+}
+
+// openIntakeWith is openIntake whose own pipeline (no server running) gets
+// its Config changed by tweak, when not nil.
+func (g *globalOptions) openIntakeWith(ctx context.Context, geoCfg geo.Config, tweak func(*ingest.Config)) (svc admin.Service, close func(), err error) {
 	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
 		return c, c.Close, nil
 	}
@@ -53,7 +60,11 @@ func (g *globalOptions) openIntake(ctx context.Context, geoCfg geo.Config) (svc 
 		return nil, nil, err
 	}
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := ingest.New(ingest.Config{Store: db, Geo: geoDB, Logger: log})
+	cfg := ingest.Config{Store: db, Geo: geoDB, Logger: log}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	p, err := ingest.New(cfg)
 	if err != nil {
 		db.Close()
 		geoDB.Close()
@@ -78,6 +89,9 @@ type importOptions struct {
 	Org  string
 	Jobs int
 	Geo  geoOptions
+	// Retention and FailureRetention apply when no server runs (a running
+	// server applies its own): reports older are not stored.
+	Retention, FailureRetention daysDuration
 }
 
 func newImportCommand(g *globalOptions) *cobra.Command {
@@ -125,6 +139,10 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 	cmd.Flags().StringVar(&o.Org, "org", "", "only match domains of this organization (name or id)")
 	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs stored at once")
 	o.Geo.AddFlags(cmd, "(only used when no server runs)")
+	o.Retention = daysDuration(worker.DefaultRetention)
+	o.FailureRetention = daysDuration(90 * 24 * time.Hour)
+	cmd.Flags().Var(&o.Retention, "retention", "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; a running server applies its own)")
+	cmd.Flags().Var(&o.FailureRetention, "failure-retention", "do not store failure reports that arrived longer ago (0 keeps all; a running server applies its own)")
 	return cmd
 }
 
@@ -132,7 +150,9 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	if o.Jobs < 1 || o.Jobs > 64 {
 		return usagef("--jobs must be between 1 and 64")
 	}
-	svc, done, err := g.openIntake(ctx, o.Geo.config())
+	svc, done, err := g.openIntakeWith(ctx, o.Geo.config(), func(c *ingest.Config) {
+		c.Retention, c.FailureRetention = time.Duration(o.Retention), time.Duration(o.FailureRetention)
+	})
 	if err != nil {
 		return err
 	}
@@ -149,6 +169,7 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	sum, err := imports.Run(ctx, paths, imports.Options{
 		Jobs:     o.Jobs,
 		Progress: pr.update,
+		Fatal:    func(err error) bool { return errors.Is(err, admin.ErrServerGone) },
 		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
 			return svc.Ingest(ctx, r, d.Name, orgID)
 		},
@@ -162,6 +183,12 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		} else {
 			printImportSummary(g.stdout, sum, pr.bar)
 		}
+	}
+	var stopped *imports.StoppedError
+	if errors.As(err, &stopped) {
+		return fmt.Errorf("the server went away after %s of %s were imported (%s): what was imported is stored; "+
+			"run the same import again when the server is back: inputs already stored are found as duplicates, not stored twice",
+			plural(sum.Inputs, "input"), plural(sum.Files, "file"), stopped.Cause)
 	}
 	if err != nil {
 		return err
@@ -272,6 +299,12 @@ func itemLine(it imports.Item) string {
 	if dups > 0 {
 		parts = append(parts, plural(dups, "duplicate"))
 	}
+	if it.Result.RecordsSkipped > 0 {
+		parts = append(parts, plural(it.Result.RecordsSkipped, "record")+" skipped")
+	}
+	if n := len(it.Result.Expired); n > 0 {
+		parts = append(parts, plural(n, "report")+" older than the retention window ("+it.Result.Expired[0].Window+"), not stored")
+	}
 	detail := strings.Join(parts, ", ")
 	switch {
 	case it.Result.Quarantined != "":
@@ -284,6 +317,8 @@ func itemLine(it imports.Item) string {
 		return fmt.Sprintf("imported     %s (%s)", it.Name, detail)
 	case dups > 0:
 		return fmt.Sprintf("duplicate    %s (%s)", it.Name, detail)
+	case len(it.Result.Expired) > 0:
+		return fmt.Sprintf("too old      %s (%s)", it.Name, detail)
 	default:
 		return fmt.Sprintf("no report    %s", it.Name)
 	}
@@ -309,6 +344,25 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 	fmt.Fprintf(w, "\nImported %s (%s)%s from %s; %s, %d quarantined, %d failed.\n",
 		plural(s.Imported, "aggregate report"), plural(s.Records, "record"), failures, plural(s.Inputs, "input"),
 		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)
+	if s.Expired > 0 {
+		fmt.Fprintf(w, "Not stored: %s older than the retention window (%s); --retention to keep them (0 keeps all):\n",
+			plural(s.Expired, "report"), s.ExpiredReports[0].Window)
+		for i, x := range s.ExpiredReports {
+			if i == 20 {
+				fmt.Fprintf(w, "  ... and %d more (--json lists them all)\n", len(s.ExpiredReports)-i)
+				break
+			}
+			id := ""
+			if x.ReportID != "" {
+				id = " " + x.ReportID
+			}
+			fmt.Fprintf(w, "  %s: %s report%s from %s for %s, %s\n", x.File, x.Kind, id, x.Reporter, x.Domain, x.Date.Format("2006-01-02"))
+		}
+	}
+	if s.RecordsSkipped > 0 {
+		fmt.Fprintf(w, "%s skipped as unusable (an empty or invalid source IP or count); the log names them.\n",
+			plural(s.RecordsSkipped, "record"))
+	}
 	if len(s.Quarantine) > 0 && listQuarantine {
 		fmt.Fprintln(w, "\nQuarantined (see 'dmarcd quarantine show ID'):")
 		for _, q := range s.Quarantine {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/ingest"
@@ -51,8 +52,10 @@ func reportFiles(t *testing.T) (dir, junk string) {
 		}
 		return p
 	}
-	write("a.xml", reportgen.Generate(1, 40, reportgen.Options{Domain: "example.com"}))
-	write("google.com!example.com!1 [copy] (2).xml.gz", reportgen.Gzip(reportgen.Generate(2, 3, reportgen.Options{Domain: "example.com"})))
+	// Recent dates: older reports are outside the default retention window.
+	begin := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	write("a.xml", reportgen.Generate(1, 40, reportgen.Options{Domain: "example.com", Begin: begin}))
+	write("google.com!example.com!1 [copy] (2).xml.gz", reportgen.Gzip(reportgen.Generate(2, 3, reportgen.Options{Domain: "example.com", Begin: begin.AddDate(0, 0, -1)})))
 	junk = write("readme.txt", []byte("these are my reports\n"))
 	return dir, junk
 }

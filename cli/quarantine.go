@@ -175,6 +175,9 @@ func printEntry(w io.Writer, e *store.QuarantineEntry) {
 		fmt.Fprintf(w, "Organization: %s\n", e.OrgID)
 	}
 	fmt.Fprintf(w, "Size:         %d bytes\n", e.Size)
+	if e.Truncated {
+		fmt.Fprintf(w, "Truncated:    only the header was kept (the quarantine was near --quarantine-max-bytes)\n")
+	}
 	fmt.Fprintf(w, "Retries:      %d\n", e.Retries)
 	fmt.Fprintf(w, "Reason:       %s\n", oneLine(e.Reason, 1000))
 }
@@ -227,15 +230,60 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 }
 
 func newQuarantineDeleteCommand(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete ID",
-		Short:   "Delete a quarantine entry and its bytes for good",
-		Example: "  dmarcd quarantine delete 01jd2m...",
-		Args:    exactArgs(1, "the entry ID"),
+	var all bool
+	var olderThan daysDuration
+	cmd := &cobra.Command{
+		Use:   "delete ID | --all | --older-than DURATION",
+		Short: "Delete quarantine entries and their bytes for good",
+		Example: `  dmarcd quarantine delete 01jd2m...
+  dmarcd quarantine delete --older-than 7d
+  dmarcd quarantine delete --all`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			bulk := all || cmd.Flags().Changed("older-than")
+			switch {
+			case all && cmd.Flags().Changed("older-than"):
+				return usagef("--all and --older-than do not go together")
+			case bulk && len(args) > 0:
+				return usagef("give an entry ID or --all or --older-than, not both")
+			case !bulk && len(args) != 1:
+				return usagef("expected the entry ID, or --all or --older-than DURATION")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case all:
+				return runQuarantineDeleteBefore(cmd.Context(), g, time.Now().Add(24*time.Hour))
+			case cmd.Flags().Changed("older-than"):
+				return runQuarantineDeleteBefore(cmd.Context(), g, time.Now().Add(-time.Duration(olderThan)))
+			}
 			return runQuarantineDelete(cmd.Context(), g, args[0])
 		},
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "delete every entry")
+	cmd.Flags().Var(&olderThan, "older-than", "delete the entries received longer ago than this (30d, 12h)")
+	return cmd
+}
+
+func runQuarantineDeleteBefore(ctx context.Context, g *globalOptions, before time.Time) error {
+	svc, done, err := g.openIntake(ctx, geoOptions{}.config())
+	if err != nil {
+		return err
+	}
+	defer done()
+	n, err := svc.DeleteQuarantineBefore(ctx, before)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return printJSON(g.stdout, map[string]any{"deleted": n})
+	}
+	what := "entries"
+	if n == 1 {
+		what = "entry"
+	}
+	fmt.Fprintf(g.stdout, "Deleted %d quarantine %s.\n", n, what)
+	return nil
 }
 
 func runQuarantineDelete(ctx context.Context, g *globalOptions, id string) error {

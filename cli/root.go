@@ -119,6 +119,7 @@ Exit codes:
 		newCheckDMARCCommand(g),
 		newCheckTLSCommand(g),
 		newBackupCommand(g),
+		newCompactCommand(g),
 		newRestoreCommand(g),
 		newWebhookCommand(g),
 		newMailboxCommand(g),

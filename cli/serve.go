@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/ingest"
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/demo"
@@ -33,16 +34,24 @@ type serveOptions struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 
-	SMTPListen       string
-	SMTPHostname     string
-	SMTPMaxBytes     int64
-	SMTPMaxConns     int
-	SMTPReadTimeout  time.Duration
-	SMTPWriteTimeout time.Duration
-	SMTPTLSCert      string
-	SMTPTLSKey       string
-	Geo              geoOptions
-	Demo             bool
+	SMTPListen   string
+	SMTPHostname string
+	SMTPMaxBytes int64
+	SMTPMaxConns int
+	// SMTPMaxConnsPerIP and SMTPCommandTimeout keep idle connections of
+	// one host from locking the listener (issue 13).
+	SMTPMaxConnsPerIP  int
+	SMTPCommandTimeout time.Duration
+	// QuarantineMaxBytes caps the quarantine; QuarantineRetention is how
+	// long its entries are kept (issue 13).
+	QuarantineMaxBytes  int64
+	QuarantineRetention daysDuration
+	SMTPReadTimeout     time.Duration
+	SMTPWriteTimeout    time.Duration
+	SMTPTLSCert         string
+	SMTPTLSKey          string
+	Geo                 geoOptions
+	Demo                bool
 
 	// The scheduler's jobs (worker/) and the alert rules' thresholds.
 	VerifyInterval   time.Duration
@@ -93,10 +102,15 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.SMTPHostname, "smtp-hostname", "", "name in the SMTP greeting (default: the reporting domain)")
 	f.Int64Var(&o.SMTPMaxBytes, "smtp-max-bytes", smtp.DefaultMaxBytes, "largest message accepted, in bytes (larger: 552 5.3.4)")
 	f.IntVar(&o.SMTPMaxConns, "smtp-max-conns", smtp.DefaultMaxConns, "SMTP connections served at once (more: 421, try later)")
-	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", smtp.DefaultReadTimeout, "how long an SMTP client may stay silent (between commands and within a message)")
+	f.IntVar(&o.SMTPMaxConnsPerIP, "smtp-max-conns-per-ip", smtp.DefaultMaxConnsPerIP, "SMTP connections served at once from one client address (more: 421, try later)")
+	f.DurationVar(&o.SMTPCommandTimeout, "smtp-command-timeout", smtp.DefaultCommandTimeout, "how long an SMTP client may stay silent before its first command and between commands")
+	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", smtp.DefaultReadTimeout, "how long an SMTP client may stay silent within a message")
 	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", smtp.DefaultWriteTimeout, "how long writing one SMTP reply may take")
 	f.StringVar(&o.SMTPTLSCert, "smtp-tls-cert", "", "PEM certificate (chain) for STARTTLS; with --smtp-tls-key")
 	f.StringVar(&o.SMTPTLSKey, "smtp-tls-key", "", "PEM private key for STARTTLS; with --smtp-tls-cert")
+	f.Int64Var(&o.QuarantineMaxBytes, "quarantine-max-bytes", ingest.DefaultQuarantineTotalBytes, "bytes the quarantine keeps in all: past nine tenths of it only the headers of an input are kept, past it such mail is refused (552)")
+	o.QuarantineRetention = daysDuration(worker.DefaultQuarantineRetention)
+	f.Var(&o.QuarantineRetention, "quarantine-retention", "delete quarantine entries received longer ago than this, e.g. 30d (checked hourly; 0 keeps them)")
 	o.addJobFlags(cmd)
 	o.addAlertRuleFlags(cmd)
 	o.Webhooks.AddFlags(cmd)
@@ -160,6 +174,12 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-max-bytes must be at least 1")
 	case o.SMTPMaxConns < 1:
 		return usagef("--smtp-max-conns must be at least 1")
+	case o.SMTPMaxConnsPerIP < 1:
+		return usagef("--smtp-max-conns-per-ip must be at least 1")
+	case o.SMTPCommandTimeout <= 0:
+		return usagef("--smtp-command-timeout must be positive")
+	case o.QuarantineMaxBytes < 1<<20:
+		return usagef("--quarantine-max-bytes must be at least 1048576 (1 MiB)")
 	case o.VerifyInterval <= 0 || o.DNSCheckInterval <= 0:
 		return usagef("--verify-interval and --dns-check-interval must be positive")
 	case o.Retention < 0:

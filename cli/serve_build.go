@@ -114,6 +114,11 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if err := setAlertRules(db, o.Alerts, reg); err != nil {
 		return nil, err
 	}
+	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now,
+		Retention: o.Retention, FailureRetention: o.FailureRetention,
+		QuarantineTotalBytes: o.QuarantineMaxBytes}); err != nil {
+		return nil, err
+	}
 	known := senders.DefaultKnownSenders()
 	if o.Senders.SenderMap != "" {
 		if known, err = known.WithFile(o.Senders.SenderMap); err != nil {
@@ -139,6 +144,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	s.api = httpapi.New(httpapi.Config{
 		Senders:         &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)},
 		Store:           db,
+		Quarantine:      s.pipeline,
 		DNS:             &dnscheck.Checker{Resolver: s.resolver},
 		ReportingDomain: s.reportingDomain,
 		RateLimit:       o.RateLimit,
@@ -161,29 +167,28 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		},
 	})
 	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
-		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Logger: log})
+		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	s.api.MountUI(ui)
-	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now}); err != nil {
-		return nil, err
-	}
 	s.imap.attach(imapin.PipelineSink{Pipeline: s.pipeline, Metrics: s.imap.svc.Metrics}, o.IMAP.Interval)
 	hostname := o.SMTPHostname
 	if hostname == "" {
 		hostname = s.reportingDomain
 	}
 	s.smtp, err = smtp.NewServer(smtp.Config{
-		Intake:       s.pipeline,
-		Hostname:     hostname,
-		MaxBytes:     o.SMTPMaxBytes,
-		MaxConns:     o.SMTPMaxConns,
-		ReadTimeout:  o.SMTPReadTimeout,
-		WriteTimeout: o.SMTPWriteTimeout,
-		TLS:          tlsCfg,
-		Logger:       log,
-		Metrics:      reg,
+		Intake:         s.pipeline,
+		Hostname:       hostname,
+		MaxBytes:       o.SMTPMaxBytes,
+		MaxConns:       o.SMTPMaxConns,
+		MaxConnsPerIP:  o.SMTPMaxConnsPerIP,
+		CommandTimeout: o.SMTPCommandTimeout,
+		ReadTimeout:    o.SMTPReadTimeout,
+		WriteTimeout:   o.SMTPWriteTimeout,
+		TLS:            tlsCfg,
+		Logger:         log,
+		Metrics:        reg,
 	})
 	if err != nil {
 		return nil, err
@@ -279,7 +284,8 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: s.resolver}, Log: log}
 	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
-	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention, Log: log}).Job())
+	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
+		QuarantineRetention: time.Duration(o.QuarantineRetention), Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
 		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
 	if err != nil {

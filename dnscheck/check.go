@@ -132,25 +132,36 @@ func quoteAll(ss []string) string {
 // DMARC. A missing name is no records. When res is not nil, TXT records
 // that look like a mistyped DMARC record are noted in its warnings.
 func (c *Checker) dmarcRecords(ctx context.Context, domain string, res *CheckResult) ([]string, error) {
-	name := recordName(domain)
-	txts, err := c.Resolver.LookupTXT(ctx, name)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var recs []string
-	for _, t := range txts {
-		switch {
-		case dmarc.IsDMARCRecord(t):
-			recs = append(recs, t)
-		case res != nil && looksLikeDMARC(t):
-			res.Warnings = append(res.Warnings, fmt.Sprintf(
-				"the TXT record %q at %s is ignored: a DMARC record must start with v=DMARC1 exactly", t, name))
+	recs, others, err := c.txtRecords(ctx, domain)
+	if res != nil {
+		for _, t := range others {
+			if looksLikeDMARC(t) {
+				res.Warnings = append(res.Warnings, fmt.Sprintf(
+					"the TXT record %q at %s is ignored: a DMARC record must start with v=DMARC1 exactly", t, recordName(domain)))
+			}
 		}
 	}
-	return recs, nil
+	return recs, err
+}
+
+// txtRecords returns the TXT records at _dmarc.<domain> that claim to be
+// DMARC, and the others. A missing name is no records.
+func (c *Checker) txtRecords(ctx context.Context, domain string) (recs, others []string, err error) {
+	txts, err := c.Resolver.LookupTXT(ctx, recordName(domain))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, t := range txts {
+		if dmarc.IsDMARCRecord(t) {
+			recs = append(recs, t)
+		} else {
+			others = append(others, t)
+		}
+	}
+	return recs, others, nil
 }
 
 func looksLikeDMARC(txt string) bool {

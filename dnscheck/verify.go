@@ -2,6 +2,8 @@ package dnscheck
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dmarcd/dmarcd/dmarc"
@@ -23,11 +25,14 @@ func (e *VerifyError) Error() string { return e.Reason }
 // ErrTemporary when the DNS could not answer.
 func (c *Checker) Verify(ctx context.Context, domain, reportingEmail string) error {
 	name := recordName(domain)
-	recs, err := c.dmarcRecords(ctx, domain, nil)
+	recs, others, err := c.txtRecords(ctx, domain)
 	if err != nil {
 		return err
 	}
 	switch {
+	case len(recs) == 0 && len(others) > 0:
+		return &VerifyError{Reason: fmt.Sprintf("the TXT record %q at %s is not a DMARC record: a DMARC record starts with v=DMARC1",
+			others[0], name)}
 	case len(recs) == 0:
 		return &VerifyError{Reason: "no DMARC record found at " + name}
 	case len(recs) > 1:
@@ -44,12 +49,24 @@ func (c *Checker) Verify(ctx context.Context, domain, reportingEmail string) err
 	return nil
 }
 
+// Suggestion is what SuggestRecord proposes, and what it saw.
+type Suggestion struct {
+	// Record is the DMARC record to publish at _dmarc.<domain>.
+	Record string
+	// Published is what _dmarc.<domain> published when it was looked up:
+	// its DMARC records, sorted, one per line; "" when it had none.
+	Published string
+}
+
 // SuggestRecord returns the DMARC record to publish at _dmarc.<domain> so
 // that reports reach reportingEmail, without weakening what is there: when
 // the domain has one valid record, that record with the address added to
-// rua and ruf (dmarc.Record.WithReportingAddress); otherwise, also when the
-// DNS does not answer within SuggestTimeout, dmarc.DefaultRecord.
-func (c *Checker) SuggestRecord(ctx context.Context, domain, reportingEmail string) string {
+// rua and ruf (dmarc.Record.WithReportingAddress); when it has none (also
+// NXDOMAIN), several, or an invalid one, dmarc.DefaultRecord. When the DNS
+// does not answer (SERVFAIL, a timeout, SuggestTimeout passing) it returns
+// an error wrapping ErrTemporary: a suggestion made blind could be weaker
+// than what the domain publishes.
+func (c *Checker) SuggestRecord(ctx context.Context, domain, reportingEmail string) (Suggestion, error) {
 	budget := c.SuggestTimeout
 	if budget <= 0 {
 		budget = DefaultSuggestTimeout
@@ -57,14 +74,20 @@ func (c *Checker) SuggestRecord(ctx context.Context, domain, reportingEmail stri
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	recs, err := c.dmarcRecords(ctx, domain, nil)
-	if err != nil || len(recs) != 1 {
-		return dmarc.DefaultRecord(reportingEmail)
+	if err != nil {
+		return Suggestion{}, err
+	}
+	slices.Sort(recs)
+	sug := Suggestion{Record: dmarc.DefaultRecord(reportingEmail), Published: strings.Join(recs, "\n")}
+	if len(recs) != 1 {
+		return sug, nil
 	}
 	rec, err := dmarc.ParseRecord(recs[0])
 	if err != nil {
-		return dmarc.DefaultRecord(reportingEmail)
+		return sug, nil
 	}
-	return rec.WithReportingAddress(reportingEmail)
+	sug.Record = rec.WithReportingAddress(reportingEmail)
+	return sug, nil
 }
 
 // DNSRecord is one record a domain owner publishes.

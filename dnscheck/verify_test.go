@@ -30,7 +30,7 @@ func TestVerify(t *testing.T) {
 	tests := []struct{ domain, reason string }{
 		{"ok.example", ""},
 		{"missing.example", "no DMARC record found at _dmarc.missing.example"},
-		{"spf.example", "no DMARC record found at _dmarc.spf.example"},
+		{"spf.example", `the TXT record "v=spf1 -all" at _dmarc.spf.example is not a DMARC record: a DMARC record starts with v=DMARC1`},
 		{"sub.parent.example", "no DMARC record found at _dmarc.sub.parent.example"}, // no tree walk
 		{"two.example", "more than one DMARC record at _dmarc.two.example"},
 		{"bad.example", "the TXT record at _dmarc.bad.example is not a valid DMARC record: p must be one of"},
@@ -85,13 +85,25 @@ func TestSuggestRecord(t *testing.T) {
 		{"none.example", def},
 		{"two.example", def},
 		{"bad.example", def},
-		{"fail.example", def},
-		{"slow.example", def}, // SuggestTimeout cuts the 3 one-second attempts short
 	}
 	for _, tt := range tests {
-		if got := c.SuggestRecord(context.Background(), tt.domain, reportAddr); got != tt.want {
-			t.Errorf("SuggestRecord(%s) = %q, want %q", tt.domain, got, tt.want)
+		got, err := c.SuggestRecord(context.Background(), tt.domain, reportAddr)
+		if err != nil || got.Record != tt.want {
+			t.Errorf("SuggestRecord(%s) = %q, %v, want %q", tt.domain, got.Record, err, tt.want)
 		}
+	}
+	// A blind suggestion could weaken p=reject: a DNS that cannot answer
+	// (SERVFAIL; no answer, SuggestTimeout cutting the 3 one-second
+	// attempts short) is an error, never the default record.
+	for _, domain := range []string{"fail.example", "slow.example"} {
+		got, err := c.SuggestRecord(context.Background(), domain, reportAddr)
+		if !errors.Is(err, ErrTemporary) {
+			t.Errorf("SuggestRecord(%s) = %q, %v, want ErrTemporary", domain, got.Record, err)
+		}
+	}
+	got, err := c.SuggestRecord(context.Background(), "strict.example", reportAddr)
+	if err != nil || got.Published != "v=DMARC1; p=reject; sp=reject; adkim=s; rua=mailto:own@strict.example" {
+		t.Errorf("SuggestRecord(strict.example).Published = %q, %v", got.Published, err)
 	}
 	if n := s.Queries("_dmarc.slow.example"); n > 1 {
 		t.Errorf("slow domain queried %d times, want at most 1 within the budget", n)

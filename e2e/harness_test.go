@@ -98,9 +98,12 @@ func StartServer(t testing.TB, o Options) *Server {
 	args := []string{"serve", "--data-dir", o.DataDir, "--listen", "127.0.0.1:0",
 		"--reporting-domain", "reports.dmarcd.test", "--log-format", "json", "--log-level", "debug",
 		"--smtp-listen", "127.0.0.1:0"} // a free port: tests run side by side
-	if o.DNS != nil {
-		args = append(args, "--dns-server", o.DNS.Addr, "--dns-timeout", "300ms")
+	if o.DNS == nil {
+		// Domains are registered only once their DNS has answered: a
+		// loopback server that knows no name answers NXDOMAIN.
+		o.DNS = dnstest.Start(t)
 	}
+	args = append(args, "--dns-server", o.DNS.Addr, "--dns-timeout", "300ms")
 	args = append(args, o.Args...)
 	s := &Server{t: t, DataDir: o.DataDir, args: args, done: make(chan struct{})}
 	s.cmd = exec.Command(binary, args...)

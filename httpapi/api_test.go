@@ -437,7 +437,7 @@ func TestVerify(t *testing.T) {
 		message string
 	}{
 		{"no record", func() {}, 422, "verification_failed", "no DMARC record"},
-		{"not DMARC", func() { e.dns.SetTXT("_dmarc.verify.example", []string{"v=spf1 -all"}) }, 422, "verification_failed", "no DMARC record"},
+		{"not DMARC", func() { e.dns.SetTXT("_dmarc.verify.example", []string{"v=spf1 -all"}) }, 422, "verification_failed", "is not a DMARC record"},
 		{"invalid", func() { e.dns.SetTXT("_dmarc.verify.example", []string{"v=DMARC1; p=maybe; rua=mailto:" + email}) }, 422, "verification_failed", "not a valid DMARC record"},
 		{"two records", func() {
 			e.dns.SetTXT("_dmarc.verify.example", []string{"v=DMARC1; p=none; rua=mailto:" + email}, []string{"v=DMARC1; p=none"})

@@ -58,25 +58,39 @@ func (s *Server) createDomain(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	email := store.NewReportingLocal() + "@" + s.cfg.ReportingDomain
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout)
-	defer cancel()
-	d := &store.Domain{
-		OrgID:          r.org.ID,
-		Name:           name,
-		ReportingEmail: email,
-		DMARCRecord:    s.dns.SuggestRecord(ctx, name, email),
-	}
-	if err := s.store.CreateDomain(d); err != nil {
+	d, records, err := s.createDomainNamed(r.Context(), r.org, name)
+	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/domains/"+d.ID)
-	writeJSON(w, http.StatusCreated, createdDomain{
-		Domain: d,
-		DNSRecords: append(dnscheck.PublishRecords(d.Name, d.DMARCRecord, s.cfg.ReportingDomain),
-			s.tlsRPTRecord(d)),
-	})
+	writeJSON(w, http.StatusCreated, createdDomain{Domain: d, DNSRecords: records})
 	return nil
+}
+
+// createDomainNamed registers the normalized domain name for org: a new
+// reporting address, the suggested record (which never weakens what the
+// domain publishes: a DNS that cannot answer is 503 dns_unavailable and
+// creates nothing) and the records to publish. The API and the web
+// interface (CreateDomain) both create domains through it.
+func (s *Server) createDomainNamed(ctx context.Context, org *store.Organization, name string) (*store.Domain, []dnscheck.DNSRecord, error) {
+	email := store.NewReportingLocal() + "@" + s.cfg.ReportingDomain
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
+	defer cancel()
+	sug, err := s.dns.SuggestRecord(ctx, name, email)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &store.Domain{
+		OrgID:               org.ID,
+		Name:                name,
+		ReportingEmail:      email,
+		DMARCRecord:         sug.Record,
+		RegisteredDNSRecord: sug.Published,
+	}
+	if err := s.store.CreateDomain(d); err != nil {
+		return nil, nil, err
+	}
+	return d, append(dnscheck.PublishRecords(d.Name, d.DMARCRecord, s.cfg.ReportingDomain), s.tlsRPTRecord(d)), nil
 }
 
 // domainField validates and normalizes a domain name sent in field.

@@ -34,7 +34,7 @@ import (
 type DNSChecker interface {
 	CheckDMARC(ctx context.Context, domain string) (*dnscheck.CheckResult, error)
 	Verify(ctx context.Context, domain, reportingEmail string) error
-	SuggestRecord(ctx context.Context, domain, reportingEmail string) string
+	SuggestRecord(ctx context.Context, domain, reportingEmail string) (dnscheck.Suggestion, error)
 }
 
 // Config holds what a Server is built from.
@@ -74,6 +74,8 @@ type Config struct {
 	// Mailboxes runs the mailbox endpoints (IMAP intake); without it those
 	// that change or poll a mailbox answer 500.
 	Mailboxes *imapin.Service
+	// Quarantine retries quarantine entries (POST /quarantine/{id}/retry).
+	Quarantine QuarantineRetrier
 }
 
 // Server is the HTTP API. Create it with New.
@@ -204,6 +206,11 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/api/v1/keys", readScope, s.listKeys)
 	s.handle("POST", "/api/v1/keys", fullScope, s.createKey)
 	s.handle("DELETE", "/api/v1/keys/:id", fullScope, s.revokeKey)
+	s.handle("GET", "/api/v1/quarantine", readScope, s.listQuarantine)
+	s.handle("GET", "/api/v1/quarantine/:id", readScope, s.getQuarantine)
+	s.handle("GET", "/api/v1/quarantine/:id/raw", readScope, s.quarantineRaw)
+	s.handle("POST", "/api/v1/quarantine/:id/retry", fullScope, s.retryQuarantine)
+	s.handle("DELETE", "/api/v1/quarantine/:id", fullScope, s.deleteQuarantine)
 
 	// check-dmarc changes nothing, so read keys may call it (API.md).
 	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)

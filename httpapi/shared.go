@@ -65,6 +65,18 @@ func (s *Server) UpdateWebhook(ctx context.Context, org *store.Organization, id 
 	return s.store.UpdateWebhook(org.ID, id, store.WebhookUpdate{URL: url, Name: name, IsActive: active})
 }
 
+// CreateDomain registers domain name (as typed: it is validated and
+// normalized as POST /domains does) for org, with the same rules and
+// errors as the API; the web interface's "add a domain" calls it.
+func (s *Server) CreateDomain(ctx context.Context, org *store.Organization, name string) (*store.Domain, error) {
+	clean, err := domainField("name", &name)
+	if err != nil {
+		return nil, err
+	}
+	d, _, err := s.createDomainNamed(ctx, org, clean)
+	return d, err
+}
+
 // TestWebhook sends the test event to webhook id as POST
 // /webhooks/{id}/test does, changing nothing stored.
 func (s *Server) TestWebhook(ctx context.Context, org *store.Organization, id string) (webhook.Result, error) {

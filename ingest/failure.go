@@ -52,6 +52,9 @@ func (j *job) failures() (*Result, error) {
 		return nil, nil
 	}
 	drafts, err := j.failureDrafts(reps)
+	if err == nil && len(drafts) == 0 && len(j.expired) > 0 {
+		return &Result{Reports: []Outcome{}, Expired: j.expired, Problems: j.problems[aggProblems:]}, nil
+	}
 	if err != nil || len(drafts) == 0 {
 		return nil, err
 	}
@@ -59,6 +62,7 @@ func (j *job) failures() (*Result, error) {
 	if res != nil {
 		// The aggregate walk's "no aggregate report" is no problem here.
 		res.Problems = j.problems[aggProblems:]
+		res.Expired = j.expired
 	}
 	return res, err
 }
@@ -83,6 +87,16 @@ func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 		case dom.ID == "":
 			j.problems = append(j.problems, why)
 			continue
+		}
+		if ret := j.p.cfg.FailureRetention; ret > 0 && j.d.Source == SourceImport {
+			arrival := rep.ArrivalDate
+			if arrival.IsZero() || arrival.After(j.d.ReceivedAt) {
+				arrival = j.d.ReceivedAt
+			}
+			if arrival.Before(j.p.cfg.Now().Add(-ret)) {
+				j.expired = append(j.expired, Expired{Kind: KindFailure, Reporter: rep.Reporter, Domain: dom.Name, Date: arrival.UTC(), Window: Window(ret)})
+				continue
+			}
 		}
 		draft, err := store.NewFailureDraft(j.failureOf(rep, dom))
 		if err != nil {

@@ -41,6 +41,8 @@ const (
 	DefaultBatchRecords       = 20000
 	DefaultBatchDelay         = 5 * time.Millisecond
 	DefaultQuarantineMaxBytes = 32 << 20
+	// DefaultQuarantineTotalBytes caps the whole quarantine (1 GiB).
+	DefaultQuarantineTotalBytes = 1 << 30
 )
 
 // Errors of Ingest, tested with errors.Is.
@@ -76,6 +78,17 @@ type Config struct {
 	// 0 means 32 MiB. A larger input keeps its first bytes, and the reason
 	// says so.
 	QuarantineMaxBytes int64
+	// QuarantineTotalBytes caps the bytes the quarantine keeps in all
+	// (--quarantine-max-bytes): past nine tenths of it an input keeps only
+	// its header, past it the input is refused (store.ErrQuarantineFull).
+	// 0 means DefaultQuarantineTotalBytes; negative means no cap.
+	QuarantineTotalBytes int64
+	// Retention, when positive, is --retention: an imported aggregate
+	// report whose period ended longer ago is not stored (the retention
+	// job would delete it within the hour) but listed in Result.Expired.
+	// FailureRetention does the same for imported failure reports by
+	// arrival date. Mail (SMTP) is recent by nature and not checked.
+	Retention, FailureRetention time.Duration
 }
 
 // Pipeline ingests reports. Its methods are safe for concurrent use; Run
@@ -169,6 +182,12 @@ type Result struct {
 	// Reason says why the input was quarantined (or, for SourceHTTPS,
 	// refused: Quarantined is then empty and Reports too).
 	Reason string `json:"reason"`
+	// Expired are the reports not stored because they are older than the
+	// retention window (Config.Retention, Config.FailureRetention).
+	Expired []Expired `json:"expired,omitempty"`
+	// RecordsSkipped counts the records of stored reports that the parser
+	// skipped as unusable (an empty source IP, say).
+	RecordsSkipped int `json:"records_skipped"`
 	// Problems describe the parts of an input that were not stored next
 	// to reports that were (a broken zip member, a report for another
 	// domain); they are logged too.
@@ -177,6 +196,29 @@ type Result struct {
 	// at all (no report payload, no feedback part, nothing broken): nothing
 	// was stored or quarantined.
 	NotReport bool `json:"not_report,omitempty"`
+}
+
+// Expired names a report left out for being older than the retention
+// window: its kind, reporter and report id (aggregate), its domain, and
+// the date that put it out (an aggregate report's date_end, a failure
+// report's arrival date).
+type Expired struct {
+	Kind     Kind      `json:"kind"`
+	Reporter string    `json:"reporter"`
+	ReportID string    `json:"report_id,omitempty"`
+	Domain   string    `json:"domain"`
+	Date     time.Time `json:"date"`
+	// Window is the retention window that left it out, as "400d".
+	Window string `json:"window"`
+}
+
+// Window formats a retention window in days when it is whole days
+// ("400d"), else as a Go duration.
+func Window(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
 }
 
 // New returns a pipeline writing to cfg.Store. It first deletes what is
@@ -199,8 +241,17 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.BatchDelay <= 0 {
 		cfg.BatchDelay = DefaultBatchDelay
 	}
+	if cfg.Retention < 0 || cfg.FailureRetention < 0 {
+		return nil, errors.New("ingest: retention must not be negative")
+	}
 	if cfg.QuarantineMaxBytes <= 0 {
 		cfg.QuarantineMaxBytes = DefaultQuarantineMaxBytes
+	}
+	switch {
+	case cfg.QuarantineTotalBytes == 0:
+		cfg.QuarantineTotalBytes = DefaultQuarantineTotalBytes
+	case cfg.QuarantineTotalBytes < 0:
+		cfg.QuarantineTotalBytes = 0
 	}
 	n, err := cfg.Store.DiscardPendingReports()
 	if err != nil {
@@ -250,6 +301,9 @@ func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *st
 	d.ReceivedAt = d.ReceivedAt.UTC().Truncate(time.Second)
 	j := newJob(ctx, p, r, d, retry)
 	res, err := j.run()
+	if res != nil {
+		res.RecordsSkipped = j.skipped
+	}
 	p.logResult(d, j, res, err)
 	return res, err
 }

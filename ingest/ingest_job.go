@@ -36,6 +36,7 @@ type job struct {
 	ambig    error // the first ErrAmbiguous
 	abort    error // why the input fails as a whole
 	skipped  int   // records the parser skipped
+	expired  []Expired
 
 	rec      store.Record
 	geoCache map[netip.Addr]*store.Geo
@@ -90,8 +91,9 @@ func (j *job) run() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Reports) > 0 {
+	if len(res.Reports) > 0 || len(j.expired) > 0 {
 		res.Problems = j.problems
+		res.Expired = j.expired
 		return res, nil
 	}
 	if j.ambig != nil {
@@ -164,6 +166,12 @@ func (j *job) payload(pl container.Payload) error {
 		return j.fail(err)
 	case dom.ID == "":
 		j.problems = append(j.problems, why)
+		return nil
+	}
+	if ret := j.p.cfg.Retention; ret > 0 && j.d.Source == SourceImport && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
+		// Retention would delete it within the hour: not stored, named.
+		j.expired = append(j.expired, Expired{Kind: KindAggregate, Reporter: h.OrgName, ReportID: h.ReportID,
+			Domain: dom.Name, Date: h.DateEnd.UTC(), Window: Window(ret)})
 		return nil
 	}
 	draft, err := store.NewReportDraft(reportOf(h, dom, j.d))
@@ -392,7 +400,8 @@ func (j *job) quarantine() (*Result, error) {
 	item := &store.QuarantineItem{
 		Entry: store.QuarantineEntry{ReceivedAt: j.d.ReceivedAt, Source: string(j.d.Source), Name: j.d.Name,
 			Reason: reason, Size: size, OrgID: j.route.orgID(), Recipient: j.d.Recipient},
-		Raw: raw,
+		Raw:      raw,
+		MaxTotal: j.p.cfg.QuarantineTotalBytes,
 	}
 	if j.retry != nil {
 		item.Entry.ID = j.retry.ID
@@ -407,7 +416,7 @@ func (j *job) quarantine() (*Result, error) {
 		return nil, w.err
 	}
 	j.p.met.report(j.d.Source, "", "quarantined", 0)
-	return &Result{Reports: []Outcome{}, Quarantined: item.Entry.ID, Reason: reason}, nil
+	return &Result{Reports: []Outcome{}, Quarantined: item.Entry.ID, Reason: item.Entry.Reason}, nil
 }
 
 // problem records why a payload was not stored, unless the input itself

@@ -232,6 +232,9 @@ func (c *RecordChunk) Len() int { return c.n }
 type QuarantineItem struct {
 	Entry QuarantineEntry
 	Raw   []byte
+	// MaxTotal caps the bytes the quarantine keeps in all; 0 means no cap.
+	// See putQuarantine.
+	MaxTotal int64
 }
 
 // IngestBatch is the work of one commit: record chunks of reports still

@@ -41,6 +41,10 @@ type Domain struct {
 	DMARCRecord    string       `json:"dmarc_record"`
 	// LastDNSRecord is the _dmarc TXT record last seen by change detection.
 	LastDNSRecord string `json:"-"`
+	// RegisteredDNSRecord is what _dmarc published when the domain was
+	// registered (DMARC records sorted, one per line; "" for none): change
+	// detection's first look compares with it.
+	RegisteredDNSRecord string `json:"-"`
 }
 
 // domainRecord is how a domain is stored.
@@ -55,6 +59,8 @@ type domainRecord struct {
 	ReportingEmail string       `json:"reporting_email"`
 	DMARCRecord    string       `json:"dmarc_record"`
 	LastDNSRecord  string       `json:"last_dns_record,omitempty"`
+	// RegisteredDNSRecord: see Domain.
+	RegisteredDNSRecord string `json:"registered_dns_record,omitempty"`
 }
 
 // maxDomainNameLen is the longest DNS name in text form.
@@ -400,6 +406,7 @@ func recordOf(d *Domain) *domainRecord {
 		VerifiedAt: secondUTC(d.VerifiedAt), LastReportAt: secondUTC(d.LastReportAt),
 		CreatedAt: d.CreatedAt, ReportingEmail: d.ReportingEmail,
 		DMARCRecord: d.DMARCRecord, LastDNSRecord: d.LastDNSRecord,
+		RegisteredDNSRecord: d.RegisteredDNSRecord,
 	}
 }
 
@@ -408,6 +415,7 @@ func (rec *domainRecord) domain() *Domain {
 		ID: rec.ID, OrgID: rec.OrgID, Name: rec.Name, Status: rec.Status,
 		VerifiedAt: rec.VerifiedAt, LastReportAt: rec.LastReportAt, CreatedAt: rec.CreatedAt,
 		ReportingEmail: rec.ReportingEmail, DMARCRecord: rec.DMARCRecord, LastDNSRecord: rec.LastDNSRecord,
+		RegisteredDNSRecord: rec.RegisteredDNSRecord,
 	}
 }
 

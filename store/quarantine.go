@@ -2,8 +2,12 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -26,6 +30,12 @@ type QuarantineEntry struct {
 	// Recipient is the RCPT TO address of a mail, which routes its reports
 	// when the entry is retried.
 	Recipient string `json:"recipient,omitempty"`
+	// Truncated says that only the input's header was kept: the
+	// quarantine was at its cap (MaxTotal) when it came.
+	Truncated bool `json:"truncated"`
+	// Duplicate is set on an entry a commit found already kept for the
+	// same input (same bytes, recipient and organization): not stored.
+	Duplicate bool `json:"-"`
 }
 
 // quarantineRecord is how an entry is stored.
@@ -39,6 +49,8 @@ type quarantineRecord struct {
 	OrgID      string    `json:"org_id,omitempty"`
 	Retries    int       `json:"retries"`
 	Recipient  string    `json:"recipient,omitempty"`
+	Truncated  bool      `json:"truncated,omitempty"`
+	Hash       []byte    `json:"hash,omitempty"`
 }
 
 func errQuarantineNotFound() error { return errorf(ErrNotFound, "quarantine entry not found") }
@@ -126,8 +138,26 @@ func decodeQuarantine(k, v []byte) (*quarantineRecord, error) {
 }
 
 func deleteQuarantine(tx *bolt.Tx, id string) error {
-	if err := tx.Bucket(bucketQuarantine).Delete(idKey(id)); err != nil {
+	b := tx.Bucket(bucketQuarantine)
+	if v := b.Get(idKey(id)); v != nil {
+		if rec, err := decodeQuarantine([]byte(id), v); err == nil && len(rec.Hash) > 0 {
+			if err := tx.Bucket(bucketQuarantineByHash).Delete(rec.Hash); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.Delete(idKey(id)); err != nil {
 		return err
+	}
+	raw := tx.Bucket(bucketQuarantineRaw).Get(idKey(id))
+	if raw != nil {
+		total, err := quarantineBytes(tx)
+		if err != nil {
+			return err
+		}
+		if err := setQuarantineBytes(tx, total-min(total, int64(len(raw)))); err != nil {
+			return err
+		}
 	}
 	return tx.Bucket(bucketQuarantineRaw).Delete(idKey(id))
 }
@@ -136,6 +166,13 @@ func deleteQuarantine(tx *bolt.Tx, id string) error {
 // written back into item; an existing one (a retry that failed again) keeps
 // its bytes and gets the new reason, one more retry, and no second entry.
 // An existing entry deleted meanwhile is written anew.
+//
+// An input already kept (same bytes, recipient and organization) is not
+// kept again: item gets that entry, marked Duplicate. With item.MaxTotal
+// set, the input is kept whole only while the quarantine stays within
+// nine tenths of it; past that only its header block (at most 64 KiB) is
+// kept, Truncated and said in the reason; past MaxTotal itself it is
+// refused with ErrQuarantineFull.
 func putQuarantine(tx *bolt.Tx, item *QuarantineItem, now time.Time) error {
 	e := &item.Entry
 	if e.ID != "" {
@@ -145,21 +182,160 @@ func putQuarantine(tx *bolt.Tx, item *QuarantineItem, now time.Time) error {
 			return putQuarantineRecord(tx, old)
 		}
 	}
+	hash := quarantineHash(item)
+	if id := tx.Bucket(bucketQuarantineByHash).Get(hash); id != nil {
+		if old, err := getQuarantine(tx, string(id)); err == nil {
+			*e = *old.entry()
+			e.Duplicate = true
+			return nil
+		}
+	}
+	raw := item.Raw
+	if raw == nil {
+		raw = []byte{}
+	}
+	total, err := quarantineBytes(tx)
+	if err != nil {
+		return err
+	}
+	if max := item.MaxTotal; max > 0 && total+int64(len(raw)) > max/10*9 {
+		head := headerBlock(raw)
+		if total+int64(len(head)) > max {
+			return fmt.Errorf("%w: %d of %d bytes in use", ErrQuarantineFull, total, max)
+		}
+		if len(head) < len(raw) {
+			raw = head
+			e.Truncated = true
+			e.Reason += fmt.Sprintf(" (the quarantine is near its cap of %d bytes: only the header is kept)", max)
+		}
+	}
 	e.ID = NewID()
 	if e.ReceivedAt.IsZero() {
 		e.ReceivedAt = now
 	}
 	e.ReceivedAt = e.ReceivedAt.UTC().Truncate(time.Second)
 	rec := &quarantineRecord{ID: e.ID, ReceivedAt: e.ReceivedAt, Source: e.Source, Name: e.Name, Reason: e.Reason,
-		Size: e.Size, OrgID: e.OrgID, Retries: e.Retries, Recipient: e.Recipient}
+		Size: e.Size, OrgID: e.OrgID, Retries: e.Retries, Recipient: e.Recipient, Truncated: e.Truncated, Hash: hash}
 	if err := putQuarantineRecord(tx, rec); err != nil {
 		return err
 	}
-	raw := item.Raw
-	if raw == nil {
-		raw = []byte{}
+	if err := tx.Bucket(bucketQuarantineByHash).Put(hash, idKey(e.ID)); err != nil {
+		return err
+	}
+	if err := setQuarantineBytes(tx, total+int64(len(raw))); err != nil {
+		return err
 	}
 	return tx.Bucket(bucketQuarantineRaw).Put(idKey(e.ID), raw)
+}
+
+// ErrQuarantineFull means the quarantine is at its cap: an input that
+// would go there is refused (SMTP 552).
+var ErrQuarantineFull = errors.New("the quarantine is full")
+
+// keyQuarantineBytes, in bucketQuarantineByHash, holds the bytes kept in
+// all. Hashes are 32 bytes, so it cannot clash.
+var keyQuarantineBytes = []byte("total_bytes")
+
+// quarantineBytes returns the bytes the quarantine keeps; a file written
+// before the count existed is counted once, here.
+func quarantineBytes(tx *bolt.Tx) (int64, error) {
+	hb := tx.Bucket(bucketQuarantineByHash) // nil in a file opened read-only before the bucket existed
+	if hb != nil {
+		if v := hb.Get(keyQuarantineBytes); len(v) == 8 {
+			return int64(binary.BigEndian.Uint64(v)), nil
+		}
+	}
+	var total int64
+	err := tx.Bucket(bucketQuarantineRaw).ForEach(func(_, v []byte) error {
+		total += int64(len(v))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if tx.Writable() && hb != nil {
+		return total, setQuarantineBytes(tx, total)
+	}
+	return total, nil
+}
+
+func setQuarantineBytes(tx *bolt.Tx, n int64) error {
+	return tx.Bucket(bucketQuarantineByHash).Put(keyQuarantineBytes, binary.BigEndian.AppendUint64(nil, uint64(max(n, 0))))
+}
+
+// QuarantineBytes returns how many bytes the quarantine keeps in all.
+func (db *DB) QuarantineBytes() (int64, error) {
+	var n int64
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = quarantineBytes(tx)
+		return err
+	})
+	return n, wrap("quarantine size", err)
+}
+
+// quarantineHash identifies an input: its bytes, size, recipient and
+// organization.
+func quarantineHash(item *QuarantineItem) []byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%s\x00", item.Entry.Size, item.Entry.Source, strings.ToLower(item.Entry.Recipient), item.Entry.OrgID)
+	h.Write(item.Raw)
+	return h.Sum(nil)
+}
+
+// maxKeptHeader bounds the header block kept of an input past the cap.
+const maxKeptHeader = 64 << 10
+
+// headerBlock returns the header of a mail (up to and including the first
+// empty line), at most maxKeptHeader bytes; for input that is no mail,
+// its first bytes up to the first empty line, as bounded.
+func headerBlock(raw []byte) []byte {
+	end := len(raw)
+	for _, sep := range [][]byte{[]byte("\r\n\r\n"), []byte("\n\n")} {
+		if i := bytes.Index(raw, sep); i >= 0 && i+len(sep) < end {
+			end = i + len(sep)
+		}
+	}
+	return raw[:min(end, maxKeptHeader)]
+}
+
+// DeleteQuarantineBefore deletes the entries received before t, in
+// transactions of at most 500, and returns how many it deleted.
+func (db *DB) DeleteQuarantineBefore(t time.Time) (int, error) {
+	deleted := 0
+	for {
+		var ids []string
+		err := db.bolt.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketQuarantine).ForEach(func(k, v []byte) error {
+				if len(ids) >= 500 {
+					return nil
+				}
+				rec, err := decodeQuarantine(k, v)
+				if err != nil {
+					return err
+				}
+				if rec.ReceivedAt.Before(t) {
+					ids = append(ids, rec.ID)
+				}
+				return nil
+			})
+		})
+		if err != nil || len(ids) == 0 {
+			return deleted, wrap("delete quarantine", err)
+		}
+		err = db.bolt.Update(func(tx *bolt.Tx) error {
+			for _, id := range ids {
+				if err := deleteQuarantine(tx, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return deleted, wrap("delete quarantine", err)
+		}
+		deleted += len(ids)
+	}
 }
 
 func putQuarantineRecord(tx *bolt.Tx, rec *quarantineRecord) error {
@@ -172,5 +348,6 @@ func putQuarantineRecord(tx *bolt.Tx, rec *quarantineRecord) error {
 
 func (rec *quarantineRecord) entry() *QuarantineEntry {
 	return &QuarantineEntry{ID: rec.ID, ReceivedAt: rec.ReceivedAt, Source: rec.Source, Name: rec.Name,
-		Reason: rec.Reason, Size: rec.Size, OrgID: rec.OrgID, Retries: rec.Retries, Recipient: rec.Recipient}
+		Reason: rec.Reason, Size: rec.Size, OrgID: rec.OrgID, Retries: rec.Retries, Recipient: rec.Recipient,
+		Truncated: rec.Truncated}
 }

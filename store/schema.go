@@ -65,6 +65,10 @@ var (
 	bucketQuarantine = []byte("quarantine")
 	// bucketQuarantineRaw: entry id -> the raw bytes kept.
 	bucketQuarantineRaw = []byte("quarantine_raw")
+	// bucketQuarantineByHash: sha256 of an input (with its recipient and
+	// organization) -> entry id: an input is quarantined once. Its key
+	// keyQuarantineBytes holds the bytes kept in all (uint64, big-endian).
+	bucketQuarantineByHash = []byte("quarantine_by_hash")
 
 	// bucketWebhooks: webhook id -> webhookRecord JSON (with its secret).
 	bucketWebhooks = []byte("webhooks")
@@ -151,7 +155,7 @@ var allBuckets = [][]byte{
 	bucketDomains, bucketDomainsByOrg, bucketDomainsByName, bucketDomainsByEmail,
 	bucketReports, bucketReportsByDomain, bucketReportsByIdentity, bucketRecords,
 	bucketReportsPending, bucketRollups,
-	bucketQuarantine, bucketQuarantineRaw,
+	bucketQuarantine, bucketQuarantineRaw, bucketQuarantineByHash,
 	bucketWebhooks, bucketWebhooksByOrg, bucketOutbox, bucketOutboxByWebhook, bucketOutboxAlerts,
 	bucketAlerts, bucketAlertsByOrg, bucketAlertsByDomain, bucketAlertDedup, bucketAlertSources,
 	bucketFailures, bucketFailureHeaders, bucketFailuresByOrg, bucketFailuresByDomain,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -312,23 +313,16 @@ func (h *Handler) createDomain(w http.ResponseWriter, r *req) error {
 	if name == "" {
 		return fail("Enter the domain name, e.g. example.com.")
 	}
-	clean, err := normalizeDomain(name)
+	if h.cfg.Domains == nil {
+		return errors.New("web: no domain service configured")
+	}
+	d, err := h.cfg.Domains.CreateDomain(r.Context(), r.org, name)
 	if err != nil {
-		return fail(err.Error())
-	}
-	email := store.NewReportingLocal() + "@" + h.cfg.ReportingDomain
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.DNSTimeout)
-	defer cancel()
-	d := &store.Domain{OrgID: r.org.ID, Name: clean, ReportingEmail: email}
-	if h.cfg.DNS != nil {
-		d.DMARCRecord = h.cfg.DNS.SuggestRecord(ctx, clean, email)
-	}
-	if err := h.db.CreateDomain(d); err != nil {
-		var se *store.Error
-		if errors.As(err, &se) && !errors.Is(err, store.ErrNotFound) {
-			return fail(se.Msg)
+		status, msg := httpapi.ErrorMessage(err)
+		if status >= 500 && status != http.StatusServiceUnavailable {
+			return err
 		}
-		return err
+		return fail(msg)
 	}
 	http.Redirect(w, r.Request, "/domains/"+d.ID, http.StatusSeeOther)
 	return nil

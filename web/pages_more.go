@@ -8,18 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/store"
 )
-
-// normalizeDomain applies the API's domain-name rules (package dmarc).
-func normalizeDomain(name string) (string, error) {
-	clean, err := dmarc.NormalizeDomain(name)
-	if err != nil {
-		return "", errors.New("That is not a valid domain name: " + strings.TrimPrefix(err.Error(), "dmarc: "))
-	}
-	return clean, nil
-}
 
 const listLimit = 50
 

@@ -34,7 +34,13 @@ var staticFS embed.FS
 // DNSChecker is what the pages need of DNS (package dnscheck's Checker).
 type DNSChecker interface {
 	Verify(ctx context.Context, domain, reportingEmail string) error
-	SuggestRecord(ctx context.Context, domain, reportingEmail string) string
+}
+
+// DomainService creates domains with the API's rules (httpapi.Server):
+// validation, the suggested record that never weakens a published one,
+// 503 when the DNS cannot tell.
+type DomainService interface {
+	CreateDomain(ctx context.Context, org *store.Organization, name string) (*store.Domain, error)
 }
 
 // AuthLimiter limits failed sign-ins per client address; the API's
@@ -61,6 +67,8 @@ type Config struct {
 	Now        func() time.Time // nil: the wall clock
 	Logger     *slog.Logger     // nil discards
 	DNSTimeout time.Duration    // budget of a DNS-backed action; 0 means 10s
+	// Domains creates domains as the API does.
+	Domains DomainService
 	// Webhooks validates, creates, updates and tests webhooks as the API
 	// does (httpapi.Server); nil: the webhook actions fail.
 	Webhooks WebhookService

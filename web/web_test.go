@@ -51,7 +51,7 @@ func newEnvPolicy(t *testing.T, p webhook.Policy) *env {
 	checker := &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second}
 	api := httpapi.New(httpapi.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Now: clock.Now,
 		WebhookClient: client, WebhookResolver: res, WebhookPolicy: p})
-	ui, err := web.New(web.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Limiter: api, Webhooks: api,
+	ui, err := web.New(web.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Limiter: api, Webhooks: api, Domains: api,
 		Now: clock.Now, DNSTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

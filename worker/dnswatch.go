@@ -203,7 +203,7 @@ func (w *DNSWatch) Check(ctx context.Context, id string) error {
 		return nil
 	}
 	v := alert.ClassifyDNSChange(alert.DNSChange{Domain: dom.Name, ReportingEmail: dom.ReportingEmail,
-		Active: dom.Status == store.DomainActive, Old: dom.LastDNSRecord, New: seen})
+		Active: dom.Status == store.DomainActive, Old: dom.LastDNSRecord, New: seen, Registered: dom.RegisteredDNSRecord})
 	a, err := w.Store.RecordDNSCheck(store.DNSCheck{DomainID: dom.ID, Seen: dom.LastDNSRecord, Record: seen,
 		Alert: v.Alert, Deactivate: v.Deactivate})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {

@@ -394,3 +394,43 @@ func TestDNSWatchStoreFailureIsAnError(t *testing.T) {
 		t.Error("a run over a closed store succeeded")
 	}
 }
+
+// TestDNSWatchFirstCheckComparesWithRegistration ensures the first look
+// flags a record weaker than the one seen when the domain was registered
+// (policy_weakened), and stays silent when it is as strong.
+func TestDNSWatchFirstCheckComparesWithRegistration(t *testing.T) {
+	e := newDNSEnv(t)
+	mk := func(name string) *store.Domain {
+		d := e.domain(t, name, store.DomainActive)
+		d, err := e.db.UpdateDomain(e.org.ID, d.ID, func(d *store.Domain) error {
+			d.RegisteredDNSRecord = "v=DMARC1; p=reject; rua=mailto:" + d.ReportingEmail
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	weaker, same := mk("weaker.example"), mk("same.example")
+	e.publish(weaker, "v=DMARC1; p=none; rua=mailto:"+weaker.ReportingEmail)
+	e.publish(same, "v=DMARC1; p=reject; rua=mailto:"+same.ReportingEmail)
+	for _, d := range []*store.Domain{weaker, same} {
+		if err := e.watch().Check(t.Context(), d.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := e.alerts(t)
+	if len(as) != 1 || as[0].Type != alert.TypePolicyWeakened || *as[0].DomainID != weaker.ID {
+		t.Fatalf("alerts %+v, want one policy_weakened for %s", as, weaker.Name)
+	}
+	var det struct {
+		OldPolicy *struct{ P string } `json:"old_policy"`
+		NewPolicy *struct{ P string } `json:"new_policy"`
+	}
+	if err := json.Unmarshal(as[0].Details, &det); err != nil || det.OldPolicy == nil || det.OldPolicy.P != "reject" || det.NewPolicy.P != "none" {
+		t.Errorf("details %s (%v)", as[0].Details, err)
+	}
+	if got := e.reload(t, same).LastDNSRecord; got != "v=DMARC1; p=reject; rua=mailto:"+same.ReportingEmail {
+		t.Errorf("same.example remembered %q", got)
+	}
+}

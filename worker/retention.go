@@ -14,6 +14,8 @@ import (
 const (
 	// DefaultRetention keeps aggregate reports and alerts 400 days.
 	DefaultRetention = 400 * 24 * time.Hour
+	// DefaultQuarantineRetention keeps quarantine entries 30 days.
+	DefaultQuarantineRetention = 30 * 24 * time.Hour
 	// DefaultRetentionEvery is how often the retention job runs.
 	DefaultRetentionEvery = time.Hour
 )
@@ -28,15 +30,18 @@ const (
 //     share of the daily TLS roll-ups;
 //   - alerts created before then, whatever their status;
 //   - failure (forensic) reports that arrived before FailureRetention;
+//   - quarantine entries received before QuarantineRetention;
 //   - what the alert rules remember beyond their needs (dedup entries of
 //     past days, sources not seen within the new-source window).
 //
-// A zero Retention or FailureRetention keeps those forever.
+// A zero Retention, FailureRetention or QuarantineRetention keeps those
+// forever.
 type Retention struct {
-	Store            *store.DB
-	Retention        time.Duration
-	FailureRetention time.Duration
-	Log              *slog.Logger // nil discards
+	Store               *store.DB
+	Retention           time.Duration
+	FailureRetention    time.Duration
+	QuarantineRetention time.Duration
+	Log                 *slog.Logger // nil discards
 }
 
 // Job returns the job to give the Scheduler: hourly, and once at start.
@@ -73,6 +78,10 @@ func (r *Retention) Run(ctx context.Context, now time.Time) error {
 	if r.FailureRetention > 0 {
 		cutoff := now.Add(-r.FailureRetention)
 		step("failure reports", func() (int, error) { return r.Store.DeleteFailureReportsBefore(cutoff) })
+	}
+	if r.QuarantineRetention > 0 {
+		cutoff := now.Add(-r.QuarantineRetention)
+		step("quarantine entries", func() (int, error) { return r.Store.DeleteQuarantineBefore(cutoff) })
 	}
 	step("alert rule state", func() (int, error) { return r.Store.PruneAlertState(now) })
 	return errors.Join(errs...)

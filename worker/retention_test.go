@@ -12,7 +12,7 @@ import (
 func storeTLSReport(t *testing.T, db *store.DB, d *store.Domain, id string, begin time.Time) {
 	t.Helper()
 	rep := &tlsrpt.Report{OrganizationName: "Google Inc.", ReportID: id, DateBegin: begin,
-		DateEnd: begin.Add(24*time.Hour - time.Second),
+		DateEnd:  begin.Add(24*time.Hour - time.Second),
 		Policies: []tlsrpt.Policy{{Type: tlsrpt.PolicySTS, Domain: d.Name, SuccessfulSessions: 10}}}
 	if _, err := db.StoreTLSReport(t.Context(), d.OrgID, d.ID, rep, begin.Add(25*time.Hour)); err != nil {
 		t.Fatalf("storing a TLS report: %v", err)

@@ -303,6 +303,10 @@ func aggBuildHeader(version, namespace string, m *aggWireMeta, p *aggWirePolicy)
 	if h.DateEnd, err = aggUnix(m.DateRange.End); err != nil {
 		return nil, fmt.Errorf("dmarc: report_metadata/date_range/end: %w: %w", container.ErrMalformed, err)
 	}
+	if !h.DateBegin.IsZero() && !h.DateEnd.IsZero() && h.DateEnd.Before(h.DateBegin) {
+		return nil, fmt.Errorf("dmarc: report_metadata/date_range: %w: it ends (%s) before it begins (%s)",
+			container.ErrMalformed, h.DateEnd.UTC().Format(time.RFC3339), h.DateBegin.UTC().Format(time.RFC3339))
+	}
 	return h, nil
 }
 

@@ -31,7 +31,9 @@ import (
 //     the caller limits.
 //   - A MIME structure error (a bad part header, a missing final boundary)
 //     ends the walk of that multipart but not of the message: parts found
-//     before it are kept. It is remembered (Broken) for callers to report
+//     before it are kept. A last part without its closing boundary ends
+//     with the mail and is read like any other (its format says whether it
+//     is whole). It is remembered (Broken) for callers to report
 //     when the mail yields nothing.
 //   - Base64 bodies are decoded leniently: bytes outside the alphabet are
 //     dropped and missing padding is added, as mail clients do.
@@ -244,11 +246,29 @@ func (w *MIMEWalker) multipart(body io.Reader, boundary, name string, m *Message
 			w.noteBroken("MIME multipart", err)
 			return nil
 		}
-		// A part cut short (no closing boundary) reads io.ErrUnexpectedEOF.
-		if err := w.entity(&p.Header, malformedReader{p, "MIME part"}, name, m, depth+1); err != nil {
+		// A part cut short (no closing boundary) reads io.ErrUnexpectedEOF:
+		// it ends with the mail, and the formats inside (gzip, zip, XML)
+		// tell for themselves whether they are whole.
+		if err := w.entity(&p.Header, malformedReader{lastPart{p, w}, "MIME part"}, name, m, depth+1); err != nil {
 			return err
 		}
 	}
+}
+
+// lastPart reads a MIME part whose closing boundary may be missing: the
+// end of the mail ends it (io.EOF), noted as a broken structure.
+type lastPart struct {
+	r io.Reader
+	w *MIMEWalker
+}
+
+func (l lastPart) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) && l.w.watch.err == nil {
+		l.w.noteBroken("MIME part", err)
+		err = io.EOF
+	}
+	return n, err
 }
 
 // Check decides what a read error met while reading a part means, for

@@ -39,7 +39,20 @@ type Options struct {
 	// the summary so far; calls do not overlap, and the summary must not
 	// be kept past the call.
 	Progress func(item Item, sum *Summary)
+	// Fatal, when set, tells an Ingest error that stops the whole import
+	// (the server went away) from one that fails a single input. After a
+	// fatal error no input is started; those in flight are not counted
+	// (whether they were stored is not known: a re-run finds them), and
+	// Run returns a *StoppedError.
+	Fatal func(error) bool
 }
+
+// StoppedError is Run's error when an Ingest error was fatal (Options.Fatal).
+type StoppedError struct{ Cause error }
+
+func (e *StoppedError) Error() string { return "import stopped: " + e.Cause.Error() }
+
+func (e *StoppedError) Unwrap() error { return e.Cause }
 
 // Item is the outcome of one input: a file, or one message of an
 // mbox file.
@@ -64,6 +77,13 @@ type Summary struct {
 	Duplicates     int `json:"duplicates"`      // reports already stored before
 	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
 	Failed         int `json:"failed"`          // inputs not read or not stored
+	// RecordsSkipped counts records of stored reports the parser skipped
+	// as unusable (an empty source IP, say).
+	RecordsSkipped int `json:"records_skipped"`
+	// Expired counts reports not stored for being older than the
+	// retention window; ExpiredReports names them.
+	Expired        int             `json:"expired"`
+	ExpiredReports []ExpiredReport `json:"expired_reports"`
 
 	Quarantine []Quarantined `json:"quarantine"`
 	Failures   []FailedInput `json:"failures"`
@@ -74,6 +94,13 @@ type Quarantined struct {
 	File   string `json:"file"`
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
+}
+
+// ExpiredReport is a report left out for being older than the retention
+// window, with the input that held it.
+type ExpiredReport struct {
+	File string `json:"file"`
+	ingest.Expired
 }
 
 // FailedInput is one input that failed, or a path that could not be read.
@@ -96,8 +123,10 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	if o.Jobs <= 0 {
 		o.Jobs = DefaultJobs
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	files, failures := collectFiles(paths)
-	im := &importer{o: o, sum: &Summary{Files: len(files)}}
+	im := &importer{o: o, sum: &Summary{Files: len(files)}, stop: stop}
 	for _, f := range failures {
 		im.record(&importJob{seq: im.nextSeq(), name: f.File, err: errors.New(f.Reason)})
 	}
@@ -116,6 +145,9 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	close(jobs)
 	wg.Wait()
 	im.finish()
+	if im.fatal != nil {
+		return im.sum, &StoppedError{Cause: im.fatal}
+	}
 	return im.sum, ctx.Err()
 }
 
@@ -145,6 +177,10 @@ type importer struct {
 	sum *Summary
 	// seqs order the lists of the summary by input.
 	qSeq, fSeq []int
+	// fatal is the error that stopped the import (Options.Fatal); stop
+	// cancels Run's context with it.
+	fatal error
+	stop  context.CancelCauseFunc
 }
 
 func (im *importer) nextSeq() int {
@@ -246,8 +282,27 @@ func (im *importer) run(ctx context.Context, j *importJob) {
 		if j.err == nil && j.result == nil {
 			j.err = errors.New("ingest: no result")
 		}
+		if j.err != nil && im.isFatal(j.err) {
+			return
+		}
 	}
 	im.record(j)
+}
+
+// isFatal reports whether err stops the import: a fatal error (the first
+// one stops the others), or any error once stopped.
+func (im *importer) isFatal(err error) bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.fatal != nil {
+		return true
+	}
+	if im.o.Fatal != nil && im.o.Fatal(err) {
+		im.fatal = err
+		im.stop(err)
+		return true
+	}
+	return false
 }
 
 // record adds one finished input to the summary and reports progress.
@@ -274,6 +329,11 @@ func (im *importer) record(j *importJob) {
 				s.Imported++
 				s.Records += o.Records
 			}
+		}
+		s.RecordsSkipped += j.result.RecordsSkipped
+		for _, x := range j.result.Expired {
+			s.Expired++
+			s.ExpiredReports = append(s.ExpiredReports, ExpiredReport{File: j.name, Expired: x})
 		}
 		if j.result.Quarantined != "" {
 			s.Quarantined++
@@ -314,6 +374,9 @@ func (im *importer) finish() {
 	}
 	if im.sum.Failures == nil {
 		im.sum.Failures = []FailedInput{}
+	}
+	if im.sum.ExpiredReports == nil {
+		im.sum.ExpiredReports = []ExpiredReport{}
 	}
 }
 

@@ -34,6 +34,12 @@ type Env struct {
 // pipeline until the test ends.
 func New(t testing.TB, specs ...string) *Env {
 	t.Helper()
+	return NewWith(t, nil, specs...)
+}
+
+// NewWith is New with the pipeline's Config changed by tweak first.
+func NewWith(t testing.TB, tweak func(*ingest.Config), specs ...string) *Env {
+	t.Helper()
 	env := &Env{DB: storetest.Open(t), Orgs: map[string]*store.Organization{}, Domains: map[string]*store.Domain{}}
 	for _, spec := range specs {
 		parts := strings.Split(spec, "/")
@@ -51,7 +57,11 @@ func New(t testing.TB, specs ...string) *Env {
 		}
 		env.Domains[d.ReportingEmail] = d
 	}
-	p, err := ingest.New(ingest.Config{Store: env.DB, Logger: slog.New(slog.DiscardHandler)})
+	cfg := ingest.Config{Store: env.DB, Logger: slog.New(slog.DiscardHandler)}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	p, err := ingest.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,20 @@
 package smtp
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
-
-	"github.com/emersion/go-smtp"
 
 	"github.com/dmarcd/dmarcd/ingest"
 )
 
-// tally counts what one message's ingests did, by kind, for the 250 reply
-// text (the sender's logs show it: "2.0.0 Stored: 1 TLS report").
+// tally sums the outcomes of one message over its recipients, for the
+// text of the 250 reply.
 type tally struct {
 	stored, dups map[ingest.Kind]int
-	quarantined  int
+	quarantined  []string // reasons
+	skipped      int
 }
 
 func (t *tally) add(res *ingest.Result) {
@@ -28,42 +29,147 @@ func (t *tally) add(res *ingest.Result) {
 		}
 	}
 	if res.Quarantined != "" {
-		t.quarantined++
+		t.quarantined = append(t.quarantined, res.Reason)
 	}
+	t.skipped += res.RecordsSkipped
 }
 
-// reply is the 250 answer naming what was stored.
-func (t *tally) reply() *smtp.SMTPError {
+// String says what happened, on one line: "stored: 1 aggregate report",
+// "already stored: 2 aggregate reports", "stored: 1 failure report (3
+// records skipped)", "kept for review: no DMARC report found".
+func (t *tally) String() string {
 	var parts []string
 	if s := kinds(t.stored); s != "" {
-		parts = append(parts, "stored "+s)
+		parts = append(parts, "stored: "+s)
 	}
 	if s := kinds(t.dups); s != "" {
-		parts = append(parts, "already stored "+s)
+		parts = append(parts, "already stored: "+s)
 	}
-	if t.quarantined > 0 {
-		parts = append(parts, "kept in quarantine")
+	if len(t.quarantined) > 0 {
+		parts = append(parts, "kept for review: "+t.quarantined[0])
 	}
-	msg := "OK"
-	if len(parts) > 0 {
-		msg = "OK: " + strings.Join(parts, "; ")
+	msg := strings.Join(parts, "; ")
+	if msg == "" {
+		msg = "accepted"
 	}
-	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
+	if t.skipped > 0 {
+		msg += " (" + plural(t.skipped, "record") + " skipped)"
+	}
+	return oneLine(msg, 400)
 }
+
+// kindNames are the words of the reply for each kind of report.
+var kindNames = map[ingest.Kind]string{ingest.KindAggregate: "aggregate report",
+	ingest.KindFailure: "failure report", ingest.KindTLS: "TLS report"}
 
 // kinds words counts by kind: "1 aggregate report, 2 TLS reports".
 func kinds(m map[ingest.Kind]int) string {
 	var out []string
 	for _, k := range []ingest.Kind{ingest.KindAggregate, ingest.KindFailure, ingest.KindTLS} {
-		n := m[k]
-		if n == 0 {
-			continue
+		if n := m[k]; n > 0 {
+			out = append(out, plural(n, kindNames[k]))
 		}
-		name := map[ingest.Kind]string{ingest.KindAggregate: "aggregate report", ingest.KindFailure: "failure report", ingest.KindTLS: "TLS report"}[k]
-		if n > 1 {
-			name += "s"
-		}
-		out = append(out, fmt.Sprintf("%d %s", n, name))
 	}
 	return strings.Join(out, ", ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// oneLine makes s safe as the text of one reply line: printable ASCII,
+// at most max bytes.
+func oneLine(s string, max int) string {
+	var b bytes.Buffer
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e {
+			r = ' '
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if len(out) > max {
+		out = out[:max-3] + "..."
+	}
+	return out
+}
+
+// lineGuard bounds the lines a client sends on the plaintext of a
+// connection: a command line to cmdMax bytes, a message line (after DATA
+// with a recipient accepted, up to the lone "." line; or a BDAT chunk) to
+// dataMax. It follows the protocol on the bytes read, so go-smtp's
+// read-ahead does not matter. After STARTTLS (when tls is offered) it sees
+// only ciphertext and stops; go-smtp's own limit (dataMax) remains.
+type lineGuard struct {
+	cmdMax, dataMax int64
+	tls             bool
+
+	lineLen  int64
+	head     [32]byte
+	headLen  int
+	inData   bool  // after DATA, until the "." line
+	bdatLeft int64 // bytes of a BDAT chunk still to come
+	off      bool
+}
+
+// scan accounts for b; false means a line is over its limit.
+func (g *lineGuard) scan(b []byte, rcptOK bool) bool {
+	for len(b) > 0 && !g.off {
+		if g.bdatLeft > 0 {
+			k := min(int64(len(b)), g.bdatLeft)
+			g.bdatLeft -= k
+			b = b[k:]
+			continue
+		}
+		seg := b
+		i := bytes.IndexByte(b, '\n')
+		if i >= 0 {
+			seg = b[:i]
+		}
+		if g.headLen < len(g.head) {
+			g.headLen += copy(g.head[g.headLen:], seg)
+		}
+		g.lineLen += int64(len(seg))
+		limit := g.cmdMax
+		if g.inData && rcptOK {
+			limit = g.dataMax
+		}
+		if g.lineLen > limit {
+			return false
+		}
+		if i < 0 {
+			return true
+		}
+		g.endLine(rcptOK)
+		b = b[i+1:]
+	}
+	return true
+}
+
+// endLine follows the protocol at the end of a line. A DATA that go-smtp
+// refused (no recipient accepted) ends message mode at the next line.
+func (g *lineGuard) endLine(rcptOK bool) {
+	whole := g.lineLen <= int64(len(g.head))
+	line := strings.ToUpper(strings.TrimRight(string(g.head[:g.headLen]), "\r"))
+	g.lineLen, g.headLen = 0, 0
+	switch {
+	case g.inData:
+		if !rcptOK || whole && line == "." {
+			g.inData = false
+		}
+	case whole && line == "DATA":
+		g.inData = true
+	case whole && line == "STARTTLS" && g.tls:
+		g.off = true
+	case strings.HasPrefix(line, "BDAT "):
+		f := strings.Fields(line)
+		var n int64
+		if len(f) >= 2 {
+			_, _ = fmt.Sscan(f[1], &n)
+		}
+		g.bdatLeft = min(max(n, 0), g.dataMax)
+	}
 }

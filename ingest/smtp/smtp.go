@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -22,19 +23,26 @@ import (
 
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/store"
 )
 
 // SMTP defaults, see Config.
 const (
-	DefaultMaxBytes      = 50 << 20
-	DefaultMaxConns      = 100
-	DefaultReadTimeout   = 5 * time.Minute
-	DefaultWriteTimeout  = time.Minute
-	DefaultIngestTimeout = 2 * time.Minute
-	defaultMaxRecipients = 50
-	// maxLineLength is far above RFC 5321's 1000 octets: a report sent
-	// by a careless reporter as one long XML line is still a report.
-	maxLineLength = 64 << 10
+	DefaultMaxBytes       = 50 << 20
+	DefaultMaxConns       = 100
+	DefaultReadTimeout    = 5 * time.Minute
+	DefaultWriteTimeout   = time.Minute
+	DefaultIngestTimeout  = 2 * time.Minute
+	DefaultMaxConnsPerIP  = 10
+	DefaultCommandTimeout = 30 * time.Second
+	defaultMaxRecipients  = 50
+	// maxCommandLine bounds a command line, far above RFC 5321's 512
+	// octets. Lines of a message body are bounded only by MaxBytes: a
+	// report sent as one long XML line is still a report.
+	maxCommandLine = 64 << 10
+	// dataLineSlack lets go-smtp's byte count (552 at MaxBytes) trip
+	// before any line limit does, whatever its read-ahead.
+	dataLineSlack = 64 << 10
 )
 
 // The replies of DESIGN.md, "Command line".
@@ -45,7 +53,24 @@ var (
 		Message: "Message too large"}
 	errStoreFailed = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0},
 		Message: "Could not store the message, try again later"}
+	errQuarantineFull = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 1},
+		Message: "No DMARC report found, and the quarantine for such mail is full"}
 )
+
+// The 4xx replies, each for a failure that goes away by itself, so that a
+// retrying sender eventually succeeds; an input that can never succeed
+// gets a 5xx or is quarantined (and acknowledged):
+//
+//   - 421 4.3.2 at connect: MaxConns connections are open;
+//   - 421 4.7.0 at connect: MaxConnsPerIP connections from that address;
+//   - 421 4.4.2 (go-smtp): the client stayed silent past the timeout;
+//   - 421 at shutdown: the server is stopping;
+//   - 451 4.3.0: the message was not received whole (the connection or the
+//     spool failed) or could not be stored (the store failed, the pipeline
+//     stopped, IngestTimeout passed).
+//
+// A message with no report while the quarantine is full (ingest's
+// QuarantineTotalBytes) is refused for good: 552 5.3.1.
 
 // Config configures a Server. Intake is required; every other field has a
 // default.
@@ -60,9 +85,18 @@ type Config struct {
 	// MaxConns is the number of connections served at once; further ones
 	// get "421 4.3.2" and are closed. Default DefaultMaxConns.
 	MaxConns int
-	// ReadTimeout is how long a client may stay silent, between commands
-	// and within a message; WriteTimeout bounds each reply. Defaults
-	// DefaultReadTimeout and DefaultWriteTimeout.
+	// MaxConnsPerIP is the number of connections served at once from one
+	// client address; further ones get "421 4.7.0" and are closed, so idle
+	// connections from one host cannot lock others out. Default
+	// DefaultMaxConnsPerIP.
+	MaxConnsPerIP int
+	// CommandTimeout is how long a client may stay silent before its first
+	// command and between commands outside a message; default
+	// DefaultCommandTimeout.
+	CommandTimeout time.Duration
+	// ReadTimeout is how long a client may stay silent within a message;
+	// WriteTimeout bounds each reply. Defaults DefaultReadTimeout and
+	// DefaultWriteTimeout.
 	ReadTimeout, WriteTimeout time.Duration
 	// IngestTimeout bounds storing one message (451 beyond); default
 	// DefaultIngestTimeout.
@@ -107,6 +141,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	conns    map[*smtpConn]struct{}
+	perIP    map[string]int // open connections by client address
 	draining atomic.Bool
 
 	messages *metrics.CounterVec
@@ -118,17 +153,20 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Intake == nil {
 		return nil, errors.New("ingest: smtp.Config.Intake is required")
 	}
-	if cfg.MaxBytes < 0 || cfg.MaxConns < 0 || cfg.ReadTimeout < 0 || cfg.WriteTimeout < 0 || cfg.IngestTimeout < 0 {
+	if cfg.MaxBytes < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerIP < 0 || cfg.CommandTimeout < 0 ||
+		cfg.ReadTimeout < 0 || cfg.WriteTimeout < 0 || cfg.IngestTimeout < 0 {
 		return nil, errors.New("ingest: SMTP limits and timeouts must not be negative")
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, intake: cfg.Intake, log: cfg.Logger, conns: map[*smtpConn]struct{}{}}
+	s := &Server{cfg: cfg, intake: cfg.Intake, log: cfg.Logger, conns: map[*smtpConn]struct{}{}, perIP: map[string]int{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Domain = cfg.Hostname
 	srv.MaxMessageBytes = cfg.MaxBytes
 	srv.MaxRecipients = defaultMaxRecipients
-	srv.MaxLineLength = maxLineLength
+	// go-smtp's line limit covers message lines too: set it past MaxBytes
+	// and bound command lines with lineGuard.
+	srv.MaxLineLength = int(min(cfg.MaxBytes+dataLineSlack, math.MaxInt32))
 	srv.ReadTimeout = cfg.ReadTimeout
 	srv.WriteTimeout = cfg.WriteTimeout
 	srv.TLSConfig = cfg.TLS
@@ -136,7 +174,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.srv = srv
 	if cfg.Metrics != nil {
 		s.messages = cfg.Metrics.Counter("dmarcd_smtp_messages_total",
-			"SMTP messages by outcome: stored, quarantined, too_large, failed.", "outcome")
+			"SMTP messages by outcome: stored, quarantined, too_large, quarantine_full, failed.", "outcome")
 		cfg.Metrics.GaugeFunc("dmarcd_smtp_connections", "SMTP connections open.", func() float64 {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -155,6 +193,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerIP == 0 {
+		c.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = DefaultCommandTimeout
 	}
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = DefaultReadTimeout
@@ -235,8 +279,9 @@ func (s *Server) count(outcome string) {
 }
 
 // smtpListener hands out tracked connections, and answers 421 and closes
-// a connection beyond MaxConns, so that a flood of connections costs a
-// line each instead of a goroutine and buffers held open.
+// a connection beyond MaxConns or MaxConnsPerIP, so that a flood of
+// connections costs a line each instead of a goroutine and buffers held
+// open.
 type smtpListener struct {
 	net.Listener
 	s *Server
@@ -249,21 +294,31 @@ func (l *smtpListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		s := l.s
+		ip := remoteIP(c.RemoteAddr())
 		s.mu.Lock()
-		full := len(s.conns) >= s.cfg.MaxConns
+		var reply string
+		switch {
+		case len(s.conns) >= s.cfg.MaxConns:
+			reply = "421 4.3.2 " + s.cfg.Hostname + " Too many connections, try again later"
+		case s.perIP[ip] >= s.cfg.MaxConnsPerIP:
+			reply = "421 4.7.0 " + s.cfg.Hostname + " Too many connections from your address, try again later"
+		}
 		var tc *smtpConn
-		if !full {
-			tc = &smtpConn{Conn: c, s: s}
+		if reply == "" {
+			tc = &smtpConn{Conn: c, s: s, ip: ip}
+			tc.guard = lineGuard{cmdMax: maxCommandLine, dataMax: s.cfg.MaxBytes + dataLineSlack, tls: s.cfg.TLS != nil}
 			s.conns[tc] = struct{}{}
+			s.perIP[ip]++
 		}
 		s.mu.Unlock()
-		if !full {
+		if reply == "" {
 			return tc, nil
 		}
-		s.log.Warn("smtp connection refused: too many connections", "remote", c.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+		s.log.Warn("smtp connection refused: too many connections", "remote", ip,
+			"max_conns", s.cfg.MaxConns, "max_conns_per_ip", s.cfg.MaxConnsPerIP)
 		go func() {
 			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			_, _ = io.WriteString(c, "421 4.3.2 "+s.cfg.Hostname+" Too many connections, try again later\r\n")
+			_, _ = io.WriteString(c, reply+"\r\n")
 			_ = c.Close()
 		}()
 	}
@@ -276,14 +331,41 @@ func (l *smtpListener) Accept() (net.Conn, error) {
 type smtpConn struct {
 	net.Conn
 	s      *Server
+	ip     string
 	inData atomic.Bool
-	closed sync.Once
+	// rcptOK is set once a recipient was accepted in the current
+	// transaction: only then may DATA lines be longer than a command.
+	rcptOK  atomic.Bool
+	guard   lineGuard // used by the one goroutine reading
+	tooLong bool
+	closed  sync.Once
 }
 
-// SetReadDeadline is the deadline go-smtp sets before each command.
+// Read reads the client's bytes and bounds the length of their lines
+// (lineGuard); a line too long is smtp.ErrTooLongLine, which go-smtp
+// answers "500 5.4.0" before it closes the connection.
+func (c *smtpConn) Read(b []byte) (int, error) {
+	if c.tooLong {
+		return 0, smtp.ErrTooLongLine
+	}
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.guard.scan(b[:n], c.rcptOK.Load()) {
+		c.tooLong = true
+		return 0, smtp.ErrTooLongLine
+	}
+	return n, err
+}
+
+// SetReadDeadline is the deadline go-smtp sets before each command (and
+// before a TLS handshake): CommandTimeout from now outside a message, at
+// once while the server drains.
 func (c *smtpConn) SetReadDeadline(t time.Time) error {
-	if c.s.draining.Load() && !c.inData.Load() {
+	switch {
+	case c.inData.Load() || t.IsZero():
+	case c.s.draining.Load():
 		t = time.Now()
+	default:
+		t = time.Now().Add(c.s.cfg.CommandTimeout)
 	}
 	return c.Conn.SetReadDeadline(t)
 }
@@ -304,6 +386,9 @@ func (c *smtpConn) Close() error {
 	c.closed.Do(func() {
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
+		if c.s.perIP[c.ip]--; c.s.perIP[c.ip] <= 0 {
+			delete(c.s.perIP, c.ip)
+		}
 		c.s.mu.Unlock()
 	})
 	return c.Conn.Close()
@@ -346,14 +431,24 @@ type session struct {
 	rcpts  []string // lower-cased, each once
 }
 
-func (ss *session) Reset() { ss.from, ss.rcpts = "", nil }
+func (ss *session) Reset() {
+	ss.from, ss.rcpts = "", nil
+	ss.setRcptOK(false)
+}
 
 func (ss *session) Logout() error { return nil }
 
 func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	ss.from = from
 	ss.rcpts = nil
+	ss.setRcptOK(false)
 	return nil
+}
+
+func (ss *session) setRcptOK(ok bool) {
+	if ss.conn != nil {
+		ss.conn.rcptOK.Store(ok)
+	}
 }
 
 // Rcpt accepts only reporting addresses, before any message byte is sent.
@@ -362,6 +457,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		ss.s.log.Debug("smtp recipient refused", "remote", ss.remote, "from", ss.from, "rcpt", to)
 		return errUnknownRecipient
 	}
+	ss.setRcptOK(true)
 	addr := strings.ToLower(to)
 	for _, r := range ss.rcpts {
 		if r == addr {
@@ -374,7 +470,8 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 
 // Data spools the message, then ingests it once per recipient: every
 // reporting address belongs to exactly one domain, so distinct addresses
-// are distinct domains. go-smtp writes the reply we return.
+// are distinct domains. go-smtp writes the reply we return; the 250 says
+// what was done ("250 2.0.0 stored: 1 aggregate report").
 func (ss *session) Data(r io.Reader) error {
 	start := time.Now()
 	if ss.conn != nil {
@@ -387,7 +484,7 @@ func (ss *session) Data(r io.Reader) error {
 	attrs := []any{"remote", ss.remote, "from", ss.from, "rcpt", strings.Join(ss.rcpts, ",")}
 	if _, err := sp.ReadFrom(r); err != nil {
 		attrs = append(attrs, "bytes", sp.Size(), "duration", time.Since(start).Round(time.Millisecond))
-		if errors.Is(err, smtp.ErrDataTooLarge) {
+		if errors.Is(err, smtp.ErrDataTooLarge) || errors.Is(err, smtp.ErrTooLongLine) {
 			ss.s.count("too_large")
 			ss.s.log.Info("smtp message refused: too large", append(attrs, "status", 552, "max_bytes", ss.s.cfg.MaxBytes)...)
 			return errTooLarge
@@ -397,18 +494,23 @@ func (ss *session) Data(r io.Reader) error {
 		return errStoreFailed
 	}
 	received := ss.s.cfg.Now()
-	var stored, duplicates, records, tls int
+	var stored, duplicates, records, skipped, tls int
+	var sum tally
 	var quarantined []string
-	var counts tally
 	for _, rcpt := range ss.rcpts {
 		res, err := ss.ingest(sp.Reader(), rcpt, received)
+		if errors.Is(err, store.ErrQuarantineFull) {
+			ss.s.count("quarantine_full")
+			ss.s.log.Warn("smtp message refused: the quarantine is full", append(attrs, "bytes", sp.Size(), "status", 552,
+				"failed_rcpt", rcpt, "error", err)...)
+			return errQuarantineFull
+		}
 		if err != nil {
 			ss.s.count("failed")
 			ss.s.log.Error("smtp message not stored", append(attrs, "bytes", sp.Size(), "status", 451,
 				"failed_rcpt", rcpt, "duration", time.Since(start).Round(time.Millisecond), "error", err)...)
 			return errStoreFailed
 		}
-		counts.add(res)
 		for _, o := range res.Reports {
 			if o.Duplicate {
 				duplicates++
@@ -420,11 +522,16 @@ func (ss *session) Data(r io.Reader) error {
 				}
 			}
 		}
+		sum.add(res)
+		skipped += res.RecordsSkipped
 		if res.Quarantined != "" {
 			quarantined = append(quarantined, res.Quarantined+" ("+res.Reason+")")
 		}
 	}
 	attrs = append(attrs, "bytes", sp.Size(), "status", 250, "reports", stored, "tls_reports", tls, "records", records, "duplicates", duplicates)
+	if skipped > 0 {
+		attrs = append(attrs, "records_skipped", skipped)
+	}
 	if len(quarantined) > 0 {
 		ss.s.count("quarantined")
 		attrs = append(attrs, "quarantined", strings.Join(quarantined, "; "))
@@ -432,7 +539,7 @@ func (ss *session) Data(r io.Reader) error {
 		ss.s.count("stored")
 	}
 	ss.s.log.Info("smtp message accepted", append(attrs, "duration", time.Since(start).Round(time.Millisecond))...)
-	return counts.reply()
+	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: sum.String()}
 }
 
 func (ss *session) ingest(r io.Reader, rcpt string, received time.Time) (*ingest.Result, error) {

@@ -74,8 +74,8 @@ func TestSMTPReplyCountsReports(t *testing.T) {
 		"--b\r\nContent-Type: application/xml\r\n\r\n" + string(agg) + "\r\n" +
 		"--b\r\nContent-Type: application/tlsrpt+json\r\n\r\n" + string(tlsReport) + "\r\n--b--\r\n"
 	for _, want := range []string{
-		"2.0.0 OK: stored 1 aggregate report, 1 TLS report",
-		"2.0.0 OK: already stored 1 aggregate report, 1 TLS report",
+		"2.0.0 stored: 1 aggregate report, 1 TLS report",
+		"2.0.0 already stored: 1 aggregate report, 1 TLS report",
 	} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // Dmarcd is a running `dmarcd serve` on loopback with a fresh data dir.
@@ -25,26 +28,50 @@ type Dmarcd struct {
 	Key  string // the bootstrap API key
 
 	cmd *exec.Cmd
+	dns *dns.Server
+}
+
+// nxdomain serves NXDOMAIN to every question on a loopback UDP port: the
+// benchmarks' domains exist nowhere, and dmarcd registers a domain only
+// once its DNS has answered (503 dns_unavailable otherwise).
+func nxdomain() (*dns.Server, string, error) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeNameError)
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	return srv, pc.LocalAddr().String(), nil
 }
 
 // Start runs bin serve with its data and log (dmarcd.log) in dir, the rate
 // limit raised to rateLimit, and waits for its start-up line and key.
 func Start(bin, dir, logLevel string, rateLimit int) (*Dmarcd, error) {
+	ns, nsAddr, err := nxdomain()
+	if err != nil {
+		return nil, err
+	}
 	logFile, err := os.Create(filepath.Join(dir, "dmarcd.log"))
 	if err != nil {
+		_ = ns.Shutdown()
 		return nil, err
 	}
 	cmd := exec.Command(bin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0",
 		"--smtp-listen", "127.0.0.1:0", "--reporting-domain", "reports.bench.test", "--log-format", "json",
-		"--log-level", logLevel, "--dns-server", "127.0.0.1:1", "--dns-timeout", "50ms",
+		"--log-level", logLevel, "--dns-server", nsAddr, "--dns-timeout", "500ms",
 		"--rate-limit", strconv.Itoa(rateLimit))
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
+		_ = ns.Shutdown()
 		return nil, err
 	}
-	d := &Dmarcd{cmd: cmd}
+	d := &Dmarcd{cmd: cmd, dns: ns}
 	keyc := make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`dmk_[0-9a-f]{32}`)
@@ -94,6 +121,7 @@ func Start(bin, dir, logLevel string, rateLimit int) (*Dmarcd, error) {
 func (d *Dmarcd) Stop() {
 	_ = d.cmd.Process.Kill()
 	_ = d.cmd.Wait()
+	_ = d.dns.Shutdown()
 }
 
 // Call sends one API request with key and a JSON body ("" for none) and
