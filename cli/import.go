@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -204,17 +203,6 @@ type importProgress struct {
 
 func newImportProgress(w io.Writer, jsonOut bool) *importProgress {
 	return &importProgress{w: w, bar: isTerminal(w), quiet: jsonOut}
-}
-
-// isTerminal reports whether w is a character device (a terminal), without
-// golang.org/x/term.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (p *importProgress) update(it imports.Item, s *imports.Summary) {
