@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/internal/buildinfo"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -172,16 +173,21 @@ func newVersionCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and the database schema version",
-		Long: `Print the version of this binary and the database schema version it
-writes. A database of an older schema is migrated when 'dmarcd serve'
+		Long: `Print the version of this binary, the VCS revision and commit time it was
+built from (stamped by 'go build' in a git checkout; not by 'go run'), and
+the database schema version it writes. A database of an older schema is migrated when 'dmarcd serve'
 opens it; one of a newer schema is refused (upgrade the binary instead).`,
 		Example: "  dmarcd version\n  dmarcd version --json",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(*cobra.Command, []string) error {
+			in := buildinfo.Read(Version)
 			if g.JSON {
-				return printJSON(g.stdout, map[string]any{"version": version(), "schema_version": store.SchemaVersion})
+				return printJSON(g.stdout, struct {
+					buildinfo.Info
+					SchemaVersion int `json:"schema_version"`
+				}{in, store.SchemaVersion})
 			}
-			fmt.Fprintf(g.stdout, "dmarcd %s (database schema %d)\n", version(), store.SchemaVersion)
+			fmt.Fprintf(g.stdout, "dmarcd %s\ndatabase schema %d\n", in, store.SchemaVersion)
 			return nil
 		},
 	}

@@ -12,11 +12,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/dmarcd/dmarcd/internal/buildinfo"
 )
 
 // Version is the release version, set at build time with
@@ -220,15 +221,7 @@ func splitList(v string) []string {
 }
 
 // version is the -ldflags version, else the module version, else "dev".
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func version() string { return buildinfo.Read(Version).Version }
 
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {

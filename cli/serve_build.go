@@ -107,6 +107,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	}
 	s.hooks = hooks
 	reg := metrics.NewRegistry()
+	registerBuildInfo(reg)
 	if err := setAlertRules(db, o.Alerts, reg); err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "dmarcd")
-	args := []string{"build", "-o", binary}
+	args := []string{"build", "-buildvcs=auto", "-o", binary} // stamped with the revision, whatever GOFLAGS says
 	if raceEnabled {
 		// The server under test runs with the race detector too, so e2e
 		// tests catch races in code paths unit tests do not reach.
