@@ -102,8 +102,13 @@ func (l *Local) ListAPIKeys(_ context.Context, orgRef string) ([]*store.APIKey, 
 	return l.DB.ListAPIKeys(org.ID)
 }
 
-// RevokeAPIKey revokes the key with this id, at once and for good.
-func (l *Local) RevokeAPIKey(_ context.Context, id string) (*store.APIKey, error) {
+// RevokeAPIKey revokes the key ref names (its id, or its 8-character
+// prefix when unique: see store.DB.ResolveAPIKey), at once and for good.
+func (l *Local) RevokeAPIKey(_ context.Context, ref string) (*store.APIKey, error) {
+	id, err := l.DB.ResolveAPIKey(ref)
+	if err != nil {
+		return nil, err
+	}
 	return l.DB.RevokeAPIKey(id)
 }
 

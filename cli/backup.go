@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -37,7 +38,9 @@ hashes: a backup leaks no usable key, but keep it private all the same.`,
 
 func runBackup(ctx context.Context, g *globalOptions, dst string) error {
 	var svc admin.Service
-	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
+	if c, ok, err := g.dialAdmin(ctx); err != nil {
+		return err
+	} else if ok {
 		defer c.Close()
 		svc = c
 	} else {
@@ -66,7 +69,16 @@ func runBackup(ctx context.Context, g *globalOptions, dst string) error {
 // it, verifies it is a sound dmarcd database, and only then renames it over
 // dst.
 func writeChecked(dst string, fill func(io.Writer) (int64, error)) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	dir := filepath.Dir(dst)
+	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("backup: the folder %s does not exist: create it first (mkdir -p %s) or write to another FILE", dir, shellQuote(dir))
+	} else if err == nil && !fi.IsDir() {
+		return 0, fmt.Errorf("backup: %s is no folder: write to a FILE in an existing folder", dir)
+	}
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+		return 0, fmt.Errorf("backup: %s is a folder: give a file name, e.g. %s", dst, filepath.Join(dst, "dmarcd-backup.db"))
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}
@@ -114,9 +126,16 @@ as dmarcd.db.before-restore-<time>, so a restore can be undone. The next
 }
 
 func runRestore(ctx context.Context, g *globalOptions, src string) error {
-	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
+	if c, ok, err := g.dialAdmin(ctx); err != nil {
+		return err
+	} else if ok {
 		c.Close()
-		return fmt.Errorf("a dmarcd server is running on %s: stop it before restoring", g.DataDir)
+		return fmt.Errorf("a dmarcd server is running on %s: stop it before restoring (systemctl stop dmarcd)", g.DataDir)
+	}
+	if fi, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("restore: no such file: %s (give the path of a file written by 'dmarcd backup')", src)
+	} else if err == nil && fi.IsDir() {
+		return fmt.Errorf("restore: %s is a folder: give the backup file in it (written by 'dmarcd backup')", src)
 	}
 	if err := store.VerifyFile(src); err != nil {
 		return fmt.Errorf("restore: %s is not a usable backup: %w", src, err)

@@ -36,7 +36,9 @@ func (o geoOptions) config() geo.Config { return geo.Config{CityPath: o.City, AS
 // apply), else a pipeline run by this process over the database file.
 // close stops that pipeline after flushing it, and releases everything.
 func (g *globalOptions) openIntake(ctx context.Context, geoCfg geo.Config) (svc admin.Service, close func(), err error) {
-	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
+	if c, ok, err := g.dialAdmin(ctx); err != nil {
+		return nil, nil, err
+	} else if ok {
 		return c, c.Close, nil
 	}
 	if err := g.requireDatabase(); err != nil {
