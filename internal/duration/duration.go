@@ -188,4 +188,3 @@ func (v *SliceValue) String() string {
 
 // Type names the value in help texts.
 func (v *SliceValue) Type() string { return "durationSlice" }
-
