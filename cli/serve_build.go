@@ -156,7 +156,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    httpapi.HTTPServerMaxHeaderBytes, // a backstop: the API answers 431 in JSON above httpapi.MaxHeaderBytes
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{

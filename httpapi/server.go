@@ -203,6 +203,7 @@ func (s *Server) handle(method, path string, acc access, h handlerFunc) {
 		if rec, ok := w.(*recorder); ok {
 			rec.route = path
 		}
+		lowerIDs(r, p)
 		req := &request{Request: r, params: p}
 		err := s.authenticate(w, req, acc)
 		if err == nil {
@@ -289,7 +290,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", rid)
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
-	s.router.ServeHTTP(rec, r)
+	if headerBytes(r) > MaxHeaderBytes {
+		s.writeError(rec, r, errHeadersTooLarge)
+	} else {
+		s.router.ServeHTTP(rec, r)
+	}
 	elapsed := time.Since(start)
 	s.requests.With(rec.route, r.Method, strconv.Itoa(rec.status)).Inc()
 	s.latency.With(rec.route, r.Method).Observe(elapsed.Seconds())
