@@ -119,6 +119,12 @@ func (s *Server) reportRecords(r *request, rep *store.Report, fn func(*store.Rec
 // reads them: a report of a million records never sits in memory, neither
 // as values nor as encoded JSON.
 func (s *Server) getReport(w http.ResponseWriter, r *request) error {
+	if r.params.ByName("id") == "export" {
+		if rec, ok := w.(*recorder); ok {
+			rec.route = exportPath
+		}
+		return s.exportReports(w, r)
+	}
 	rep, err := s.findReport(r)
 	if err != nil {
 		return err

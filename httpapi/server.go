@@ -155,6 +155,7 @@ func (s *Server) registerRoutes() {
 
 	s.handle("GET", "/api/v1/reports", readScope, s.listReports)
 	s.handle("GET", "/api/v1/reports/:id", readScope, s.getReport)
+	s.listRoute("GET", exportPath, readScope) // served by getReport
 	s.handle("GET", "/api/v1/reports/:id/statistics", readScope, s.reportStatistics)
 	s.handle("GET", "/api/v1/reports/:id/export/csv", readScope, s.exportReportCSV)
 
