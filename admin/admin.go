@@ -19,6 +19,9 @@ type Service interface {
 	CreateOrganization(ctx context.Context, name string, plan store.Plan) (*store.Organization, error)
 	ListOrganizations(ctx context.Context) ([]*store.Organization, error)
 	SetOrganizationPlan(ctx context.Context, orgRef string, plan store.Plan) (*store.Organization, error)
+	// RenameOrganization and DeleteOrganization: organization.go.
+	RenameOrganization(ctx context.Context, orgRef, name string) (*store.Organization, error)
+	DeleteOrganization(ctx context.Context, orgRef string) (*store.OrganizationDeletion, error)
 	CreateAPIKey(ctx context.Context, orgRef, name string, scope store.Scope) (*store.APIKey, string, error)
 	ListAPIKeys(ctx context.Context, orgRef string) ([]*store.APIKey, error)
 	RevokeAPIKey(ctx context.Context, id string) (*store.APIKey, error)

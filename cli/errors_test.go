@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -164,5 +165,44 @@ func TestPermissionHint(t *testing.T) {
 	}
 	if !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("the cause is lost: %v", err)
+	}
+}
+
+// TestOrgRenameDeleteCreate ensures org create without --plan names the
+// plan it chose, rename keeps the id, and delete needs --yes without a
+// terminal and then removes the organization with its keys.
+func TestOrgRenameDeleteCreate(t *testing.T) {
+	dir := newDataDir(t)
+	dd := "--data-dir=" + dir
+	code, out, errOut := run(t, nil, dd, "org", "create", "globex")
+	if code != 0 || !strings.Contains(out, "No --plan given: chose unlimited") {
+		t.Fatalf("org create: %d %s %s", code, out, errOut)
+	}
+	if code, out, _ := run(t, nil, dd, "org", "create", "initech", "--plan", "starter"); code != 0 || strings.Contains(out, "No --plan") {
+		t.Errorf("org create --plan: %d %s", code, out)
+	}
+	if code, out, errOut := run(t, nil, dd, "org", "rename", "globex", "Globex Corp"); code != 0 || !strings.Contains(out, `"Globex Corp"`) {
+		t.Fatalf("rename: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, nil, dd, "org", "rename", "globex corp", "acme"); code != 1 || !strings.Contains(errOut, "already exists") {
+		t.Errorf("rename onto acme: %d %s", code, errOut)
+	}
+	run(t, nil, dd, "keys", "create", "--org", "acme", "--name", "ci")
+	if code, _, errOut := run(t, nil, dd, "org", "delete", "acme"); code != 2 || !strings.Contains(errOut, "--yes") {
+		t.Errorf("delete without --yes and no terminal: %d %s", code, errOut)
+	}
+	code, out, errOut = run(t, nil, dd, "org", "delete", "acme", "--yes", "--json")
+	var del struct {
+		Domains int `json:"domains"`
+		Keys    int `json:"api_keys"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &del) != nil || del.Domains != 1 || del.Keys != 1 {
+		t.Fatalf("delete: %d %s %s", code, out, errOut)
+	}
+	if _, out, _ := run(t, nil, dd, "org", "list"); strings.Contains(out, "acme") || !strings.Contains(out, "Globex Corp") {
+		t.Errorf("org list after delete:\n%s", out)
+	}
+	if code, _, errOut := run(t, nil, dd, "org", "delete", "acme", "--yes"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("second delete: %d %s", code, errOut)
 	}
 }
