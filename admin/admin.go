@@ -22,6 +22,10 @@ type Service interface {
 	// RenameOrganization and DeleteOrganization: organization.go.
 	RenameOrganization(ctx context.Context, orgRef, name string) (*store.Organization, error)
 	DeleteOrganization(ctx context.Context, orgRef string) (*store.OrganizationDeletion, error)
+	// ListReports, ShowReport and ReportStats: reports.go.
+	ListReports(ctx context.Context, q ReportQuery) (*ReportList, error)
+	ShowReport(ctx context.Context, orgRef, id string) (*ReportDetail, error)
+	ReportStats(ctx context.Context, q StatsQuery) (*StatsResult, error)
 	CreateAPIKey(ctx context.Context, orgRef, name string, scope store.Scope) (*store.APIKey, string, error)
 	ListAPIKeys(ctx context.Context, orgRef string) ([]*store.APIKey, error)
 	RevokeAPIKey(ctx context.Context, id string) (*store.APIKey, error)

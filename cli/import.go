@@ -85,13 +85,17 @@ func newImportCommand(g *globalOptions) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import [--org ORG] PATH...",
-		Short: "Import DMARC aggregate reports from files, folders and mbox files",
-		Long: `Import DMARC aggregate reports. Each PATH is a file or a folder (read
+		Short: "Import DMARC aggregate and failure reports from files, folders and mbox files",
+		Long: `Import DMARC aggregate reports and failure (forensic, RFC 6591 ARF) reports.
+Each PATH is a file or a folder (read
 recursively, in name order; names starting with a dot are skipped, symbolic
 links to folders are not followed). A file may be a report (.xml, .xml.gz,
 .gz, .zip, whatever its name: the content decides), a mail (.eml), or an
 mbox file, which is split into its messages ("From " lines, mboxrd
-quoting undone); each message counts as one input, named FILE#N.
+quoting undone); each message counts as one input, named FILE#N. A mail
+holding a failure report (an ARF feedback report, or a plain-text failure
+notice) is stored as a failure report of its domain, for plans that
+include them. Progress lines come in the order of the names given.
 
 Each report goes to the registered domain of its policy_published domain
 (exact name, then its organizational domain); --org restricts that lookup to

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -209,7 +210,10 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.stdout, res)
+		if err := printJSON(g.stdout, res); err != nil {
+			return err
+		}
+		return stillQuarantined(id, res)
 	}
 	for _, o := range res.Reports {
 		if o.Duplicate {
@@ -218,12 +222,18 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 			fmt.Fprintf(g.stdout, "Stored report %s for %s (%s).\n", o.ReportID, o.Domain, plural(o.Records, "record"))
 		}
 	}
-	if res.Quarantined != "" {
-		fmt.Fprintf(g.stdout, "Still quarantined as %s: %s\n", res.Quarantined, res.Reason)
-	} else {
+	if res.Quarantined == "" {
 		fmt.Fprintf(g.stdout, "Quarantine entry %s removed.\n", id)
 	}
-	return nil
+	return stillQuarantined(id, res)
+}
+
+// stillQuarantined is the error (exit 1) of a retry whose entry stays.
+func stillQuarantined(id string, res *ingest.Result) error {
+	if res.Quarantined == "" {
+		return nil
+	}
+	return fmt.Errorf("quarantine entry %s stays quarantined: %s", res.Quarantined, res.Reason)
 }
 
 func newQuarantineDeleteCommand(g *globalOptions) *cobra.Command {

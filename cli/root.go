@@ -174,6 +174,7 @@ Exit codes:
 		newRestoreCommand(g),
 		newWebhookCommand(g),
 		newVersionCommand(g),
+		newReportsCommand(g),
 	)
 	typeUsageErrors(root)
 	return root
