@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -26,24 +27,43 @@ func bootstrap(db *store.DB, g *globalOptions, apiAddr string, log *slog.Logger)
 	if err != nil || n > 0 {
 		return err
 	}
+	terminal := isTerminal(g.stdout)
+	path := filepath.Join(g.DataDir, bootstrapKeyFile)
+	var keyFile *os.File
+	if !terminal {
+		// Made before the key, so that a file left from an earlier
+		// database stops the start before a key exists that nobody sees.
+		keyFile, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s already exists (the first key of an earlier database?): read it if you need it, delete it, and start again", path)
+		}
+		if err != nil {
+			return fmt.Errorf("creating %s for the first API key: %w", path, err)
+		}
+		defer keyFile.Close()
+	}
 	org, err := db.CreateOrganization("default", store.PlanUnlimited)
 	if err != nil {
+		removeUnwritten(keyFile, path)
 		return err
 	}
 	key, secret, err := db.CreateAPIKey(org.ID, "bootstrap", store.ScopeFull)
 	if err != nil {
+		removeUnwritten(keyFile, path)
 		return err
 	}
 	host := apiAddr
 	if h, p, err := net.SplitHostPort(apiAddr); err == nil && net.ParseIP(h).IsUnspecified() {
 		host = net.JoinHostPort("127.0.0.1", p)
 	}
-	if isTerminal(g.stdout) {
+	if terminal {
 		log.Info("empty database: created organization default and its first API key", "org_id", org.ID, "key_prefix", key.Prefix)
 		return printBootstrap(g, org, secret, host)
 	}
-	path := filepath.Join(g.DataDir, bootstrapKeyFile)
-	if err := writeSecretFile(path, secret+"\n"); err != nil {
+	if _, err := io.WriteString(keyFile, secret+"\n"); err != nil {
+		return fmt.Errorf("writing the first API key to %s: %w", path, err)
+	}
+	if err := errors.Join(keyFile.Sync(), keyFile.Close()); err != nil {
 		return fmt.Errorf("writing the first API key to %s: %w", path, err)
 	}
 	log.Info("empty database: created organization default and its first API key", "org_id", org.ID,
@@ -92,15 +112,13 @@ More keys: %s keys create --org default --name NAME%s
 	return nil
 }
 
-// writeSecretFile creates path with mode 0600 and writes s; an existing file
-// is an error, so an old key is never overwritten nor a symlink followed.
-func writeSecretFile(path, s string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
+// removeUnwritten removes the key file made for a key that was not
+// created.
+func removeUnwritten(f *os.File, path string) {
+	if f != nil {
+		f.Close()
+		os.Remove(path)
 	}
-	_, err = io.WriteString(f, s)
-	return errors.Join(err, f.Sync(), f.Close())
 }
 
 // commandName is how the user started dmarcd, for hints they can paste:

@@ -65,12 +65,25 @@ func TestBootstrapKeyFileNotReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &globalOptions{DataDir: dir, stdout: &bytes.Buffer{}}
-	err := bootstrap(storetest.Open(t), g, "127.0.0.1:1", slog.New(slog.DiscardHandler))
-	if err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("err = %v, want one naming %s", err, path)
+	db := storetest.Open(t)
+	err := bootstrap(db, g, "127.0.0.1:1", slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "delete it") {
+		t.Fatalf("err = %v, want one naming %s and what to do", err, path)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "old\n" {
 		t.Errorf("file replaced: %q", b)
+	}
+	// No key was made that nobody saw: after the file is gone, the next
+	// start bootstraps.
+	if n, _ := db.CountOrganizations(); n != 0 {
+		t.Errorf("%d organizations created although the key could not be written", n)
+	}
+	os.Remove(path)
+	if err := bootstrap(db, g, "127.0.0.1:1", slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), "dmk_") {
+		t.Errorf("key file after the retry: %q", b)
 	}
 }
 
