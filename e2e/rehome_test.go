@@ -4,13 +4,16 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/dmarcd/dmarcd/internal/dnstest"
 )
 
 // TestUnverifiedAddressFollowsReportingDomain ensures a domain registered
 // before --reporting-domain was set right gets an address at the new
 // reporting domain on the next start, with the same local part.
 func TestUnverifiedAddressFollowsReportingDomain(t *testing.T) {
-	s := StartServer(t, Options{})
+	// A DNS server that answers (NXDOMAIN): registration needs DNS.
+	s := StartServer(t, Options{DNS: dnstest.Start(t)})
 	created := s.Must(http.StatusCreated, "POST", "/api/v1/domains", s.Key, map[string]string{"name": "example.com"})
 	id, _ := created["id"].(string)
 	old, _ := created["reporting_email"].(string)
@@ -19,7 +22,7 @@ func TestUnverifiedAddressFollowsReportingDomain(t *testing.T) {
 		t.Fatalf("first address %s", old)
 	}
 	s.Stop()
-	s2 := StartServer(t, Options{DataDir: s.DataDir, Args: []string{"--reporting-domain", "mx.example.net"}})
+	s2 := StartServer(t, Options{DataDir: s.DataDir, DNS: dnstest.Start(t), Args: []string{"--reporting-domain", "mx.example.net"}})
 	got := s2.Must(http.StatusOK, "GET", "/api/v1/domains/"+id, s.Key, nil)
 	if email, _ := got["reporting_email"].(string); email != local+"@mx.example.net" {
 		t.Errorf("after restart: %s, want %s@mx.example.net", email, local)
@@ -36,7 +39,7 @@ func TestUnverifiedAddressFollowsReportingDomain(t *testing.T) {
 // running server: the deleted organization's key stops at once and
 // another organization's key keeps working.
 func TestOrgDeleteThroughSocket(t *testing.T) {
-	s := StartServer(t, Options{})
+	s := StartServer(t, Options{DNS: dnstest.Start(t)})
 	dd := "--data-dir=" + s.DataDir
 	MustCLI(t, dd, "org", "create", "acme")
 	MustCLI(t, dd, "org", "rename", "acme", "Acme Corp")
