@@ -21,6 +21,13 @@ type Service interface {
 	CreateOrganization(ctx context.Context, name string, plan store.Plan) (*store.Organization, error)
 	ListOrganizations(ctx context.Context) ([]*store.Organization, error)
 	SetOrganizationPlan(ctx context.Context, orgRef string, plan store.Plan) (*store.Organization, error)
+	// RenameOrganization and DeleteOrganization: organization.go.
+	RenameOrganization(ctx context.Context, orgRef, name string) (*store.Organization, error)
+	DeleteOrganization(ctx context.Context, orgRef string) (*store.OrganizationDeletion, error)
+	// ListReports, ShowReport and ReportStats: reports.go.
+	ListReports(ctx context.Context, q ReportQuery) (*ReportList, error)
+	ShowReport(ctx context.Context, orgRef, id string) (*ReportDetail, error)
+	ReportStats(ctx context.Context, q StatsQuery) (*StatsResult, error)
 	CreateAPIKey(ctx context.Context, orgRef, name string, scope store.Scope) (*store.APIKey, string, error)
 	ListAPIKeys(ctx context.Context, orgRef string) ([]*store.APIKey, error)
 	RevokeAPIKey(ctx context.Context, id string) (*store.APIKey, error)
@@ -112,8 +119,13 @@ func (l *Local) ListAPIKeys(_ context.Context, orgRef string) ([]*store.APIKey, 
 	return l.DB.ListAPIKeys(org.ID)
 }
 
-// RevokeAPIKey revokes the key with this id, at once and for good.
-func (l *Local) RevokeAPIKey(_ context.Context, id string) (*store.APIKey, error) {
+// RevokeAPIKey revokes the key ref names (its id, or its 8-character
+// prefix when unique: see store.DB.ResolveAPIKey), at once and for good.
+func (l *Local) RevokeAPIKey(_ context.Context, ref string) (*store.APIKey, error) {
+	id, err := l.DB.ResolveAPIKey(ref)
+	if err != nil {
+		return nil, err
+	}
 	return l.DB.RevokeAPIKey(id)
 }
 

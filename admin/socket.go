@@ -53,6 +53,8 @@ func Handler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/orgs", h.listOrgs)
 	mux.HandleFunc("POST /v1/orgs", h.createOrg)
 	mux.HandleFunc("PUT /v1/orgs/{ref}/plan", h.setPlan)
+	h.organizationRoutes(mux)
+	h.reportRoutes(mux)
 	mux.HandleFunc("GET /v1/orgs/{ref}/keys", h.listKeys)
 	mux.HandleFunc("POST /v1/orgs/{ref}/keys", h.createKey)
 	mux.HandleFunc("POST /v1/keys/{id}/revoke", h.revokeKey)

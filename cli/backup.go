@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/internal/buildinfo"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -44,8 +46,13 @@ read, and must have them entered again.`,
 }
 
 func runBackup(ctx context.Context, g *globalOptions, dst string) error {
+	if err := checkBackupTarget(dst); err != nil {
+		return err
+	}
 	var svc admin.Service
-	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
+	if c, ok, err := g.dialAdmin(ctx); err != nil {
+		return err
+	} else if ok {
 		defer c.Close()
 		svc = c
 	} else {
@@ -89,11 +96,30 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
+// checkBackupTarget says what to do when dst cannot take a backup: its
+// folder is missing or no folder, or dst itself is a folder.
+func checkBackupTarget(dst string) error {
+	dir := filepath.Dir(dst)
+	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup: the folder %s does not exist: create it first (mkdir -p %s) or write to another FILE", dir, shellQuote(dir))
+	} else if err == nil && !fi.IsDir() {
+		return fmt.Errorf("backup: %s is no folder: write to a FILE in an existing folder", dir)
+	}
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+		return fmt.Errorf("backup: %s is a folder: give a file name, e.g. %s", dst, filepath.Join(dst, "dmarcd-backup.db"))
+	}
+	return nil
+}
+
 // writeChecked writes through fill into a temporary file beside dst, syncs
 // it, verifies it is a sound dmarcd database, and only then renames it over
 // dst.
 func writeChecked(dst string, fill func(io.Writer) (int64, error)) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err := checkBackupTarget(dst); err != nil {
+		return 0, err
+	}
+	dir := filepath.Dir(dst)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}
@@ -141,9 +167,16 @@ as dmarcd.db.before-restore-<time>, so a restore can be undone. The next
 }
 
 func runRestore(ctx context.Context, g *globalOptions, src string) error {
-	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
+	if c, ok, err := g.dialAdmin(ctx); err != nil {
+		return err
+	} else if ok {
 		c.Close()
-		return fmt.Errorf("a dmarcd server is running on %s: stop it before restoring", g.DataDir)
+		return fmt.Errorf("a dmarcd server is running on %s: stop it before restoring (systemctl stop dmarcd)", g.DataDir)
+	}
+	if fi, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("restore: no such file: %s (give the path of a file written by 'dmarcd backup')", src)
+	} else if err == nil && fi.IsDir() {
+		return fmt.Errorf("restore: %s is a folder: give the backup file in it (written by 'dmarcd backup')", src)
 	}
 	if err := store.VerifyFile(src); err != nil {
 		return fmt.Errorf("restore: %s is not a usable backup: %w", src, err)
@@ -200,16 +233,21 @@ func newVersionCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and the database schema version",
-		Long: `Print the version of this binary and the database schema version it
-writes. A database of an older schema is migrated when 'dmarcd serve'
+		Long: `Print the version of this binary, the VCS revision and commit time it was
+built from (stamped by 'go build' in a git checkout; not by 'go run'), and
+the database schema version it writes. A database of an older schema is migrated when 'dmarcd serve'
 opens it; one of a newer schema is refused (upgrade the binary instead).`,
 		Example: "  dmarcd version\n  dmarcd version --json",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(*cobra.Command, []string) error {
+			in := buildinfo.Read(Version)
 			if g.JSON {
-				return printJSON(g.stdout, map[string]any{"version": version(), "schema_version": store.SchemaVersion})
+				return printJSON(g.stdout, struct {
+					buildinfo.Info
+					SchemaVersion int `json:"schema_version"`
+				}{in, store.SchemaVersion})
 			}
-			fmt.Fprintf(g.stdout, "dmarcd %s (database schema %d)\n", version(), store.SchemaVersion)
+			fmt.Fprintf(g.stdout, "dmarcd %s\ndatabase schema %d\n", in, store.SchemaVersion)
 			return nil
 		},
 	}

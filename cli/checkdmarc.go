@@ -14,6 +14,7 @@ import (
 
 type checkDMARCOptions struct {
 	DNSServers []string
+	DNSTimeout time.Duration
 	Timeout    time.Duration
 }
 
@@ -39,7 +40,8 @@ It needs no server and no database. It exits 1 when DNS cannot answer
 		},
 	}
 	cmd.Flags().StringSliceVar(&o.DNSServers, "dns-server", nil, "DNS server HOST:PORT to ask, repeatable (default: /etc/resolv.conf)")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 15*time.Second, "give up after this long")
+	durationVar(cmd.Flags(), &o.DNSTimeout, "dns-timeout", 2*time.Second, "timeout of one DNS query attempt, as in serve (each server is tried twice)")
+	durationVar(cmd.Flags(), &o.Timeout, "timeout", 15*time.Second, "give up after this long")
 	return cmd
 }
 
@@ -48,7 +50,10 @@ func runCheckDMARC(ctx context.Context, g *globalOptions, o checkDMARCOptions, d
 	if err != nil {
 		return usageError{err}
 	}
-	res, err := newResolver(o.DNSServers)
+	if o.DNSTimeout <= 0 || o.Timeout <= 0 {
+		return usagef("--dns-timeout and --timeout must be positive")
+	}
+	res, err := dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout})
 	if err != nil {
 		return err
 	}
@@ -63,10 +68,6 @@ func runCheckDMARC(ctx context.Context, g *globalOptions, o checkDMARCOptions, d
 	}
 	printCheck(g, result)
 	return nil
-}
-
-func newResolver(servers []string) (*dnscheck.Resolver, error) {
-	return dnscheck.NewResolver(dnscheck.Config{Servers: servers})
 }
 
 func printCheck(g *globalOptions, r *dnscheck.CheckResult) {

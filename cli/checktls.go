@@ -15,6 +15,7 @@ import (
 
 type checkTLSOptions struct {
 	DNSServers   []string
+	DNSTimeout   time.Duration
 	Timeout      time.Duration
 	AllowPrivate bool
 }
@@ -39,7 +40,8 @@ It needs no server and no database. It exits 1 when DNS cannot answer.`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&o.DNSServers, "dns-server", nil, "DNS server HOST:PORT to ask, repeatable (default: /etc/resolv.conf)")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 15*time.Second, "give up after this long")
+	durationVar(cmd.Flags(), &o.DNSTimeout, "dns-timeout", 2*time.Second, "timeout of one DNS query attempt, as in serve (each server is tried twice)")
+	durationVar(cmd.Flags(), &o.Timeout, "timeout", 15*time.Second, "give up after this long")
 	cmd.Flags().BoolVar(&o.AllowPrivate, "allow-private", false, "let the policy fetch reach loopback and private addresses")
 	return cmd
 }
@@ -49,7 +51,10 @@ func runCheckTLS(ctx context.Context, g *globalOptions, o checkTLSOptions, domai
 	if err != nil {
 		return usageError{err}
 	}
-	res, err := newResolver(o.DNSServers)
+	if o.DNSTimeout <= 0 || o.Timeout <= 0 {
+		return usagef("--dns-timeout and --timeout must be positive")
+	}
+	res, err := dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout})
 	if err != nil {
 		return err
 	}

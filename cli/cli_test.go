@@ -61,7 +61,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, 2, "unknown command"},
-		{[]string{"keys", "create", "--name", "x"}, 2, `"org"`},
+		{[]string{"keys", "create", "--name", "x"}, 2, "--org"},
 		{[]string{"org", "create"}, 2, "NAME"},
 		{[]string{"org", "create", "x", "--plan", "gold", "--data-dir", dir}, 2, "plan"},
 		{[]string{"serve", "--log-format", "xml", "--data-dir", dir}, 2, "log-format"},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -44,7 +43,9 @@ func (g *globalOptions) openIntake(ctx context.Context, geoCfg geo.Config) (svc 
 // openIntakeWith is openIntake whose own pipeline (no server running) gets
 // its Config changed by tweak, when not nil.
 func (g *globalOptions) openIntakeWith(ctx context.Context, geoCfg geo.Config, tweak func(*ingest.Config)) (svc admin.Service, close func(), err error) {
-	if c, err := admin.Dial(ctx, g.socketPath()); err == nil {
+	if c, ok, err := g.dialAdmin(ctx); err != nil {
+		return nil, nil, err
+	} else if ok {
 		return c, c.Close, nil
 	}
 	if err := g.requireDatabase(); err != nil {
@@ -91,20 +92,24 @@ type importOptions struct {
 	Geo  geoOptions
 	// Retention and FailureRetention apply when no server runs (a running
 	// server applies its own): reports older are not stored.
-	Retention, FailureRetention daysDuration
+	Retention, FailureRetention time.Duration
 }
 
 func newImportCommand(g *globalOptions) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import [--org ORG] PATH...",
-		Short: "Import DMARC aggregate reports from files, folders and mbox files",
-		Long: `Import DMARC aggregate reports. Each PATH is a file or a folder (read
+		Short: "Import DMARC aggregate and failure reports from files, folders and mbox files",
+		Long: `Import DMARC aggregate reports and failure (forensic, RFC 6591 ARF) reports.
+Each PATH is a file or a folder (read
 recursively, in name order; names starting with a dot are skipped, symbolic
 links to folders are not followed). A file may be a report (.xml, .xml.gz,
 .gz, .zip, whatever its name: the content decides), a mail (.eml), or an
 mbox file, which is split into its messages ("From " lines, mboxrd
-quoting undone); each message counts as one input, named FILE#N.
+quoting undone); each message counts as one input, named FILE#N. A mail
+holding a failure report (an ARF feedback report, or a plain-text failure
+notice) is stored as a failure report of its domain, for plans that
+include them. Progress lines come in the order of the names given.
 
 Each report goes to the registered domain of its policy_published domain
 (exact name, then its organizational domain); --org restricts that lookup to
@@ -139,10 +144,8 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 	cmd.Flags().StringVar(&o.Org, "org", "", "only match domains of this organization (name or id)")
 	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs stored at once")
 	o.Geo.AddFlags(cmd, "(only used when no server runs)")
-	o.Retention = daysDuration(worker.DefaultRetention)
-	o.FailureRetention = daysDuration(90 * 24 * time.Hour)
-	cmd.Flags().Var(&o.Retention, "retention", "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; a running server applies its own)")
-	cmd.Flags().Var(&o.FailureRetention, "failure-retention", "do not store failure reports that arrived longer ago (0 keeps all; a running server applies its own)")
+	durationVar(cmd.Flags(), &o.Retention, "retention", worker.DefaultRetention, "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; a running server applies its own)")
+	durationVar(cmd.Flags(), &o.FailureRetention, "failure-retention", 90*24*time.Hour, "do not store failure reports that arrived longer ago (0 keeps all; a running server applies its own)")
 	return cmd
 }
 
@@ -151,7 +154,7 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		return usagef("--jobs must be between 1 and 64")
 	}
 	svc, done, err := g.openIntakeWith(ctx, o.Geo.config(), func(c *ingest.Config) {
-		c.Retention, c.FailureRetention = time.Duration(o.Retention), time.Duration(o.FailureRetention)
+		c.Retention, c.FailureRetention = o.Retention, o.FailureRetention
 	})
 	if err != nil {
 		return err
@@ -231,17 +234,6 @@ type importProgress struct {
 
 func newImportProgress(w io.Writer, jsonOut bool) *importProgress {
 	return &importProgress{w: w, bar: isTerminal(w), quiet: jsonOut}
-}
-
-// isTerminal reports whether w is a character device (a terminal), without
-// golang.org/x/term.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (p *importProgress) update(it imports.Item, s *imports.Summary) {

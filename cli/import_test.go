@@ -109,8 +109,8 @@ func TestImportOffline(t *testing.T) {
 	if code != 0 || out != "these are my reports\n" || !strings.Contains(errOut, id) {
 		t.Errorf("show --raw: stdout %q, stderr %q", out, errOut)
 	}
-	if code, out, _ := run(t, nil, dd, "quarantine", "retry", id); code != 0 || !strings.Contains(out, "Still quarantined") {
-		t.Errorf("retry of junk: exit %d\n%s", code, out)
+	if code, out, errOut := run(t, nil, dd, "quarantine", "retry", id); code != 1 || !strings.Contains(errOut, "stays quarantined") {
+		t.Errorf("retry of junk: exit %d, want 1\n%s%s", code, out, errOut)
 	}
 	if code, out, _ := run(t, nil, dd, "quarantine", "delete", id); code != 0 || !strings.Contains(out, "Deleted") {
 		t.Errorf("delete: exit %d\n%s", code, out)

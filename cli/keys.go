@@ -49,8 +49,7 @@ func newKeysCreateCommand(g *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&o.Org, "org", "", "organization name or id (required)")
 	cmd.Flags().StringVar(&o.Name, "name", "", "what the key is for, shown in 'keys list' (required)")
 	cmd.Flags().StringVar(&o.Scope, "scope", string(store.ScopeFull), "full or read")
-	_ = cmd.MarkFlagRequired("org")
-	_ = cmd.MarkFlagRequired("name")
+	requireFlags(cmd, "org", "name")
 	return cmd
 }
 
@@ -93,7 +92,7 @@ func newKeysListCommand(g *globalOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.Org, "org", "", "organization name or id (required)")
-	_ = cmd.MarkFlagRequired("org")
+	requireFlags(cmd, "org")
 	return cmd
 }
 
@@ -134,12 +133,14 @@ func timeOrNever(t *time.Time) string {
 
 func newKeysRevokeCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
-		Use:   "revoke KEY_ID",
+		Use:   "revoke KEY_ID|PREFIX",
 		Short: "Revoke a key at once and for good",
-		Long: `Revoke the key with id KEY_ID (see 'dmarcd keys list'). Requests with it get
+		Long: `Revoke the key with id KEY_ID, or the key whose 8-character prefix
+(dmk_1a2b, as 'dmarcd keys list' shows it) is PREFIX when no other key
+shares it. Requests with it get
 401 from that moment on, also in a running server. A revoked key cannot be
 restored; create a new one instead.`,
-		Example: "  dmarcd keys revoke 0193a1e2-7b4c-7d2e-9f00-1a2b3c4d5e6f",
+		Example: "  dmarcd keys revoke 0193a1e2-7b4c-7d2e-9f00-1a2b3c4d5e6f\n  dmarcd keys revoke dmk_1a2b",
 		Args:    exactArgs(1, "the KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runKeysRevoke(cmd.Context(), g, args[0])

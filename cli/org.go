@@ -15,7 +15,7 @@ import (
 func newOrgCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "org",
-		Short: "Create and list organizations, and change their plans",
+		Short: "Create, list, rename and delete organizations, and change their plans",
 		Long: `An organization owns domains, reports, alerts and API keys; an API key sees
 only its own organization. A self-hoster usually needs just the "default"
 organization that 'dmarcd serve' creates; an MSP creates one per customer.
@@ -25,11 +25,15 @@ Plans set what an organization may do:
   business    50 domains, failure reports, up to 10 webhooks
   unlimited   no domain limit, failure reports, up to 25 webhooks`,
 	}
-	cmd.AddCommand(newOrgCreateCommand(g), newOrgListCommand(g), newOrgSetPlanCommand(g))
+	cmd.AddCommand(newOrgCreateCommand(g), newOrgListCommand(g), newOrgSetPlanCommand(g),
+		newOrgRenameCommand(g), newOrgDeleteCommand(g))
 	return cmd
 }
 
-type orgCreateOptions struct{ Plan string }
+type orgCreateOptions struct {
+	Plan      string
+	planGiven bool
+}
 
 func newOrgCreateCommand(g *globalOptions) *cobra.Command {
 	var o orgCreateOptions
@@ -40,10 +44,11 @@ func newOrgCreateCommand(g *globalOptions) *cobra.Command {
   dmarcd keys create --org acme --name "acme dashboard"`,
 		Args: exactArgs(1, "the organization NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.planGiven = cmd.Flags().Changed("plan")
 			return runOrgCreate(cmd.Context(), g, o, args[0])
 		},
 	}
-	cmd.Flags().StringVar(&o.Plan, "plan", string(store.PlanUnlimited), "plan: starter, business or unlimited")
+	cmd.Flags().StringVar(&o.Plan, "plan", string(store.PlanUnlimited), "plan: starter, business or unlimited (without it: unlimited, and the output says so)")
 	return cmd
 }
 
@@ -64,8 +69,12 @@ func runOrgCreate(ctx context.Context, g *globalOptions, o orgCreateOptions, nam
 	if g.JSON {
 		return printJSON(g.stdout, org)
 	}
-	fmt.Fprintf(g.stdout, "Created organization %q (id %s, plan %s).\nCreate its first API key with:\n  dmarcd keys create --org %q --name NAME\n",
-		org.Name, org.ID, org.Plan, org.Name)
+	fmt.Fprintf(g.stdout, "Created organization %q (id %s, plan %s).\n", org.Name, org.ID, org.Plan)
+	if !o.planGiven {
+		fmt.Fprintf(g.stdout, "No --plan given: chose %s (%s). Change it with: %s org set-plan %s PLAN\n",
+			org.Plan, planSummary(org.Plan), commandName(), shellQuote(org.Name))
+	}
+	fmt.Fprintf(g.stdout, "Create its first API key with:\n  %s keys create --org %s --name NAME\n", commandName(), shellQuote(org.Name))
 	return nil
 }
 

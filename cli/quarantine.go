@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -212,7 +213,10 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 		return err
 	}
 	if g.JSON {
-		return printJSON(g.stdout, res)
+		if err := printJSON(g.stdout, res); err != nil {
+			return err
+		}
+		return stillQuarantined(id, res)
 	}
 	for _, o := range res.Reports {
 		if o.Duplicate {
@@ -221,17 +225,23 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 			fmt.Fprintf(g.stdout, "Stored report %s for %s (%s).\n", o.ReportID, o.Domain, plural(o.Records, "record"))
 		}
 	}
-	if res.Quarantined != "" {
-		fmt.Fprintf(g.stdout, "Still quarantined as %s: %s\n", res.Quarantined, res.Reason)
-	} else {
+	if res.Quarantined == "" {
 		fmt.Fprintf(g.stdout, "Quarantine entry %s removed.\n", id)
 	}
-	return nil
+	return stillQuarantined(id, res)
+}
+
+// stillQuarantined is the error (exit 1) of a retry whose entry stays.
+func stillQuarantined(id string, res *ingest.Result) error {
+	if res.Quarantined == "" {
+		return nil
+	}
+	return fmt.Errorf("quarantine entry %s stays quarantined: %s", res.Quarantined, res.Reason)
 }
 
 func newQuarantineDeleteCommand(g *globalOptions) *cobra.Command {
 	var all bool
-	var olderThan daysDuration
+	var olderThan time.Duration
 	cmd := &cobra.Command{
 		Use:   "delete ID | --all | --older-than DURATION",
 		Short: "Delete quarantine entries and their bytes for good",
@@ -255,13 +265,13 @@ func newQuarantineDeleteCommand(g *globalOptions) *cobra.Command {
 			case all:
 				return runQuarantineDeleteBefore(cmd.Context(), g, time.Now().Add(24*time.Hour))
 			case cmd.Flags().Changed("older-than"):
-				return runQuarantineDeleteBefore(cmd.Context(), g, time.Now().Add(-time.Duration(olderThan)))
+				return runQuarantineDeleteBefore(cmd.Context(), g, time.Now().Add(-olderThan))
 			}
 			return runQuarantineDelete(cmd.Context(), g, args[0])
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "delete every entry")
-	cmd.Flags().Var(&olderThan, "older-than", "delete the entries received longer ago than this (30d, 12h)")
+	durationVar(cmd.Flags(), &olderThan, "older-than", 0, "delete the entries received longer ago than this (30d, 12h)")
 	return cmd
 }
 

@@ -12,11 +12,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/dmarcd/dmarcd/internal/buildinfo"
 )
 
 // Version is the release version, set at build time with
@@ -65,19 +66,68 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "dmarcd:", err)
 	}
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsageError(err) {
+	if errors.As(err, &ue) {
 		fmt.Fprintln(stderr, "Run 'dmarcd --help' (or the command with --help) for usage.")
 		return ExitUsage
 	}
 	return ExitError
 }
 
-// isCobraUsageError recognises the usage errors cobra makes itself, which
-// carry no type of their own.
-func isCobraUsageError(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "required flag(s)") || strings.HasPrefix(msg, "unknown command") ||
-		strings.HasPrefix(msg, "if any flags in the group")
+// requiredAnnotation marks a flag that must be given (see requireFlags).
+const requiredAnnotation = "dmarcd-required"
+
+// requireFlags marks flags of cmd as required. Unlike cobra's
+// MarkFlagRequired, the check runs after the environment has been read (so
+// DMARCD_<FLAG> satisfies it) and fails with a usageError naming both.
+func requireFlags(cmd *cobra.Command, names ...string) {
+	for _, name := range names {
+		if err := cmd.Flags().SetAnnotation(name, requiredAnnotation, []string{"true"}); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// checkRequired returns a usageError for each required flag left unset.
+func checkRequired(cmd *cobra.Command) error {
+	var missing []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if len(f.Annotations[requiredAnnotation]) > 0 && !f.Changed {
+			missing = append(missing, fmt.Sprintf("--%s (or the environment variable %s)", f.Name, envName(f.Name)))
+		}
+	})
+	if len(missing) > 0 {
+		return usagef("%s needs %s", cmd.CommandPath(), strings.Join(missing, " and "))
+	}
+	return nil
+}
+
+// typeUsageErrors makes cobra's own usage errors usageErrors, so the exit
+// code never depends on their wording: every command with subcommands
+// refuses an unknown one itself (cobra's check returns an untyped error),
+// and flag errors go through the root's SetFlagErrorFunc.
+func typeUsageErrors(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return usagef("unknown command %q for %q; the commands are: %s", args[0], cmd.CommandPath(), subcommandNames(cmd))
+		}
+	}
+	for _, sub := range c.Commands() {
+		typeUsageErrors(sub)
+	}
+}
+
+func subcommandNames(c *cobra.Command) string {
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func newRootCommand(g *globalOptions) *cobra.Command {
@@ -108,7 +158,10 @@ Exit codes:
 	root.PersistentFlags().StringVar(&g.DataDir, "data-dir", "./data", "directory of the database file and admin socket (env DMARCD_DATA_DIR)")
 	root.PersistentFlags().BoolVar(&g.JSON, "json", false, "print machine-readable JSON instead of text")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		return bindEnv(cmd)
+		if err := bindEnv(cmd); err != nil {
+			return err
+		}
+		return checkRequired(cmd)
 	}
 	root.AddCommand(
 		newServeCommand(g),
@@ -124,7 +177,9 @@ Exit codes:
 		newWebhookCommand(g),
 		newMailboxCommand(g),
 		newVersionCommand(g),
+		newReportsCommand(g),
 	)
+	typeUsageErrors(root)
 	return root
 }
 
@@ -223,15 +278,7 @@ func splitList(v string) []string {
 }
 
 // version is the -ldflags version, else the module version, else "dev".
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func version() string { return buildinfo.Read(Version).Version }
 
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {

@@ -45,7 +45,7 @@ type serveOptions struct {
 	// QuarantineMaxBytes caps the quarantine; QuarantineRetention is how
 	// long its entries are kept (issue 13).
 	QuarantineMaxBytes  int64
-	QuarantineRetention daysDuration
+	QuarantineRetention time.Duration
 	SMTPReadTimeout     time.Duration
 	SMTPWriteTimeout    time.Duration
 	SMTPTLSCert         string
@@ -93,24 +93,23 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the REST API (HOST:PORT; port 0 picks a free one)")
 	f.StringVar(&o.ReportingDomain, "reporting-domain", "", "domain of the reporting addresses: its MX must point at this server (default: this host's name)")
 	f.StringSliceVar(&o.DNSServers, "dns-server", nil, "DNS server HOST:PORT, repeatable (default: the servers of /etc/resolv.conf)")
-	f.DurationVar(&o.DNSTimeout, "dns-timeout", 2*time.Second, "timeout of one DNS query attempt")
+	durationVar(f, &o.DNSTimeout, "dns-timeout", 2*time.Second, "timeout of one DNS query attempt")
 	f.IntVar(&o.RateLimit, "rate-limit", 100, "API requests per minute allowed per API key")
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
+	durationVar(f, &o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	f.StringVar(&o.SMTPListen, "smtp-listen", "127.0.0.1:2525", `address of the SMTP listener receiving reports (HOST:PORT; "" disables it)`)
 	f.StringVar(&o.SMTPHostname, "smtp-hostname", "", "name in the SMTP greeting (default: the reporting domain)")
 	f.Int64Var(&o.SMTPMaxBytes, "smtp-max-bytes", smtp.DefaultMaxBytes, "largest message accepted, in bytes (larger: 552 5.3.4)")
 	f.IntVar(&o.SMTPMaxConns, "smtp-max-conns", smtp.DefaultMaxConns, "SMTP connections served at once (more: 421, try later)")
 	f.IntVar(&o.SMTPMaxConnsPerIP, "smtp-max-conns-per-ip", smtp.DefaultMaxConnsPerIP, "SMTP connections served at once from one client address (more: 421, try later)")
-	f.DurationVar(&o.SMTPCommandTimeout, "smtp-command-timeout", smtp.DefaultCommandTimeout, "how long an SMTP client may stay silent before its first command and between commands")
-	f.DurationVar(&o.SMTPReadTimeout, "smtp-read-timeout", smtp.DefaultReadTimeout, "how long an SMTP client may stay silent within a message")
-	f.DurationVar(&o.SMTPWriteTimeout, "smtp-write-timeout", smtp.DefaultWriteTimeout, "how long writing one SMTP reply may take")
+	durationVar(f, &o.SMTPCommandTimeout, "smtp-command-timeout", smtp.DefaultCommandTimeout, "how long an SMTP client may stay silent before its first command and between commands")
+	durationVar(f, &o.SMTPReadTimeout, "smtp-read-timeout", smtp.DefaultReadTimeout, "how long an SMTP client may stay silent within a message")
+	durationVar(f, &o.SMTPWriteTimeout, "smtp-write-timeout", smtp.DefaultWriteTimeout, "how long writing one SMTP reply may take")
 	f.StringVar(&o.SMTPTLSCert, "smtp-tls-cert", "", "PEM certificate (chain) for STARTTLS; with --smtp-tls-key")
 	f.StringVar(&o.SMTPTLSKey, "smtp-tls-key", "", "PEM private key for STARTTLS; with --smtp-tls-cert")
 	f.Int64Var(&o.QuarantineMaxBytes, "quarantine-max-bytes", ingest.DefaultQuarantineTotalBytes, "bytes the quarantine keeps in all: past nine tenths of it only the headers of an input are kept, past it such mail is refused (552)")
-	o.QuarantineRetention = daysDuration(worker.DefaultQuarantineRetention)
-	f.Var(&o.QuarantineRetention, "quarantine-retention", "delete quarantine entries received longer ago than this, e.g. 30d (checked hourly; 0 keeps them)")
+	durationVar(f, &o.QuarantineRetention, "quarantine-retention", worker.DefaultQuarantineRetention, "delete quarantine entries received longer ago than this, e.g. 30d (checked hourly; 0 keeps them)")
 	o.addJobFlags(cmd)
 	o.addAlertRuleFlags(cmd)
 	o.Webhooks.AddFlags(cmd)
@@ -216,11 +215,11 @@ func (o *serveOptions) checkPublicURL() error {
 // change detection and retention.
 func (o *serveOptions) addJobFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.DurationVar(&o.VerifyInterval, "verify-interval", worker.DefaultVerifyInterval, "how often pending and inactive domains are verified again (they turn active once their DNS lists the reporting address)")
-	f.DurationVar(&o.DNSCheckInterval, "dns-check-interval", worker.DefaultDNSCheckInterval, "how often each active or inactive domain's DMARC record is checked for changes (the checks are spread over the interval)")
-	f.DurationVar(&o.Retention, "retention", worker.DefaultRetention, "delete aggregate reports that ended longer ago than this, with their daily statistics, and older alerts (checked hourly; 0 keeps them forever)")
-	f.DurationVar(&o.FailureRetention, "failure-retention", 90*24*time.Hour, "delete failure (forensic) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
-	f.DurationVar(&o.FailureRetention, "forensic-retention", 90*24*time.Hour, "the former name of --failure-retention")
+	durationVar(f, &o.VerifyInterval, "verify-interval", worker.DefaultVerifyInterval, "how often pending and inactive domains are verified again (they turn active once their DNS lists the reporting address)")
+	durationVar(f, &o.DNSCheckInterval, "dns-check-interval", worker.DefaultDNSCheckInterval, "how often each active or inactive domain's DMARC record is checked for changes (the checks are spread over the interval)")
+	durationVar(f, &o.Retention, "retention", worker.DefaultRetention, "delete aggregate reports that ended longer ago than this, with their daily statistics, and older alerts (checked hourly; 0 keeps them forever)")
+	durationVar(f, &o.FailureRetention, "failure-retention", 90*24*time.Hour, "delete failure (forensic) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
+	durationVar(f, &o.FailureRetention, "forensic-retention", 90*24*time.Hour, "the former name of --failure-retention")
 	deprecatedAlias(f, "forensic-retention", "failure-retention")
 }
 
@@ -246,7 +245,7 @@ func (o *webhookOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&o.AllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (refused by default, at creation and at every connection)")
 	f.StringVar(&o.CAFile, "webhook-ca-file", "", "PEM file of certificate authorities trusted for webhook receivers, besides the system's")
-	f.DurationSliceVar(&o.RetryDelays, "webhook-retry-delays", worker.DefaultRetryDelays(), "waits before each retry of a failed webhook delivery, comma-separated (one attempt more than delays)")
+	durationSliceVar(f, &o.RetryDelays, "webhook-retry-delays", worker.DefaultRetryDelays(), "waits before each retry of a failed webhook delivery, comma-separated (one attempt more than delays)")
 	f.IntVar(&o.Concurrency, "webhook-concurrency", worker.DefaultDeliverConcurrency, "webhook deliveries in flight at once")
 }
 

@@ -101,6 +101,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		return nil, err
 	}
 	s.db = db
+	if err := rehomeUnverified(db, s.reportingDomain, log); err != nil {
+		return nil, err
+	}
 
 	if s.resolver, err = dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout}); err != nil {
 		return nil, err
@@ -111,6 +114,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	}
 	s.hooks = hooks
 	reg := metrics.NewRegistry()
+	registerBuildInfo(reg)
 	if err := setAlertRules(db, o.Alerts, reg); err != nil {
 		return nil, err
 	}
@@ -199,7 +203,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    httpapi.HTTPServerMaxHeaderBytes, // a backstop: the API answers 431 in JSON above httpapi.MaxHeaderBytes
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
@@ -285,7 +289,7 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
 	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
-		QuarantineRetention: time.Duration(o.QuarantineRetention), Log: log}).Job())
+		QuarantineRetention: o.QuarantineRetention, Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
 		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
 	if err != nil {
@@ -355,13 +359,16 @@ func listen(g *globalOptions, o serveOptions) (*listeners, error) {
 	return &l, nil
 }
 
+// hostname is os.Hostname, replaced in tests.
+var hostname = os.Hostname
+
 // resolveReportingDomain is --reporting-domain, else the host name. A name
 // that cannot receive mail from the Internet is allowed (for trying dmarcd
-// out) but logged as a warning.
+// out) but logged as a warning naming the flag to set.
 func resolveReportingDomain(flag string, log *slog.Logger) (string, error) {
 	name := flag
 	if name == "" {
-		host, err := os.Hostname()
+		host, err := hostname()
 		if err != nil || host == "" {
 			host = "localhost"
 		}
@@ -372,51 +379,29 @@ func resolveReportingDomain(flag string, log *slog.Logger) (string, error) {
 		if flag != "" {
 			return "", usagef("--reporting-domain %q: %v", flag, err)
 		}
-		log.Warn("no usable --reporting-domain: reporting addresses will not receive mail until it is set to a domain whose MX points at this server",
+		log.Warn(fmt.Sprintf("this host's name %q is no usable reporting domain (%v): set --reporting-domain "+
+			"(or DMARCD_REPORTING_DOMAIN) to a domain whose MX points at this server, e.g. --reporting-domain reports.example.net; "+
+			"until then reporting addresses receive no mail, and those of unverified domains follow the flag when you set it", name, err),
 			"hostname", name)
 		return strings.ToLower(strings.TrimSuffix(name, ".")), nil
 	}
 	if flag == "" {
-		log.Warn("--reporting-domain not set: using this host's name; set it to the domain whose MX points at this server", "reporting_domain", norm)
+		log.Warn("--reporting-domain not set: using this host's name "+norm+"; set --reporting-domain (or DMARCD_REPORTING_DOMAIN) "+
+			"to the domain whose MX points at this server", "reporting_domain", norm)
 	}
 	return norm, nil
 }
 
-// bootstrap creates the organization "default" and its first key on an
-// empty database, and prints the key once, with a line to try it.
-func bootstrap(db *store.DB, g *globalOptions, apiAddr string, log *slog.Logger) error {
-	n, err := db.CountOrganizations()
-	if err != nil || n > 0 {
-		return err
-	}
-	org, err := db.CreateOrganization("default", store.PlanUnlimited)
+// rehomeUnverified moves the addresses of never verified domains to the
+// current reporting domain (see store.DB.RehomeUnverified) and logs each.
+func rehomeUnverified(db *store.DB, reportingDomain string, log *slog.Logger) error {
+	moved, err := db.RehomeUnverified(reportingDomain)
 	if err != nil {
-		return err
+		return fmt.Errorf("moving unverified domains to --reporting-domain %s: %w", reportingDomain, err)
 	}
-	key, secret, err := db.CreateAPIKey(org.ID, "bootstrap", store.ScopeFull)
-	if err != nil {
-		return err
+	for _, m := range moved {
+		log.Info("unverified domain's reporting address follows --reporting-domain", "domain", m.Name,
+			"domain_id", m.DomainID, "from", m.From, "to", m.To)
 	}
-	log.Info("empty database: created organization default and its first API key", "org_id", org.ID, "key_prefix", key.Prefix)
-	host := apiAddr
-	if h, p, err := net.SplitHostPort(apiAddr); err == nil && net.ParseIP(h).IsUnspecified() {
-		host = net.JoinHostPort("127.0.0.1", p)
-	}
-	if g.JSON {
-		return printJSON(g.stdout, map[string]string{"organization": org.Name, "organization_id": org.ID, "api_key": secret})
-	}
-	fmt.Fprintf(g.stdout, `
-dmarcd: this is a new database. Created organization "default" (plan unlimited)
-and its first API key. The key is shown only this once; store it now:
-
-    %s
-
-Try it:
-
-    curl -H 'X-API-Key: %s' http://%s/api/v1/domains
-
-More keys: dmarcd keys create --org default --name NAME --data-dir %s
-
-`, secret, secret, host, g.DataDir)
 	return nil
 }

@@ -26,7 +26,7 @@ type imapOptions struct {
 
 func (o *imapOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.DurationVar(&o.Interval, "imap-interval", 5*time.Minute, "how often each mailbox is polled (mailboxes with IMAP IDLE also get new mail within seconds)")
+	durationVar(f, &o.Interval, "imap-interval", 5*time.Minute, "how often each mailbox is polled (mailboxes with IMAP IDLE also get new mail within seconds)")
 	f.BoolVar(&o.AllowPrivate, "imap-allow-private", false, "let mailboxes (and their OAuth2 token URLs) reach loopback, private and link-local addresses")
 	f.BoolVar(&o.AllowPlaintext, "imap-allow-plaintext", false, `allow mailboxes with security "plain" (password sent unencrypted)`)
 	f.StringVar(&o.CAFile, "imap-ca-file", "", "PEM file of certificate authorities trusted for IMAP servers and OAuth2 token URLs, besides the system's")

@@ -91,9 +91,7 @@ Exit codes:
 	cmd.Flags().StringVar(&o.Signature, "signature", "", "the X-Webhook-Signature header value, sha256=<hex> or bare hex (required)")
 	cmd.Flags().Int64Var(&o.Now, "now", 0, "check as if the time were these Unix seconds (for tests)")
 	_ = cmd.Flags().MarkHidden("now")
-	for _, name := range []string{"secret", "timestamp", "signature"} {
-		_ = cmd.MarkFlagRequired(name)
-	}
+	requireFlags(cmd, "secret", "timestamp", "signature")
 	return cmd
 }
 

@@ -21,8 +21,22 @@ func TestDomainLifecycle(t *testing.T) {
 	if s.Key == "" {
 		t.Fatalf("no bootstrap key printed on first start\nstdout:\n%s", s.Stdout())
 	}
-	if !strings.Contains(s.Stdout(), "curl -H 'X-API-Key: "+s.Key+"'") {
-		t.Errorf("bootstrap output lacks the curl line:\n%s", s.Stdout())
+	// Standard output is a pipe (as under systemd): the key stays out of
+	// stdout and the log, in a file only its user reads.
+	keyFile := filepath.Join(s.DataDir, "bootstrap-key")
+	if !strings.Contains(s.Stdout(), "cat "+keyFile) {
+		t.Errorf("bootstrap output does not say how to read %s:\n%s", keyFile, s.Stdout())
+	}
+	if strings.Contains(s.Stdout(), s.Key) || strings.Contains(s.Stderr(), s.Key) {
+		t.Errorf("the bootstrap key was printed or logged with stdout a pipe")
+	}
+	if !strings.Contains(s.Stderr(), keyFile) {
+		t.Errorf("the log does not name %s", keyFile)
+	}
+	if fi, err := os.Stat(keyFile); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v; want 0600", keyFile, fi.Mode())
 	}
 
 	created := s.Must(http.StatusCreated, "POST", "/api/v1/domains", s.Key, map[string]string{"name": "  Example.COM. "})

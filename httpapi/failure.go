@@ -63,12 +63,12 @@ func (s *Server) listFailureReports(w http.ResponseWriter, r *request) error {
 	if err := failureGate(r); err != nil {
 		return err
 	}
-	p, err := parsePage(r)
+	p, err := parseCursorPage(r)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	f := store.FailureFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}}
+	f := store.FailureFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}, After: p.after}
 	if f.DomainID, f.DateFrom, f.DateTo, err = failureScope(q); err != nil {
 		return err
 	}
@@ -78,14 +78,16 @@ func (s *Server) listFailureReports(w http.ResponseWriter, r *request) error {
 	if f.AuthFailure, err = authFailureParam(q); err != nil {
 		return err
 	}
-	reports, total, err := s.store.ListFailureReports(r.org.ID, f)
-	if errors.Is(err, store.ErrNotFound) {
+	page, err := s.store.ListFailureReportsPage(r.org.ID, f)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return errNotFound("domain not found")
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrInvalid) && p.after != nil:
+		return errInvalidCursor()
+	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, listBody{Data: reports, Pagination: p.of(total)})
+	writeJSON(w, http.StatusOK, reportListBody{Data: page.Reports, Pagination: p.of(page.Total, page.Next)})
 	return nil
 }
 

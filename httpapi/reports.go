@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dmarcd/dmarcd/store"
@@ -19,12 +20,12 @@ import (
 const maxUnix = 253402300799
 
 func (s *Server) listReports(w http.ResponseWriter, r *request) error {
-	p, err := parsePage(r)
+	p, err := parseCursorPage(r)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	f := store.ReportFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}}
+	f := store.ReportFilter{Page: store.Page{Page: p.Page, Limit: p.Limit}, After: p.after}
 	if f.DomainID = q.Get("domain_id"); f.DomainID != "" && !store.ValidID(f.DomainID) {
 		return errBadRequest("query parameter domain_id must be a domain id (a UUID)",
 			FieldError{Field: "domain_id", Message: "must be a UUID"})
@@ -38,33 +39,55 @@ func (s *Server) listReports(w http.ResponseWriter, r *request) error {
 	if f.DateFrom != nil && f.DateTo != nil && f.DateTo.Before(*f.DateFrom) {
 		return errBadRange()
 	}
-	reports, total, err := s.store.ListReports(r.org.ID, f)
-	if errors.Is(err, store.ErrNotFound) {
+	page, err := s.store.ListReportsPage(r.org.ID, f)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return errNotFound("domain not found")
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrInvalid) && p.after != nil:
+		return errInvalidCursor()
+	case err != nil:
 		return err
 	}
-	if reports == nil {
-		reports = []*store.Report{}
-	}
-	writeJSON(w, http.StatusOK, listBody{Data: reports, Pagination: p.of(total)})
+	writeJSON(w, http.StatusOK, reportListBody{Data: page.Reports, Pagination: p.of(page.Total, page.Next)})
 	return nil
 }
 
-// unixParam reads an optional query parameter of Unix seconds.
+// unixParam reads an optional time query parameter (API.md "Dates in
+// queries"): Unix seconds, an RFC 3339 timestamp (2026-11-20T00:00:00Z) or
+// a date (2026-11-20, 00:00 UTC).
 func unixParam(q url.Values, name string) (*time.Time, error) {
 	v := q.Get(name)
 	if v == "" {
 		return nil, nil
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > maxUnix {
-		const msg = "must be a time in Unix seconds (an integer from 0 to 253402300799)"
+	t, ok := parseQueryTime(v)
+	if !ok {
+		const msg = "must be Unix seconds (0 to 253402300799), an RFC 3339 time (2026-11-20T00:00:00Z) or a date (2026-11-20)"
 		return nil, errBadRequest(fmt.Sprintf("query parameter %s %s", name, msg), FieldError{Field: name, Message: msg})
 	}
-	t := time.Unix(n, 0).UTC()
 	return &t, nil
+}
+
+// parseQueryTime reads the three forms of unixParam, in UTC at second
+// precision.
+func parseQueryTime(v string) (time.Time, bool) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 || n > maxUnix {
+			return time.Time{}, false
+		}
+		return time.Unix(n, 0).UTC(), true
+	}
+	// A "+" of an offset left unencoded in a query arrives as a space.
+	v = strings.Replace(v, " ", "+", 1)
+	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
+		if t, err := time.Parse(layout, v); err == nil {
+			if t.Unix() < 0 || t.Unix() > maxUnix {
+				return time.Time{}, false
+			}
+			return t.UTC().Truncate(time.Second), true
+		}
+	}
+	return time.Time{}, false
 }
 
 func errBadRange() *Error {
@@ -96,6 +119,12 @@ func (s *Server) reportRecords(r *request, rep *store.Report, fn func(*store.Rec
 // reads them: a report of a million records never sits in memory, neither
 // as values nor as encoded JSON.
 func (s *Server) getReport(w http.ResponseWriter, r *request) error {
+	if r.params.ByName("id") == "export" {
+		if rec, ok := w.(*recorder); ok {
+			rec.route = exportPath
+		}
+		return s.exportReports(w, r)
+	}
 	rep, err := s.findReport(r)
 	if err != nil {
 		return err

@@ -184,6 +184,7 @@ func (s *Server) registerRoutes() {
 
 	s.handle("GET", "/api/v1/reports", readScope, s.listReports)
 	s.handle("GET", "/api/v1/reports/:id", readScope, s.getReport)
+	s.listRoute("GET", exportPath, readScope) // served by getReport
 	s.handle("GET", "/api/v1/reports/:id/statistics", readScope, s.reportStatistics)
 	s.handle("GET", "/api/v1/reports/:id/export/csv", readScope, s.exportReportCSV)
 
@@ -255,6 +256,7 @@ func (s *Server) handle(method, path string, acc access, h handlerFunc) {
 		if rec, ok := w.(*recorder); ok {
 			rec.route = path
 		}
+		lowerIDs(r, p)
 		req := &request{Request: r, params: p}
 		err := s.authenticate(w, req, acc)
 		if err == nil {
@@ -341,7 +343,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", rid)
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
-	s.router.ServeHTTP(rec, r)
+	if headerBytes(r) > MaxHeaderBytes {
+		s.writeError(rec, r, errHeadersTooLarge)
+	} else {
+		s.router.ServeHTTP(rec, r)
+	}
 	elapsed := time.Since(start)
 	s.requests.With(rec.route, r.Method, strconv.Itoa(rec.status)).Inc()
 	s.latency.With(rec.route, r.Method).Observe(elapsed.Seconds())

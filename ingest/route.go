@@ -95,11 +95,42 @@ func (r *router) byName(orgID, name string) (store.DomainRef, string, error) {
 	}
 	switch len(doms) {
 	case 0:
-		return none, fmt.Sprintf("no registered domain for %s", name), nil
+		return none, r.unregisteredReason(name), nil
 	case 1:
 		return doms[0], "", nil
 	}
 	return none, "", fmt.Errorf("ingest: %s is registered by %d organizations, name one: %w", doms[0].Name, len(doms), ErrAmbiguous)
+}
+
+// unregisteredReason says why an import of a report for name found no
+// domain, and what to do when the import was limited to one organization
+// (--org) and another one has registered the name.
+func (r *router) unregisteredReason(name string) string {
+	reason := fmt.Sprintf("no registered domain for %s", name)
+	if r.d.OrgID == "" {
+		return reason
+	}
+	doms, err := r.db.DomainsNamed("", name)
+	if err == nil && len(doms) == 0 {
+		if od := dmarc.OrganizationalDomain(name); od != name {
+			doms, err = r.db.DomainsNamed("", od)
+		}
+	}
+	if err != nil || len(doms) == 0 {
+		return reason
+	}
+	var orgs []string
+	for _, d := range doms {
+		if org, err := r.db.FindOrganization(d.OrgID); err == nil {
+			orgs = append(orgs, org.Name)
+		}
+	}
+	if len(orgs) == 0 {
+		return reason
+	}
+	return fmt.Sprintf("no registered domain for %s in the organization given with --org; %s is registered in organization %s: "+
+		"import with --org %s (or without --org), then retry the quarantined entry", name, doms[0].Name,
+		strings.Join(orgs, ", "), orgs[0])
 }
 
 // orgID is the organization a quarantine entry of this input belongs to,

@@ -102,6 +102,9 @@ type ReportFilter struct {
 	DomainID         string
 	DateFrom, DateTo *time.Time
 	Page             Page
+	// After, when set, is a previous page's Next: the listing resumes
+	// after that report, in the same order, and Page.Page is ignored.
+	After []byte
 }
 
 func errReportNotFound() error { return errorf(ErrNotFound, "report not found") }
@@ -113,32 +116,66 @@ func errReportNotFound() error { return errorf(ErrNotFound, "report not found") 
 // Errors: ErrNotFound when f.DomainID is not a domain of the organization,
 // ErrInvalid for a page or limit below 1.
 func (db *DB) ListReports(orgID string, f ReportFilter) ([]*Report, int, error) {
-	skip, err := f.Page.offset()
+	p, err := db.ListReportsPage(orgID, f)
 	if err != nil {
 		return nil, 0, err
 	}
-	reports := []*Report{}
-	total := 0
+	return p.Reports, p.Total, nil
+}
+
+// ReportPage is one page of a report listing.
+type ReportPage struct {
+	Reports []*Report
+	// Total is how many reports pass the filter, on every page.
+	Total int
+	// Next resumes the listing after the page's last report (pass it as
+	// ReportFilter.After); nil when nothing follows. A position, not an
+	// offset: reports stored meanwhile neither repeat nor hide others.
+	Next []byte
+}
+
+// ListReportsPage is ListReports with the position of the next page. An
+// After that is no position is ErrInvalid.
+func (db *DB) ListReportsPage(orgID string, f ReportFilter) (*ReportPage, error) {
+	skip, err := f.Page.offset()
+	if f.After != nil {
+		skip, err = 0, f.Page.offset1()
+		if err == nil && len(f.After) != reportKeyLen-idLen {
+			err = errorf(ErrInvalid, "invalid cursor")
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	page := &ReportPage{Reports: []*Report{}}
 	err = db.bolt.View(func(tx *bolt.Tx) error {
 		domains, err := listedDomains(tx, orgID, f.DomainID)
 		if err != nil {
 			return err
 		}
 		var ids []string
-		total, ids = scanReports(tx, domains, f, skip, f.Page.Limit)
+		page.Total, ids, page.Next = scanReports(tx, domains, f, skip, f.Page.Limit)
 		for _, id := range ids {
 			rec, _, err := getReport(tx, id, false)
 			if err != nil {
 				return err
 			}
-			reports = append(reports, rec)
+			page.Reports = append(page.Reports, rec)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, wrap("list reports", err)
+		return nil, wrap("list reports", err)
 	}
-	return reports, total, nil
+	return page, nil
+}
+
+// offset1 checks the limit of a listing resumed from a cursor.
+func (p Page) offset1() error {
+	if p.Limit < 1 {
+		return errorf(ErrInvalid, "limit must be at least 1")
+	}
+	return nil
 }
 
 // listedDomains returns the domain ids a listing covers: domainID after
@@ -162,7 +199,7 @@ func listedDomains(tx *bolt.Tx, orgID, domainID string) ([]string, error) {
 // scanReports walks the date index of the domains newest first, merging
 // their ranges, and returns the number of reports that pass the filter and
 // the ids of those on the page.
-func scanReports(tx *bolt.Tx, domains []string, f ReportFilter, skip, limit int) (int, []string) {
+func scanReports(tx *bolt.Tx, domains []string, f ReportFilter, skip, limit int) (int, []string, []byte) {
 	var from []byte
 	if f.DateFrom != nil {
 		from = binary.BigEndian.AppendUint64(nil, unixKey(*f.DateFrom))
@@ -176,14 +213,25 @@ func scanReports(tx *bolt.Tx, domains []string, f ReportFilter, skip, limit int)
 		}
 	}
 	heap.Init(&h)
-	total := 0
+	total, seen := 0, 0
 	var ids []string
+	var last, next []byte
 	for len(h) > 0 {
 		it := h[0]
 		v := b.Get(it.k)
 		if f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo) {
-			if total >= skip && len(ids) < limit {
-				ids = append(ids, indexedID(v))
+			// The position of a report is its key without the domain id:
+			// date_begin | identity hash, the order of the merge.
+			pos := it.k[len(it.prefix):]
+			if f.After == nil || bytes.Compare(pos, f.After) < 0 {
+				switch {
+				case seen >= skip && len(ids) < limit:
+					ids = append(ids, indexedID(v))
+					last = pos
+				case len(ids) == limit && next == nil:
+					next = bytes.Clone(last)
+				}
+				seen++
 			}
 			total++
 		}
@@ -193,7 +241,7 @@ func scanReports(tx *bolt.Tx, domains []string, f ReportFilter, skip, limit int)
 			heap.Pop(&h)
 		}
 	}
-	return total, ids
+	return total, ids, next
 }
 
 // reportIter walks one domain's date index backwards.

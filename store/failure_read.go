@@ -17,6 +17,9 @@ type FailureFilter struct {
 	SourceIP         string
 	AuthFailure      string
 	Page             Page
+	// After, when set, is a previous page's Next: the listing resumes
+	// after that report, in the same order, and Page.Page is ignored.
+	After []byte
 }
 
 func errFailureNotFound() error { return errorf(ErrNotFound, "forensic report not found") }
@@ -28,18 +31,43 @@ func errFailureNotFound() error { return errorf(ErrNotFound, "forensic report no
 // a domain of the organization, ErrInvalid for a page or limit below 1 or
 // an unknown f.AuthFailure.
 func (db *DB) ListFailureReports(orgID string, f FailureFilter) ([]*FailureReport, int, error) {
-	skip, err := f.Page.offset()
+	p, err := db.ListFailureReportsPage(orgID, f)
 	if err != nil {
 		return nil, 0, err
+	}
+	return p.Reports, p.Total, nil
+}
+
+// FailureReportPage is one page of a failure report listing.
+type FailureReportPage struct {
+	Reports []*FailureReport
+	// Total is how many reports pass the filter, on every page.
+	Total int
+	// Next resumes the listing after the page's last report (pass it as
+	// FailureFilter.After); nil when nothing follows.
+	Next []byte
+}
+
+// ListFailureReportsPage is ListFailureReports with the position of the
+// next page. An After that is no position is ErrInvalid.
+func (db *DB) ListFailureReportsPage(orgID string, f FailureFilter) (*FailureReportPage, error) {
+	skip, err := f.Page.offset()
+	if f.After != nil {
+		skip, err = 0, f.Page.offset1()
+		if err == nil && len(f.After) != failTimeKeyLen-idLen {
+			err = errorf(ErrInvalid, "invalid cursor")
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	var mask byte
 	if f.AuthFailure != "" {
 		if mask = failureCheckBit(f.AuthFailure); mask == 0 {
-			return nil, 0, errorf(ErrInvalid, "auth_failure must be dmarc, spf or dkim")
+			return nil, errorf(ErrInvalid, "auth_failure must be dmarc, spf or dkim")
 		}
 	}
-	reports := []*FailureReport{}
-	total := 0
+	page := &FailureReportPage{Reports: []*FailureReport{}}
 	err = db.bolt.View(func(tx *bolt.Tx) error {
 		owner, bucket := orgID, bucketFailuresByOrg
 		if f.DomainID != "" {
@@ -49,26 +77,26 @@ func (db *DB) ListFailureReports(orgID string, f FailureFilter) ([]*FailureRepor
 			owner, bucket = f.DomainID, bucketFailuresByDomain
 		}
 		var ids []string
-		total, ids = scanFailures(tx.Bucket(bucket), owner, f, mask, skip, f.Page.Limit)
+		page.Total, ids, page.Next = scanFailures(tx.Bucket(bucket), owner, f, mask, skip, f.Page.Limit)
 		for _, id := range ids {
 			det, err := getFailure(tx, id, false)
 			if err != nil {
 				return err
 			}
-			reports = append(reports, det.FailureReport)
+			page.Reports = append(page.Reports, det.FailureReport)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, wrap("list failure reports", err)
+		return nil, wrap("list failure reports", err)
 	}
-	return reports, total, nil
+	return page, nil
 }
 
 // scanFailures walks owner's range of an arrival index newest first within
 // the date bounds and returns how many entries pass the filter and the ids
 // of those on the page.
-func scanFailures(b *bolt.Bucket, owner string, f FailureFilter, mask byte, skip, limit int) (int, []string) {
+func scanFailures(b *bolt.Bucket, owner string, f FailureFilter, mask byte, skip, limit int) (int, []string, []byte) {
 	lo := failTimePrefix(owner, time.Unix(0, 0))
 	if f.DateFrom != nil {
 		lo = failTimePrefix(owner, *f.DateFrom)
@@ -77,8 +105,9 @@ func scanFailures(b *bolt.Bucket, owner string, f FailureFilter, mask byte, skip
 	if f.DateTo != nil {
 		hi = failTimePrefix(owner, f.DateTo.Add(time.Second))
 	}
-	total := 0
+	total, seen := 0, 0
 	var ids []string
+	var last, next []byte
 	c := b.Cursor()
 	k, v := seekBefore(c, hi)
 	for ; k != nil && bytes.Compare(k, lo) >= 0; k, v = c.Prev() {
@@ -89,12 +118,21 @@ func scanFailures(b *bolt.Bucket, owner string, f FailureFilter, mask byte, skip
 		if !ok || e.mask&mask != mask || (f.SourceIP != "" && string(e.ip) != f.SourceIP) {
 			continue
 		}
-		if total >= skip && len(ids) < limit {
-			ids = append(ids, failKeyID(k))
+		// The position of a report is its key without the owner: arrival |
+		// report id, the same in the organization's and a domain's index.
+		if pos := k[idLen:]; f.After == nil || bytes.Compare(pos, f.After) < 0 {
+			switch {
+			case seen >= skip && len(ids) < limit:
+				ids = append(ids, failKeyID(k))
+				last = pos
+			case len(ids) == limit && next == nil:
+				next = bytes.Clone(last)
+			}
+			seen++
 		}
 		total++
 	}
-	return total, ids
+	return total, ids, next
 }
 
 // seekBefore positions c on the last key below end (the last key of all

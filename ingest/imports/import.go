@@ -125,10 +125,12 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	files, failures := collectFiles(paths)
-	im := &importer{o: o, sum: &Summary{Files: len(files)}, stop: stop}
-	for _, f := range failures {
-		im.record(&importJob{seq: im.nextSeq(), name: f.File, err: errors.New(f.Reason)})
+	files := collectFiles(paths)
+	im := &importer{o: o, sum: &Summary{}, held: map[int]Item{}, stop: stop}
+	for _, f := range files {
+		if f.fail == "" {
+			im.sum.Files++
+		}
 	}
 	jobs := make(chan *importJob)
 	var wg sync.WaitGroup
@@ -181,6 +183,10 @@ type importer struct {
 	// cancels Run's context with it.
 	fatal error
 	stop  context.CancelCauseFunc
+	// Progress is reported in input order: held keeps the items done
+	// before an earlier one, shown is the last seq reported.
+	held  map[int]Item
+	shown int
 }
 
 func (im *importer) nextSeq() int {
@@ -191,11 +197,16 @@ func (im *importer) nextSeq() int {
 }
 
 // produce opens the files in order and hands out their inputs.
-func (im *importer) produce(ctx context.Context, files []string, jobs chan<- *importJob) {
-	for _, name := range files {
+func (im *importer) produce(ctx context.Context, files []collected, jobs chan<- *importJob) {
+	for _, c := range files {
 		if ctx.Err() != nil {
 			return
 		}
+		if c.fail != "" {
+			im.record(&importJob{seq: im.nextSeq(), name: c.name, err: errors.New(c.fail)})
+			continue
+		}
+		name := c.name
 		st := &importFile{}
 		im.produceFile(ctx, name, st, jobs)
 		im.mu.Lock()
@@ -348,7 +359,17 @@ func (im *importer) record(j *importJob) {
 		}
 	}
 	if im.o.Progress != nil {
-		im.o.Progress(item, s)
+		// In input order: hold an item until those before it are done.
+		im.held[j.seq] = item
+		for {
+			next, ok := im.held[im.shown+1]
+			if !ok {
+				break
+			}
+			delete(im.held, im.shown+1)
+			im.shown++
+			im.o.Progress(next, s)
+		}
 	}
 }
 
@@ -393,28 +414,32 @@ func sortBy[T any](items []T, seqs []int) {
 	copy(items, sorted)
 }
 
-// collectFiles expands paths into the files to import, in order, and the
-// paths that cannot be read.
-func collectFiles(paths []string) ([]string, []FailedInput) {
-	var files []string
-	var failures []FailedInput
+// collected is a file to import, or a path that cannot be read (fail
+// says why).
+type collected struct{ name, fail string }
+
+// collectFiles expands paths into the files to import and the paths that
+// cannot be read, all in the order given (folders in name order).
+func collectFiles(paths []string) []collected {
+	var out []collected
+	fail := func(name, reason string) { out = append(out, collected{name: name, fail: reason}) }
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			failures = append(failures, FailedInput{File: p, Reason: reason(err)})
+			fail(p, reason(err))
 			continue
 		}
 		if fi.Mode().IsRegular() {
-			files = append(files, p)
+			out = append(out, collected{name: p})
 			continue
 		}
 		if !fi.IsDir() {
-			failures = append(failures, FailedInput{File: p, Reason: "not a regular file or folder"})
+			fail(p, "not a regular file or folder")
 			continue
 		}
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
-				failures = append(failures, FailedInput{File: path, Reason: reason(err)})
+				fail(path, reason(err))
 				if d != nil && d.IsDir() && path != p {
 					return fs.SkipDir
 				}
@@ -428,17 +453,17 @@ func collectFiles(paths []string) ([]string, []FailedInput) {
 			}
 			switch {
 			case d.Type().IsRegular():
-				files = append(files, path)
+				out = append(out, collected{name: path})
 			case d.Type()&fs.ModeSymlink != 0:
 				if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-					files = append(files, path)
+					out = append(out, collected{name: path})
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			failures = append(failures, FailedInput{File: p, Reason: reason(err)})
+			fail(p, reason(err))
 		}
 	}
-	return files, failures
+	return out
 }

@@ -198,3 +198,27 @@ func TestImportTLSReports(t *testing.T) {
 		t.Fatalf("again: %+v", again)
 	}
 }
+
+// TestImportProgressInNameOrder ensures progress lines come in the order
+// of the names given (a missing path given last is reported last), and
+// folder files in name order, however the inputs in flight finish.
+func TestImportProgressInNameOrder(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := importTree(t)
+	missing := filepath.Join(dir, "nope.xml")
+	first := filepath.Join(dir, "sub dir", "c.zip")
+	var got []string
+	_, err := Run(context.Background(), []string{first, dir, missing}, Options{
+		Ingest: env.Pipeline.Ingest, Jobs: 8,
+		Progress: func(it Item, _ *Summary) { got = append(got, it.Name) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{first, filepath.Join(dir, "a.xml"), filepath.Join(dir, "inbox.mbox#1"), filepath.Join(dir, "inbox.mbox#2"),
+		filepath.Join(dir, "inbox.mbox#3"), filepath.Join(dir, "notes.txt"), filepath.Join(dir, "other.xml"),
+		filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), filepath.Join(dir, "sub dir", "c.zip"), missing}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("progress order:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

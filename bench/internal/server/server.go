@@ -72,18 +72,7 @@ func Start(bin, dir, logLevel string, rateLimit int) (*Dmarcd, error) {
 		return nil, err
 	}
 	d := &Dmarcd{cmd: cmd, dns: ns}
-	keyc := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`dmk_[0-9a-f]{32}`)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if k := re.FindString(sc.Text()); k != "" {
-				keyc <- k
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	type started struct{ API, SMTP string }
 	found := make(chan started, 1)
 	go func() {
@@ -108,13 +97,13 @@ func Start(bin, dir, logLevel string, rateLimit int) (*Dmarcd, error) {
 		d.Stop()
 		return nil, fmt.Errorf("dmarcd did not start within 30s (see %s)", filepath.Join(dir, "dmarcd.log"))
 	}
-	select {
-	case d.Key = <-keyc:
-		return d, nil
-	case <-time.After(10 * time.Second):
+	// stdout is a pipe: the first key is written to <data-dir>/bootstrap-key.
+	b, err := os.ReadFile(filepath.Join(dir, "data", "bootstrap-key"))
+	if d.Key = regexp.MustCompile(`dmk_[0-9a-f]{32}`).FindString(string(b)); d.Key == "" {
 		d.Stop()
-		return nil, fmt.Errorf("dmarcd printed no bootstrap key")
+		return nil, fmt.Errorf("dmarcd wrote no bootstrap key: %v", err)
 	}
+	return d, nil
 }
 
 // Stop kills the server and waits for it.
