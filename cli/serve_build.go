@@ -264,6 +264,7 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 		return nil, err
 	}
 	sched.Add(worker.Job{Name: "webhook-deliveries", Every: worker.DefaultDeliverEvery, AtStart: true, Run: deliverer.DeliverDue})
+	sched.Add(worker.Job{Name: "session-sweep", Every: time.Hour, Run: func(_ context.Context, now time.Time) error { _, err := db.SweepSessions(now); return err }})
 	sched.Add(worker.Job{Name: "flush-key-usage", Every: time.Minute, Run: func(context.Context, time.Time) error {
 		return s.api.FlushKeyUsage()
 	}})
