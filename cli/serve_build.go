@@ -118,8 +118,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		}
 	}
 	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate})
+	views := &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)}
 	s.api = httpapi.New(httpapi.Config{
-		Senders:         &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)},
+		Senders:         views,
 		Store:           db,
 		DNS:             &dnscheck.Checker{Resolver: s.resolver},
 		ReportingDomain: s.reportingDomain,
@@ -140,7 +141,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		},
 	})
 	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
-		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Logger: log})
+		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Logger: log, Senders: views})
 	if err != nil {
 		return nil, err
 	}
