@@ -245,7 +245,9 @@ func (h *Handler) liveCheck(ctx context.Context, name string) (*dnscheck.CheckRe
 	h.checks.mu.Lock()
 	e, hit := h.checks.m[name]
 	h.checks.mu.Unlock()
-	if hit && ((e.res != nil && now.Sub(e.at) < checkTTL) || (e.res == nil && now.Sub(e.at) < failedCheckTTL)) {
+	// A record found is kept longer than none or a failure: a person
+	// publishing one reloads the page to see it.
+	if hit && ((e.res != nil && e.res.Found && now.Sub(e.at) < checkTTL) || now.Sub(e.at) < failedCheckTTL) {
 		return e.res, e.res == nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.CheckBudget)
@@ -258,4 +260,11 @@ func (h *Handler) liveCheck(ctx context.Context, name string) (*dnscheck.CheckRe
 	h.checks.m[name] = checkEntry{res: res, at: now}
 	h.checks.mu.Unlock()
 	return res, res == nil
+}
+
+// forget drops the cached check of name: a Verify just looked at DNS.
+func (c *checkCache) forget(name string) {
+	c.mu.Lock()
+	delete(c.m, name)
+	c.mu.Unlock()
 }

@@ -205,8 +205,14 @@ func TestFailureFilters(t *testing.T) {
 // DNS check's record, saying so, when DNS fails.
 func TestPublishedRecordCheck(t *testing.T) {
 	e := newEnv(t)
+	cookie := e.signIn(e.fullA)
+	if p := e.send("GET", "/domains/"+e.domA.ID, cookie, nil); !strings.Contains(p.body, "No DMARC record found") {
+		t.Error("a domain without record: no warning")
+	}
+	// Published, then verified: the page shows it at once, not the
+	// cached answer of before.
 	e.dns.AddTXT("_dmarc.alpha.example", "v=DMARC1; p=quarantine; rua=mailto:x@reports.test")
-	cookie := e.signIn(e.readA)
+	e.send("POST", "/domains/"+e.domA.ID+"/verify", cookie, url.Values{"csrf_token": {e.csrf(cookie)}})
 	p := e.send("GET", "/domains/"+e.domA.ID, cookie, nil)
 	for _, want := range []string{`id="published-record"`, "v=DMARC1; p=quarantine; rua=mailto:x@reports.test", "valid", "<code>p=quarantine</code>"} {
 		if !strings.Contains(p.body, want) {
