@@ -9,6 +9,8 @@
 #   bench/run.sh ingest     # only the ingest pipeline (INGEST_WORKERS=256)
 #   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
+#   bench/run.sh web        # every web page's server time (p99) and weight over 1,000 domains, beside the API
+#                           # (WEB_LOADS=200 loads a page; WEB_RECORDS=5 records a report, 333 gives issue 9's 10 million)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +61,13 @@ if [[ $what == all || $what == webhooks ]]; then
   echo "== Webhook delivery: alerts -> bbolt outbox -> delivery job -> signed HTTPS POSTs, vs the same POSTs straight from the client"
   "$out/bin/deliverbench" -alerts "${HOOK_ALERTS:-200}" -webhooks 25 -c "${HOOK_CONC:-16}" \
     -out "$out/webhooks-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == web ]]; then
+  echo "== Web pages: server time (p99 and cold) and weight with assets, 1,000 domains x 30 days, beside GET /api/v1/domains"
+  DMARCD_WEB_BENCH_RECORDS="${WEB_RECORDS:-5}" DMARCD_WEB_BENCH_BUSY="${WEB_BUSY_SOURCES:-400}" \
+    go test -run '^$' -bench BenchmarkPages -benchtime "${WEB_LOADS:-200}x" -timeout 60m ./web/ | tee "$out/web-$stamp.txt"
   echo
 fi
 
