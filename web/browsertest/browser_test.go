@@ -264,7 +264,7 @@ func (b *browser) noHorizontalScroll(page string) {
 	b.t.Helper()
 	if !get(b, "measure "+page, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`)) {
 		w := get(b, "width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
-		wide := get(b, "widest", chromedp.Evaluate[string](`Array.from(document.querySelectorAll("body *")).filter(e => e.getBoundingClientRect().right > innerWidth + 1).map(e => e.tagName + "." + e.className).slice(0, 6).join(" ")`))
+		wide := get(b, "widest", chromedp.Evaluate[string](`Array.from(document.querySelectorAll("body *")).filter(e => (e.getBoundingClientRect().right > innerWidth + 1 || e.scrollWidth > e.clientWidth + 1) && !e.parentElement.closest(".scroll") && !e.closest("svg")).map(e => e.tagName + "." + e.className).slice(0, 6).join(" ")`))
 		b.t.Errorf("%s scrolls horizontally at 390 px: %d px wide (%s)", page, w, wide)
 	}
 }
