@@ -398,7 +398,7 @@ func TestBrowser(t *testing.T) {
 	// A TLS report, imported through the admin socket when import takes
 	// them (TLS intake); the pages are shown either way.
 	tlsFile := filepath.Join(t.TempDir(), "tls.json")
-	day := now.Truncate(24 * time.Hour).AddDate(0, 0, -1)
+	day := now.Truncate(24*time.Hour).AddDate(0, 0, -1)
 	tlsJSON := fmt.Sprintf(`{"organization-name":"Google Inc.","date-range":{"start-datetime":"%s","end-datetime":"%s"},`+
 		`"contact-info":"smtp-tls-reporting@google.com","report-id":"2026-tls-1","policies":[{"policy":{"policy-type":"sts",`+
 		`"policy-string":["version: STSv1","mode: enforce","mx: mx1.example.com","max_age: 86400"],"policy-domain":"example.com",`+
