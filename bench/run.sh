@@ -10,6 +10,8 @@
 #   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
 #   bench/run.sh tls        # only TLS reports: parse, import through the pipeline, HTTPS POST (TLS_REPORTS=20000)
+#   bench/run.sh web        # every web page's server time (p99) and weight over 1,000 domains, beside the API
+#                           # (WEB_LOADS=200 loads a page; WEB_RECORDS=5 records a report, 333 gives issue 9's 10 million)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +81,13 @@ if [[ $what == all || $what == tls ]]; then
       printf "import: %8.0f reports/s   target 20000 (before: 14388/s, the store benchmark)\n", im
       printf "https:  %8.0f reports/s   target 2000\n", po
     }' "$out/tls-$stamp.txt"
+  echo
+fi
+
+if [[ $what == all || $what == web ]]; then
+  echo "== Web pages: server time (p99 and cold) and weight with assets, 1,000 domains x 30 days, beside GET /api/v1/domains"
+  DMARCD_WEB_BENCH_RECORDS="${WEB_RECORDS:-5}" DMARCD_WEB_BENCH_BUSY="${WEB_BUSY_SOURCES:-400}" \
+    go test -run '^$' -bench BenchmarkPages -benchtime "${WEB_LOADS:-200}x" -timeout 60m ./web/ | tee "$out/web-$stamp.txt"
   echo
 fi
 

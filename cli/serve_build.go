@@ -145,8 +145,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 			return nil, err
 		}
 	}
+	views := &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)}
 	s.api = httpapi.New(httpapi.Config{
-		Senders:         &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)},
+		Senders:         views,
 		Store:           db,
 		Quarantine:      s.pipeline,
 		DNS:             &dnscheck.Checker{Resolver: s.resolver},
@@ -171,7 +172,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		},
 	})
 	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
-		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log})
+		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log, Senders: views})
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +297,7 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 		return nil, err
 	}
 	sched.Add(worker.Job{Name: "webhook-deliveries", Every: worker.DefaultDeliverEvery, AtStart: true, Run: deliverer.DeliverDue})
+	sched.Add(worker.Job{Name: "session-sweep", Every: time.Hour, Run: func(_ context.Context, now time.Time) error { _, err := db.SweepSessions(now); return err }})
 	sched.Add(worker.Job{Name: "flush-key-usage", Every: time.Minute, Run: func(context.Context, time.Time) error {
 		return s.api.FlushKeyUsage()
 	}})

@@ -140,6 +140,12 @@ func (v *Views) PolicyAdvice(ctx context.Context, orgID, domainID string, from, 
 	if err != nil {
 		return nil, err
 	}
+	return v.advice(w, from, to)
+}
+
+// advice is PolicyAdvice over a loaded window.
+func (v *Views) advice(w *window, from, to time.Time) (*Advice, error) {
+	var err error
 	th := v.thresholds()
 	a := &Advice{BlockingSenders: []*Group{}, Reasons: []string{},
 		WindowDays: int(to.UTC().Truncate(24*time.Hour).Sub(from.UTC().Truncate(24*time.Hour))/(24*time.Hour)) + 1}

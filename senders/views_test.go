@@ -2,8 +2,11 @@ package senders
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -302,4 +305,43 @@ func writeFile(t *testing.T, path, s string) {
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDomainView checks that the combined view of the domain page equals
+// the three views read one by one.
+func TestDomainView(t *testing.T) {
+	e := newViewEnv(t, "v=DMARC1; p=none; rua=mailto:a@example.net")
+	e.days(t, 30, rec("192.0.2.1", 100, "pass", "pass", "example.com", "example.com"),
+		rec("198.51.100.7", 5, "fail", "fail", "spoof.example", "spoof.example"))
+	from := e.to().AddDate(0, 0, -29)
+	ctx := context.Background()
+	dv, err := e.v.Domain(ctx, e.org.ID, e.dom.ID, from, e.to())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err1 := e.v.Sources(ctx, e.org.ID, e.dom.ID, from, e.to())
+	groups, err2 := e.v.Senders(ctx, e.org.ID, e.dom.ID, from, e.to())
+	adv, err3 := e.v.PolicyAdvice(ctx, e.org.ID, e.dom.ID, from, e.to())
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(jsonOf(t, dv.Sources), jsonOf(t, srcs)) || !reflect.DeepEqual(jsonOf(t, dv.Groups), jsonOf(t, groups)) ||
+		!reflect.DeepEqual(jsonOf(t, dv.Advice), jsonOf(t, adv)) {
+		t.Errorf("the combined view differs from the three views")
+	}
+	if dv.Advice.Stage != StageReadyForQuarantine || len(dv.Sources) != 2 {
+		t.Errorf("stage %s, %d sources", dv.Advice.Stage, len(dv.Sources))
+	}
+	if _, err := e.v.Domain(ctx, "nobody", e.dom.ID, from, e.to()); err == nil {
+		t.Error("another organization's domain is served")
+	}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

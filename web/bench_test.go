@@ -1,13 +1,19 @@
 package web_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dmarcd/dmarcd/dmarc/tlsrpt"
 
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/store"
@@ -23,10 +29,28 @@ type benchEnv struct {
 	key    string
 	cookie string
 	busy   string // the domain with the most sources
+	report string // a report of the busy domain
+	tls    string // a TLS report of the busy domain
 }
 
+// envInt reads a positive integer knob of the benchmark, def when unset.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// newBenchEnv stores domains domains with a report on each of the last 30
+// days: DMARCD_WEB_BENCH_RECORDS records a report (default 5), the busy
+// domain DMARCD_WEB_BENCH_BUSY (default 400) distinct sources a day, each
+// day with a TLS report; 1,000 domains x 30 days x 333 records is the 10
+// million records of issue 9.
 func newBenchEnv(b *testing.B, domains int) *benchEnv {
 	b.Helper()
+	perReport, busySources := envInt("DMARCD_WEB_BENCH_RECORDS", 5), envInt("DMARCD_WEB_BENCH_BUSY", 400)
+	start := time.Now()
+	var records int64
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(b, clock)
 	org := storetest.MustOrganization(b, db, "bench", store.PlanUnlimited)
@@ -36,10 +60,11 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 		d := storetest.MustDomain(b, db, org.ID, fmt.Sprintf("d%04d.example", i))
 		var batch store.IngestBatch
 		for day := 1; day <= 30; day++ {
-			sources := 5
+			sources := perReport
 			if i == 0 {
-				sources = 400 // a busy domain
+				sources = busySources // a busy domain
 			}
+			records += int64(sources)
 			draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: org.ID,
 				OrgName: "google.com", ExternalReportID: fmt.Sprintf("%d-%d", i, day),
 				DateBegin: clock.Now().Truncate(24*time.Hour).AddDate(0, 0, -day), ReceivedAt: clock.Now(),
@@ -49,7 +74,7 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 				b.Fatal(err)
 			}
 			for s := range sources {
-				draft.Add(&store.Record{SourceIP: fmt.Sprintf("192.0.%d.%d", s/250, s%250+1), Count: int64(10 + s), Disposition: "none",
+				draft.Add(&store.Record{SourceIP: fmt.Sprintf("10.%d.%d.%d", s/62500, s/250%250, s%250+1), Count: int64(10 + s%50), Disposition: []string{"none", "quarantine"}[s%7/6],
 					DKIM: "pass", SPF: "fail", DMARC: []string{"pass", "fail"}[s%2], HeaderFrom: d.Name, Reasons: []store.Reason{},
 					AuthResults: store.AuthResults{DKIM: []store.DKIMAuth{}, SPF: []store.SPFAuth{}}})
 			}
@@ -63,6 +88,24 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 			busy = d
 		}
 	}
+	b.Logf("stored %d domains, %d records in %s", domains, records, time.Since(start).Round(time.Millisecond))
+	var tlsID string
+	for day := 1; day <= 30; day++ {
+		begin := clock.Now().Truncate(24*time.Hour).AddDate(0, 0, -day)
+		out, err := db.StoreTLSReport(context.Background(), org.ID, busy.ID, &tlsrpt.Report{OrganizationName: "Google Inc.",
+			ReportID: fmt.Sprint("tls-", day), DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second),
+			Policies: []tlsrpt.Policy{{Type: "sts", Domain: busy.Name, SuccessfulSessions: 5000, FailedSessions: int64(day),
+				Failures: []tlsrpt.FailureDetail{{ResultType: "certificate-expired", SendingMTAIP: "192.0.2.1",
+					ReceivingMXHostname: "mx1." + busy.Name, FailedSessions: int64(day)}}}}}, begin.Add(25*time.Hour))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tlsID = out.ID
+	}
+	reps, _, err := db.ListReports(org.ID, store.ReportFilter{DomainID: busy.ID, Page: store.Page{Page: 1, Limit: 1}})
+	if err != nil || len(reps) == 0 {
+		b.Fatal("no report of the busy domain", err)
+	}
 	ui, err := web.New(web.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now})
 	if err != nil {
 		b.Fatal(err)
@@ -72,14 +115,19 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 		b.Fatal(err)
 	}
 	api := httpapi.New(httpapi.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now, RateLimit: 1 << 30})
-	return &benchEnv{h: ui, api: api, key: secret, cookie: token, busy: busy.ID}
+	return &benchEnv{h: ui, api: api, key: secret, cookie: token, busy: busy.ID, report: reps[0].ID, tls: tlsID}
 }
 
-// benchPage serves path b.N times and reports the p99 server time and the
-// page's size.
+// assetRE finds the embedded assets a page loads.
+var assetRE = regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`)
+
+// benchPage serves path b.N times and reports the p99 and the first
+// (cold caches) server time, the page's size, and its weight with the
+// assets it loads.
 func (e *benchEnv) benchPage(b *testing.B, path string) {
 	times := make([]time.Duration, 0, b.N)
 	size := 0
+	body := ""
 	b.ResetTimer()
 	for b.Loop() {
 		req := httptest.NewRequest("GET", path, nil)
@@ -97,7 +145,18 @@ func (e *benchEnv) benchPage(b *testing.B, path string) {
 			b.Fatalf("GET %s: %d", path, rec.Code)
 		}
 		size = rec.Body.Len()
+		body = rec.Body.String()
 	}
+	if len(times) > 0 {
+		b.ReportMetric(float64(times[0].Microseconds())/1000, "first-ms")
+	}
+	weight := size
+	for _, m := range assetRE.FindAllStringSubmatch(body, -1) {
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, httptest.NewRequest("GET", m[1], nil))
+		weight += rec.Body.Len()
+	}
+	b.ReportMetric(float64(weight)/1024, "weight-KiB")
 	slices.Sort(times)
 	if len(times) > 0 {
 		b.ReportMetric(float64(times[len(times)*99/100].Microseconds())/1000, "p99-ms")
@@ -110,10 +169,18 @@ func (e *benchEnv) benchPage(b *testing.B, path string) {
 func BenchmarkPages(b *testing.B) {
 	e := newBenchEnv(b, 1000)
 	b.Run("Overview", func(b *testing.B) { e.benchPage(b, "/") })
+	b.Run("OverviewByMessages", func(b *testing.B) { e.benchPage(b, "/?sort=messages") })
 	b.Run("BusyDomain", func(b *testing.B) { e.benchPage(b, "/domains/"+e.busy) })
+	b.Run("BusySources", func(b *testing.B) { e.benchPage(b, "/domains/"+e.busy+"/sources") })
 	b.Run("Reports", func(b *testing.B) { e.benchPage(b, "/reports") })
+	b.Run("Report", func(b *testing.B) { e.benchPage(b, "/reports/"+e.report) })
+	b.Run("TLSReports", func(b *testing.B) { e.benchPage(b, "/tls-reports") })
+	b.Run("TLSReport", func(b *testing.B) { e.benchPage(b, "/tls-reports/"+e.tls) })
+	b.Run("Failures", func(b *testing.B) { e.benchPage(b, "/forensic") })
 	b.Run("Alerts", func(b *testing.B) { e.benchPage(b, "/alerts") })
+	b.Run("Settings", func(b *testing.B) { e.benchPage(b, "/settings") })
 	b.Run("Keys", func(b *testing.B) { e.benchPage(b, "/settings/keys") })
+	b.Run("Webhooks", func(b *testing.B) { e.benchPage(b, "/settings/webhooks") })
 	// The API at the same size, for comparison.
 	b.Run("API/Domains", func(b *testing.B) { e.benchPage(b, "/api/v1/domains?limit=100") })
 	b.Run("API/Reports", func(b *testing.B) { e.benchPage(b, "/api/v1/reports?limit=50") })

@@ -141,3 +141,78 @@ func shares(parts ...sharePart) shareBar {
 	}
 	return s
 }
+
+// stackChart is a daily stacked bar chart of several series (the
+// disposition and TLS session charts); dailyChart's pass/fail is its
+// two-series case, kept apart for its established markup.
+type stackChart struct {
+	W, H   int
+	Bars   []stackBar
+	Max    int64
+	Ticks  []tick
+	Empty  bool
+	Series []seriesKey
+	Label  string // what the chart shows, for its title and aria-label
+}
+
+// seriesKey names one series: its CSS class and its label.
+type seriesKey struct{ Class, Label string }
+
+type stackBar struct {
+	Date  string
+	Title string // "2026-11-20: 3 none, 1 reject"
+	Rects []stackRect
+}
+
+type stackRect struct {
+	Class      string
+	X, Y, W, H float64
+}
+
+// stackedChart draws one bar per day (oldest first) of the values of each
+// series (values[i][s] is day i's value of series s).
+func stackedChart(label string, series []seriesKey, dates []string, values [][]int64) stackChart {
+	c := stackChart{W: chartW, H: chartH, Empty: true, Series: series, Label: label}
+	for _, v := range values {
+		var sum int64
+		for _, n := range v {
+			sum += n
+		}
+		c.Max = max(c.Max, sum)
+	}
+	c.Empty = c.Max == 0
+	if len(dates) == 0 {
+		return c
+	}
+	plot := float64(chartH - chartTop - chartBottom)
+	step := float64(chartW) / float64(len(dates))
+	for i, date := range dates {
+		b := stackBar{Date: date}
+		x, w := float64(i)*step+step*0.1, step*0.8
+		y := float64(chartH - chartBottom)
+		title := date + ":"
+		for s, n := range values[i] {
+			h := 0.0
+			if c.Max > 0 {
+				h = plot * float64(n) / float64(c.Max)
+			}
+			y -= h
+			b.Rects = append(b.Rects, stackRect{Class: series[s].Class, X: x, Y: y, W: w, H: h})
+			if s > 0 {
+				title += ","
+			}
+			title += " " + formatNum(n) + " " + series[s].Label
+		}
+		b.Title = title
+		c.Bars = append(c.Bars, b)
+		switch {
+		case i == 0:
+			c.Ticks = append(c.Ticks, tick{X: x, Label: shortDate(date), Anchor: "start"})
+		case i == len(dates)-1:
+			c.Ticks = append(c.Ticks, tick{X: x + w, Label: shortDate(date), Anchor: "end"})
+		case len(dates) > 10 && i == len(dates)/2:
+			c.Ticks = append(c.Ticks, tick{X: x + w/2, Label: shortDate(date), Anchor: "middle"})
+		}
+	}
+	return c
+}

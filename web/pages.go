@@ -31,6 +31,9 @@ func (h *Handler) routes() {
 	h.handle("GET", "/domains/:id", readAccess, h.domainOrNew)
 	h.handle("POST", "/domains/:id/verify", writeAccess, h.verifyDomain)
 	h.handle("GET", "/domains/:id/delete", readAccess, h.confirmDelete)
+	h.handle("GET", "/domains/:id/sources", readAccess, h.sources)
+	h.handle("GET", "/tls-reports", readAccess, h.tlsReports)
+	h.handle("GET", "/tls-reports/:id", readAccess, h.tlsReport)
 	h.handle("POST", "/domains/:id/delete", writeAccess, h.deleteDomain)
 
 	h.handle("GET", "/reports", readAccess, h.reports)
@@ -85,6 +88,7 @@ type domainRow struct {
 	Trend                sparkline
 	Policy               string
 	OpenAlerts           int
+	Stage                string // the advice stage, "" when not known yet
 }
 
 type overviewPage struct {
@@ -158,6 +162,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 	for i := range p.Domains { // only the rows shown
 		p.Domains[i].Trend = trend(days[p.Domains[i].ID])
 	}
+	h.fillStages(r.Context(), r.org.ID, p.Domains)
 	h.render(w, r, http.StatusOK, "overview", "Overview", p)
 	return nil
 }
@@ -222,9 +227,14 @@ type domainPage struct {
 	VerifyError     string
 	Verified        bool
 	Published       []recordTag
+	Check           published
 	Stats           *store.DomainStats
 	Chart           barChart
 	Disposition     shareBar
+	DispositionDays stackChart
+	DispDays        []store.DispositionDay
+	Senders         *sendersCard
+	TLS             *tlsSection
 	Reports         []*store.Report
 	Reporters       []reporter
 	Alerts          []*store.Alert
@@ -269,7 +279,19 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 	if err != nil {
 		return err
 	}
-	p := domainPage{Domain: d, Stats: st, Chart: dailyChart(st.ByDay), Alerts: alerts[:min(len(alerts), domainAlerts)],
+	dispDays, err := h.db.DomainDispositionDays(r.org.ID, d.ID, from, to)
+	if err != nil {
+		return err
+	}
+	snd, err := h.domainSenders(r.Context(), d, from, to)
+	if err != nil {
+		return err
+	}
+	tls, err := h.domainTLS(d, from, to)
+	if err != nil {
+		return err
+	}
+	p := domainPage{DispositionDays: dispositionChart(dispDays), DispDays: dispDays, Senders: snd, TLS: tls, Domain: d, Stats: st, Chart: dailyChart(st.ByDay), Alerts: alerts[:min(len(alerts), domainAlerts)],
 		OpenAlerts: openN, VerifyError: verifyErr,
 		Verified: r.URL.Query().Get("verified") == "1", ReportingDomain: h.cfg.ReportingDomain,
 		Published: recordTags(d.LastDNSRecord),
@@ -296,6 +318,10 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 		return cmp.Or(cmp.Compare(b.Messages, a.Messages), cmp.Compare(a.Name, b.Name))
 	})
 	p.Reports = reports[:min(len(reports), 10)]
+	p.Check.Check, p.Check.Failed = h.liveCheck(r.Context(), d.Name)
+	if p.Check.Check == nil {
+		p.Check.Fallback = p.Published
+	}
 	h.render(w, r, status, "domain", d.Name, p)
 	return nil
 }
@@ -338,6 +364,7 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *req) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.DNSTimeout)
 	defer cancel()
+	h.checks.forget(d.Name)
 	if err := h.cfg.DNS.Verify(ctx, d.Name, d.ReportingEmail); err != nil {
 		var ve *dnscheck.VerifyError
 		switch {
@@ -374,4 +401,16 @@ func (h *Handler) deleteDomain(w http.ResponseWriter, r *req) error {
 	}
 	http.Redirect(w, r.Request, "/", http.StatusSeeOther)
 	return nil
+}
+
+var dispositionSeries = []seriesKey{{Class: "none", Label: "none"}, {Class: "quarantine", Label: "quarantine"}, {Class: "reject", Label: "reject"}}
+
+// dispositionChart draws what receivers did with the mail each day.
+func dispositionChart(days []store.DispositionDay) stackChart {
+	dates := make([]string, len(days))
+	values := make([][]int64, len(days))
+	for i, d := range days {
+		dates[i], values[i] = d.Date, []int64{d.None, d.Quarantine, d.Reject}
+	}
+	return stackedChart("Messages per day by what receivers did: delivered (none), quarantined, rejected", dispositionSeries, dates, values)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/store"
@@ -187,9 +189,16 @@ func (h *Handler) reportCSV(w http.ResponseWriter, r *req) error {
 }
 
 type failuresPage struct {
-	Allowed bool
-	Reports []*store.FailureReport
-	Pager   pager
+	Allowed          bool
+	Reports          []*store.FailureReport
+	Pager            pager
+	Domains          []*store.Domain
+	DomainID         string
+	DateFrom, DateTo string
+	SourceIP         string
+	AuthFailure      string
+	Error            string
+	Filtered         bool
 }
 
 // errNoFailures is the page of a plan without failure reports.
@@ -200,13 +209,53 @@ func (h *Handler) failures(w http.ResponseWriter, r *req) error {
 	if !r.org.Plan.Limits().FailureReports {
 		return errNoFailures
 	}
-	page := pageNum(r)
-	reps, total, err := h.db.ListFailureReports(r.org.ID, store.FailureFilter{Page: store.Page{Page: page, Limit: listLimit}})
+	q := r.URL.Query()
+	p := failuresPage{Allowed: true, DomainID: strings.ToLower(q.Get("domain")), SourceIP: strings.TrimSpace(q.Get("source_ip")),
+		AuthFailure: q.Get("auth_failure")}
+	f := store.FailureFilter{DomainID: p.DomainID, AuthFailure: p.AuthFailure}
+	from, fv, err1 := dateParam(q, "from")
+	to, tv, err2 := dateParam(q, "to")
+	p.DateFrom, p.DateTo, f.DateFrom = fv, tv, from
+	if to != nil {
+		end := to.Add(day - time.Second)
+		f.DateTo = &end
+	}
+	var errs []string
+	if errors.Join(err1, err2) != nil {
+		errs = append(errs, "Dates are written 2026-11-20.")
+	}
+	if p.SourceIP != "" {
+		ip, err := netip.ParseAddr(p.SourceIP)
+		if err != nil {
+			errs = append(errs, "The source IP is not an IP address, e.g. 192.0.2.1 or 2001:db8::1.")
+		} else {
+			f.SourceIP = ip.Unmap().String()
+		}
+	}
+	switch p.AuthFailure {
+	case "", "dmarc", "spf", "dkim":
+	default:
+		errs = append(errs, "The failed check is dmarc, spf or dkim.")
+	}
+	domains, err := h.allDomains(r.org.ID)
 	if err != nil {
 		return err
 	}
-	h.render(w, r, http.StatusOK, "failures", "Failure reports",
-		failuresPage{Allowed: true, Reports: reps, Pager: newPager(r, page, total, listLimit)})
+	p.Domains = domains
+	if len(errs) > 0 {
+		p.Error = strings.Join(errs, " ")
+		h.render(w, r, http.StatusBadRequest, "failures", "Failure reports", p)
+		return nil
+	}
+	page := pageNum(r)
+	f.Page = store.Page{Page: page, Limit: listLimit}
+	reps, total, err := h.db.ListFailureReports(r.org.ID, f)
+	if err != nil {
+		return err
+	}
+	p.Reports, p.Pager = reps, newPager(r, page, total, listLimit)
+	p.Filtered = p.DomainID != "" || p.SourceIP != "" || p.AuthFailure != "" || fv != "" || tv != ""
+	h.render(w, r, http.StatusOK, "failures", "Failure reports", p)
 	return nil
 }
 

@@ -71,6 +71,9 @@ func mustAlert(tb testing.TB, db *store.DB, d *store.Domain, title, msg string) 
 // handlerAttr finds an event handler attribute inside a tag.
 var handlerAttr = regexp.MustCompile(`<[a-zA-Z][^<>]*\s(on[a-z]+)\s*=`)
 
+// quotedValue is a double-quoted attribute value.
+var quotedValue = regexp.MustCompile(`"[^"]*"`)
+
 var hostile = []string{`<script>alert(1)</script>`, `"><svg onload=alert(2)>`, `javascript:alert(3)`, `'><img src=x onerror=alert(4)>`}
 
 // TestHostileTextEscaped stores report fields, an alert and a DNS record
@@ -89,14 +92,27 @@ func TestHostileTextEscaped(t *testing.T) {
 	recs[1].HeaderFrom = h
 	recs[1].EnvelopeFrom = sp(h)
 	recs[1].Reasons = []store.Reason{{Type: "local_policy", Comment: sp(h)}}
-	recs[1].Geo = &store.Geo{CountryCode: sp(`"><svg onload=alert(7)>`), City: sp(h), ASOrg: sp(h)}
+	asn := uint32(64500)
+	recs[1].Geo = &store.Geo{CountryCode: sp(`"><svg onload=alert(7)>`), City: sp(h), ASOrg: sp(h), ASN: &asn}
+	recs = append(recs, &store.Record{SourceIP: "192.0.2.3", Count: 5, Disposition: "none", DKIM: "fail", SPF: "fail",
+		HeaderFrom: "alpha.example", Reasons: []store.Reason{},
+		AuthResults: store.AuthResults{DKIM: []store.DKIMAuth{{Domain: h, Result: "pass"}}, SPF: []store.SPFAuth{{Domain: h, Result: "pass"}}}})
 	rep := mustReport(t, e.db, e.domA, storetest.Epoch().Add(-48*time.Hour), h, recs)
 	mustAlert(t, e.db, e.domA, h, h)
+	// Host names from PTR records (the rDNS cache) are hostile too, and
+	// name sender groups; so are TLS reports' fields.
+	if err := e.db.PutRDNS([]store.RDNSEntry{{IP: "192.0.2.3", Status: store.RDNSConfirmed, Hostname: `"><svg onload=alert(8)>.evil.example`, CheckedAt: e.clock.Now()},
+		{IP: "192.0.2.1", Status: store.RDNSConfirmed, Hostname: h, CheckedAt: e.clock.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	tlsID := mustTLS(t, e.db, e.domA, storetest.Epoch().Truncate(24*time.Hour).AddDate(0, 0, -2), h)
 	cookie := e.signIn(e.fullA)
 	for _, path := range []string{"/", "/domains/" + e.domA.ID, "/reports", "/reports/" + rep.ID, "/alerts",
-		"/reports?domain=" + url.QueryEscape(h), "/?q=" + url.QueryEscape(h), "/?sort=" + url.QueryEscape(h)} {
+		"/reports?domain=" + url.QueryEscape(h), "/?q=" + url.QueryEscape(h), "/?sort=" + url.QueryEscape(h),
+		"/domains/" + e.domA.ID + "/sources", "/tls-reports", "/tls-reports/" + tlsID,
+		"/forensic?source_ip=" + url.QueryEscape(h), "/domains/" + e.domA.ID + "/sources?from=" + url.QueryEscape(h)} {
 		p := e.send("GET", path, cookie, nil)
-		if p.status != 200 && !(p.status == 404 && strings.Contains(path, "domain=")) {
+		if p.status != 200 && !(p.status == 404 && strings.Contains(path, "domain=")) && !(p.status == 400 && strings.Contains(path, "%3C")) {
 			t.Errorf("GET %s: %d", path, p.status)
 			continue
 		}
@@ -106,7 +122,10 @@ func TestHostileTextEscaped(t *testing.T) {
 				t.Errorf("GET %s renders %q: …%s…", path, bad, p.body[max(0, i-80):min(len(p.body), i+80)])
 			}
 		}
-		if m := handlerAttr.FindString(p.body); m != "" {
+		// Quoted attribute values are data (html/template writes every
+		// quote inside them as &#34;): an injected handler would stand
+		// outside them.
+		if m := handlerAttr.FindString(quotedValue.ReplaceAllString(p.body, `""`)); m != "" {
 			t.Errorf("GET %s has an event handler attribute: %s", path, m)
 		}
 	}
@@ -114,6 +133,12 @@ func TestHostileTextEscaped(t *testing.T) {
 	p := e.send("GET", "/reports/"+rep.ID, cookie, nil)
 	if !strings.Contains(p.body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Error("the report page does not show the hostile text escaped")
+	}
+	for _, path := range []string{"/domains/" + e.domA.ID, "/tls-reports/" + tlsID} {
+		if p := e.send("GET", path, cookie, nil); !strings.Contains(p.body, "&lt;script&gt;alert(1)&lt;/script&gt;") ||
+			!strings.Contains(p.body, "&#34;&gt;&lt;svg onload=alert(2)&gt;") {
+			t.Errorf("%s does not show the hostile text escaped", path)
+		}
 	}
 }
 

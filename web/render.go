@@ -106,10 +106,26 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	"pct":   func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
-	"num":   formatNum,
-	"deref": func(s *string) string { return derefStr(s) },
-	"list":  func(v ...string) []string { return v },
+	"pct": func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
+	// share is n of total as a percentage, "–" without a total.
+	"share": func(n, total int64) string {
+		if total <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
+	},
+	// stage is an advice stage as people read it.
+	"stage":  stageLabel,
+	"num":    formatNum,
+	"deref":  func(s *string) string { return derefStr(s) },
+	"isTrue": func(b *bool) bool { return b != nil && *b },
+	"derefInt": func(n *int) int {
+		if n == nil {
+			return 0
+		}
+		return *n
+	},
+	"list": func(v ...string) []string { return v },
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {
 			return nil, fmt.Errorf("dict: odd number of arguments")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -72,6 +73,13 @@ type Config struct {
 	// Webhooks validates, creates, updates and tests webhooks as the API
 	// does (httpapi.Server); nil: the webhook actions fail.
 	Webhooks WebhookService
+	// Senders computes the sources, senders and policy-advice views, the
+	// same instance the API serves them with; nil: views over Store with
+	// the embedded sender map and no SPF evaluation.
+	Senders *senders.Views
+	// CheckBudget bounds the live check-dmarc of a domain page; 0 means
+	// 1.5s. When it runs out the page shows the last DNS check's record.
+	CheckBudget time.Duration
 }
 
 // Handler is the web interface. Create it with New.
@@ -87,6 +95,9 @@ type Handler struct {
 	css    string           // hashed path of app.css
 	js     string           // hashed path of app.js
 	icon   string           // hashed path of favicon.svg
+	views  *senders.Views
+	stages *stageCache
+	checks *checkCache
 }
 
 // asset is one embedded static file.
@@ -106,9 +117,16 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.DNSTimeout <= 0 {
 		cfg.DNSTimeout = 10 * time.Second
 	}
+	if cfg.CheckBudget <= 0 {
+		cfg.CheckBudget = 1500 * time.Millisecond
+	}
+	if cfg.Senders == nil {
+		cfg.Senders = &senders.Views{DB: cfg.Store, Known: senders.DefaultKnownSenders()}
+	}
 	h := &Handler{cfg: cfg, db: cfg.Store, log: cfg.Logger,
 		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Second) },
-		router: httprouter.New(), assets: map[string]asset{}}
+		router: httprouter.New(), assets: map[string]asset{},
+		views: cfg.Senders, stages: newStageCache(), checks: newCheckCache()}
 	if cfg.PublicURL != "" {
 		u, err := ParsePublicURL(cfg.PublicURL)
 		if err != nil {
@@ -166,7 +184,8 @@ func (h *Handler) loadAssets() error {
 
 // pageNames are the templates besides the layout.
 var pageNames = []string{"login", "overview", "domain", "domain_new", "domain_delete",
-	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure"}
+	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure",
+	"sources", "tls_reports", "tls_report"}
 
 func (h *Handler) loadTemplates() error {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")

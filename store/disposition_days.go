@@ -1,0 +1,70 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// DispositionDay is what receivers did with a domain's mail on one UTC day.
+type DispositionDay struct {
+	Date string `json:"date"`
+	DispositionCount
+}
+
+// DomainDispositionDays returns the daily dispositions of domain domainID
+// of organization orgID over the UTC days from..to (both included, oldest
+// first, zeros included), read from the head of each day roll-up (its
+// totals, not its groups or sources): the web domain page's disposition
+// chart. Errors as DomainStatistics.
+func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) ([]DispositionDay, error) {
+	fromDay, toDay := dayNumber(from), dayNumber(to)
+	if toDay < fromDay {
+		return nil, errorf(ErrInvalid, "date_to is before date_from")
+	}
+	if toDay-fromDay >= maxStatsDays {
+		return nil, errorf(ErrInvalid, "date range is longer than %d days", maxStatsDays)
+	}
+	out := make([]DispositionDay, toDay-fromDay+1)
+	for i := range out {
+		out[i].Date = dayTime(fromDay + uint32(i)).Format(time.DateOnly)
+	}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
+			return err
+		}
+		prefix := []byte(domainID)
+		c := tx.Bucket(bucketRollups).Cursor()
+		for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) != len(prefix)+4 {
+				return fmt.Errorf("roll-up key of length %d: %w", len(k), errCorrupt)
+			}
+			day := binary.BigEndian.Uint32(k[len(prefix):])
+			if day > toDay {
+				break
+			}
+			// The head of appendDayRollup: version, reports, then
+			// appendSummary's totals up to the dispositions.
+			d := &dec{b: v}
+			if d.byte() != codecVersion {
+				return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
+			}
+			for range 8 { // reports, messages, DMARC, DKIM and SPF pass and fail
+				d.varint()
+			}
+			dc := DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
+			if !d.ok() {
+				return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
+			}
+			out[day-fromDay].DispositionCount = dc
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("disposition days", err)
+	}
+	return out, nil
+}

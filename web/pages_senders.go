@@ -1,0 +1,270 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/senders"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// The senders parts of the web interface (issue 10): the domain page's
+// "who sends" table and enforcement card, the sources drill-down, and each
+// domain's stage on the overview. All of it comes from senders.Views, the
+// code the API's /sources, /senders and /policy-advice run.
+
+// stageLabel is an advice stage as people read it.
+func stageLabel(stage string) string {
+	switch stage {
+	case senders.StageNoRecord:
+		return "no DMARC record"
+	case senders.StageNotEnoughData:
+		return "collecting data"
+	case senders.StageFixSenders:
+		return "fix senders"
+	case senders.StageReadyForQuarantine:
+		return "ready for quarantine"
+	case senders.StageReadyForReject:
+		return "ready for reject"
+	case senders.StageEnforced:
+		return "enforced"
+	}
+	return stage
+}
+
+// stageTTL is how long a computed stage is reused while the domain's data
+// (its last report, its DMARC record, the UTC day) is unchanged; names
+// resolved in between (reverse DNS) can move a sender into a group.
+const stageTTL = time.Hour
+
+// stageCache keeps each domain's advice stage so that the overview, which
+// lists up to 50 domains a page out of 1,000, does not compute 50 advices
+// per view: a stage is computed when a domain page is shown or when the
+// overview first lists the domain, and kept while the domain's data is
+// unchanged.
+type stageCache struct {
+	mu sync.Mutex
+	m  map[string]stageEntry
+}
+
+type stageEntry struct {
+	key   string
+	stage string
+	at    time.Time
+}
+
+func newStageCache() *stageCache { return &stageCache{m: map[string]stageEntry{}} }
+
+// stageKey is what a stage depends on besides the reverse DNS cache.
+func stageKey(d *store.Domain, now time.Time) string {
+	var b strings.Builder
+	b.WriteString(now.UTC().Format(time.DateOnly))
+	if d.LastReportAt != nil {
+		b.WriteString("|" + strconv.FormatInt(d.LastReportAt.UnixNano(), 10))
+	}
+	b.WriteString("|" + d.LastDNSRecord + "|" + d.DMARCRecord)
+	return b.String()
+}
+
+func (c *stageCache) get(d *store.Domain, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[d.ID]
+	if !ok || e.key != stageKey(d, now) || now.Sub(e.at) >= stageTTL {
+		return "", false
+	}
+	return e.stage, true
+}
+
+func (c *stageCache) put(d *store.Domain, now time.Time, stage string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[d.ID] = stageEntry{key: stageKey(d, now), stage: stage, at: now}
+}
+
+// overviewStageBudget bounds the time one overview spends computing the
+// stages it has not cached; rows past it show none until the next view.
+const overviewStageBudget = 2 * time.Second
+
+// fillStages sets the stage of the overview's shown rows, from the cache
+// or computed within the budget.
+func (h *Handler) fillStages(ctx context.Context, orgID string, rows []domainRow) {
+	now := h.now()
+	from, to := h.window()
+	ctx, cancel := context.WithTimeout(ctx, overviewStageBudget)
+	defer cancel()
+	for i := range rows {
+		d := rows[i].Domain
+		if st, ok := h.stages.get(d, now); ok {
+			rows[i].Stage = st
+			continue
+		}
+		if ctx.Err() != nil {
+			continue
+		}
+		a, err := h.views.PolicyAdvice(ctx, orgID, d.ID, from, to)
+		if err != nil || ctx.Err() != nil {
+			continue // not cached: a view cut short may lack SPF authorization
+		}
+		h.stages.put(d, now, a.Stage)
+		rows[i].Stage = a.Stage
+	}
+}
+
+// topSourceRows is how many sources the domain page lists.
+const topSourceRows = 10
+
+// sendersCard is the domain page's "who sends" table and enforcement card.
+type sendersCard struct {
+	Groups     []*senders.Group
+	Sources    []*senders.Source // the top ones
+	AllSources int
+	Advice     *senders.Advice
+}
+
+// domainSenders computes the domain page's sender parts and caches the
+// stage for the overview.
+func (h *Handler) domainSenders(ctx context.Context, d *store.Domain, from, to time.Time) (*sendersCard, error) {
+	dv, err := h.views.Domain(ctx, d.OrgID, d.ID, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() == nil {
+		h.stages.put(d, h.now(), dv.Advice.Stage)
+	}
+	return &sendersCard{Groups: dv.Groups, Sources: dv.Sources[:min(len(dv.Sources), topSourceRows)],
+		AllSources: len(dv.Sources), Advice: dv.Advice}, nil
+}
+
+// sourcesPage is the sources drill-down of one domain.
+type sourcesPage struct {
+	Domain           *store.Domain
+	Sources          []*senders.Source
+	Total            int
+	DateFrom, DateTo string
+	Error            string
+	Pager            pager
+}
+
+// maxRangeDays is the longest date range the drill-down serves, as the API.
+const maxRangeDays = 366
+
+func (h *Handler) sources(w http.ResponseWriter, r *req) error {
+	d, err := h.db.FindDomain(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	from, to := h.window()
+	p := sourcesPage{Domain: d, DateFrom: from.Format(time.DateOnly), DateTo: to.Format(time.DateOnly)}
+	f, fv, err1 := dateParam(q, "from")
+	t, tv, err2 := dateParam(q, "to")
+	if fv != "" {
+		p.DateFrom = fv
+	}
+	if tv != "" {
+		p.DateTo = tv
+	}
+	if f != nil {
+		from = *f
+	}
+	if t != nil {
+		to = *t
+	}
+	switch {
+	case errors.Join(err1, err2) != nil:
+		p.Error = "Dates are written 2026-11-20."
+	case to.Before(from):
+		p.Error = "The end date is before the start date."
+	case to.Sub(from) >= maxRangeDays*day:
+		p.Error = "The range is longer than " + strconv.Itoa(maxRangeDays) + " days."
+	}
+	if p.Error != "" {
+		h.render(w, r, http.StatusBadRequest, "sources", "Sources of "+d.Name, p)
+		return nil
+	}
+	rows, err := h.views.Sources(r.Context(), r.org.ID, d.ID, from, to)
+	if err != nil {
+		return err
+	}
+	page := pageNum(r)
+	p.Total, p.Pager = len(rows), newPager(r, page, len(rows), listLimit)
+	lo := min((page-1)*listLimit, len(rows))
+	p.Sources = rows[lo:min(lo+listLimit, len(rows))]
+	h.render(w, r, http.StatusOK, "sources", "Sources of "+d.Name, p)
+	return nil
+}
+
+// DMARCChecker is the check-dmarc of package dnscheck; a Config.DNS that
+// has it gives the domain page the live view of the published record.
+type DMARCChecker interface {
+	CheckDMARC(ctx context.Context, domain string) (*dnscheck.CheckResult, error)
+}
+
+// Lifetimes of a live check kept for the domain page: a page view does not
+// query DNS each time, and a failing DNS costs the budget once a minute.
+const (
+	checkTTL       = 5 * time.Minute
+	failedCheckTTL = time.Minute
+)
+
+// checkCache keeps the last live check-dmarc of each domain name.
+type checkCache struct {
+	mu sync.Mutex
+	m  map[string]checkEntry
+}
+
+type checkEntry struct {
+	res *dnscheck.CheckResult // nil: the check failed
+	at  time.Time
+}
+
+func newCheckCache() *checkCache { return &checkCache{m: map[string]checkEntry{}} }
+
+// published is the domain page's view of the published record: the live
+// check when it answered, else the record of the last DNS check.
+type published struct {
+	Check    *dnscheck.CheckResult // nil: no live answer
+	Failed   bool                  // the live check failed (DNS error or budget)
+	Fallback []recordTag           // the last DNS check's record
+}
+
+// liveCheck runs (or reuses) check-dmarc for name within the budget.
+func (h *Handler) liveCheck(ctx context.Context, name string) (*dnscheck.CheckResult, bool) {
+	c, ok := h.cfg.DNS.(DMARCChecker)
+	if !ok || h.cfg.DNS == nil {
+		return nil, false
+	}
+	now := h.cfg.Now()
+	h.checks.mu.Lock()
+	e, hit := h.checks.m[name]
+	h.checks.mu.Unlock()
+	// A record found is kept longer than none or a failure: a person
+	// publishing one reloads the page to see it.
+	if hit && ((e.res != nil && e.res.Found && now.Sub(e.at) < checkTTL) || now.Sub(e.at) < failedCheckTTL) {
+		return e.res, e.res == nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.CheckBudget)
+	defer cancel()
+	res, err := c.CheckDMARC(ctx, name)
+	if err != nil {
+		res = nil
+	}
+	h.checks.mu.Lock()
+	h.checks.m[name] = checkEntry{res: res, at: now}
+	h.checks.mu.Unlock()
+	return res, res == nil
+}
+
+// forget drops the cached check of name: a Verify just looked at DNS.
+func (c *checkCache) forget(name string) {
+	c.mu.Lock()
+	delete(c.m, name)
+	c.mu.Unlock()
+}
