@@ -13,9 +13,39 @@ import (
 )
 
 type checkDMARCOptions struct {
+	dnsLookupOptions
+}
+
+// dnsLookupOptions are the flags of the commands that look a domain up in
+// the DNS themselves, with no server (check-dmarc, check-tls).
+type dnsLookupOptions struct {
 	DNSServers []string
 	DNSTimeout time.Duration
 	Timeout    time.Duration
+}
+
+func (o *dnsLookupOptions) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&o.DNSServers, "dns-server", nil, "DNS server HOST:PORT to ask, repeatable (default: /etc/resolv.conf)")
+	durationVar(cmd.Flags(), &o.DNSTimeout, "dns-timeout", 2*time.Second, "timeout of one DNS query attempt, as in serve (each server is tried twice)")
+	durationVar(cmd.Flags(), &o.Timeout, "timeout", 15*time.Second, "give up after this long")
+}
+
+// start normalizes domain and returns it with a resolver of the flags'
+// servers and ctx bounded by --timeout (cancel releases it).
+func (o dnsLookupOptions) start(ctx context.Context, domain string) (string, *dnscheck.Resolver, context.Context, context.CancelFunc, error) {
+	name, err := dmarc.NormalizeDomain(domain)
+	if err != nil {
+		return "", nil, nil, nil, usageError{err}
+	}
+	if o.DNSTimeout <= 0 || o.Timeout <= 0 {
+		return "", nil, nil, nil, usagef("--dns-timeout and --timeout must be positive")
+	}
+	res, err := dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout})
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	return name, res, ctx, cancel, nil
 }
 
 func newCheckDMARCCommand(g *globalOptions) *cobra.Command {
@@ -39,25 +69,15 @@ It needs no server and no database. It exits 1 when DNS cannot answer
 			return runCheckDMARC(cmd.Context(), g, o, args[0])
 		},
 	}
-	cmd.Flags().StringSliceVar(&o.DNSServers, "dns-server", nil, "DNS server HOST:PORT to ask, repeatable (default: /etc/resolv.conf)")
-	durationVar(cmd.Flags(), &o.DNSTimeout, "dns-timeout", 2*time.Second, "timeout of one DNS query attempt, as in serve (each server is tried twice)")
-	durationVar(cmd.Flags(), &o.Timeout, "timeout", 15*time.Second, "give up after this long")
+	o.AddFlags(cmd)
 	return cmd
 }
 
 func runCheckDMARC(ctx context.Context, g *globalOptions, o checkDMARCOptions, domain string) error {
-	name, err := dmarc.NormalizeDomain(domain)
-	if err != nil {
-		return usageError{err}
-	}
-	if o.DNSTimeout <= 0 || o.Timeout <= 0 {
-		return usagef("--dns-timeout and --timeout must be positive")
-	}
-	res, err := dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout})
+	name, res, ctx, cancel, err := o.start(ctx, domain)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	result, err := (&dnscheck.Checker{Resolver: res}).CheckDMARC(ctx, name)
 	if err != nil {

@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
 type checkTLSOptions struct {
-	DNSServers   []string
-	DNSTimeout   time.Duration
-	Timeout      time.Duration
+	dnsLookupOptions
 	AllowPrivate bool
 }
 
@@ -39,26 +35,16 @@ It needs no server and no database. It exits 1 when DNS cannot answer.`,
 			return runCheckTLS(cmd.Context(), g, o, args[0])
 		},
 	}
-	cmd.Flags().StringSliceVar(&o.DNSServers, "dns-server", nil, "DNS server HOST:PORT to ask, repeatable (default: /etc/resolv.conf)")
-	durationVar(cmd.Flags(), &o.DNSTimeout, "dns-timeout", 2*time.Second, "timeout of one DNS query attempt, as in serve (each server is tried twice)")
-	durationVar(cmd.Flags(), &o.Timeout, "timeout", 15*time.Second, "give up after this long")
+	o.AddFlags(cmd)
 	cmd.Flags().BoolVar(&o.AllowPrivate, "allow-private", false, "let the policy fetch reach loopback and private addresses")
 	return cmd
 }
 
 func runCheckTLS(ctx context.Context, g *globalOptions, o checkTLSOptions, domain string) error {
-	name, err := dmarc.NormalizeDomain(domain)
-	if err != nil {
-		return usageError{err}
-	}
-	if o.DNSTimeout <= 0 || o.Timeout <= 0 {
-		return usagef("--dns-timeout and --timeout must be positive")
-	}
-	res, err := dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout})
+	name, res, ctx, cancel, err := o.start(ctx, domain)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	client := webhook.NewClient(res, webhook.Policy{AllowPrivate: o.AllowPrivate}).WithTimeout(dnscheck.MTASTSBudget)
 	defer client.CloseIdleConnections()

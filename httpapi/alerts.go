@@ -44,12 +44,5 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *request) error {
 // 200 when it was dismissed already.
 func (s *Server) dismissAlert(w http.ResponseWriter, r *request) error {
 	a, err := s.store.DismissAlert(r.org.ID, r.params.ByName("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("alert not found")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, a)
-	return nil
+	return writeFound(w, a, err, "alert not found")
 }

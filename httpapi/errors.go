@@ -47,6 +47,19 @@ func errValidation(field, msg string) *Error {
 		Message: "invalid " + field + ": " + msg, Details: []FieldError{{Field: field, Message: msg}}}
 }
 
+// writeFound answers v with 200, or 404 with notFound when err is
+// store.ErrNotFound, or err: the end of every handler that reads one thing.
+func writeFound(w http.ResponseWriter, v any, err error, notFound string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound(notFound)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
 func errNotFound(msg string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: msg}
 }

@@ -138,14 +138,7 @@ func authFailureParam(q url.Values) (string, error) {
 // getFailureReport answers one report with its original headers.
 func (s *Server) getFailureReport(w http.ResponseWriter, r *request) error {
 	rep, err := s.store.FindFailureReport(r.org.ID, r.params.ByName("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("forensic report not found")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, rep)
-	return nil
+	return writeFound(w, rep, err, "forensic report not found")
 }
 
 // failureSummary answers the last 7 UTC days up to now, from the daily
@@ -168,12 +161,5 @@ func (s *Server) failureStatistics(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	st, err := s.store.FailureStatistics(r.org.ID, f)
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("domain not found")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return writeFound(w, st, err, "domain not found")
 }

@@ -1,12 +1,9 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/dmarcd/dmarcd/store"
 )
 
 const (
@@ -22,14 +19,7 @@ const day = 24 * time.Hour
 // reportStatistics answers the summary computed at ingest: no record is read.
 func (s *Server) reportStatistics(w http.ResponseWriter, r *request) error {
 	st, err := s.store.ReportStatistics(r.org.ID, r.params.ByName("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("report not found")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return writeFound(w, st, err, "report not found")
 }
 
 // domainStatistics answers a domain's statistics over a range of UTC days,
@@ -40,14 +30,7 @@ func (s *Server) domainStatistics(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	st, err := s.store.DomainStatistics(r.org.ID, r.params.ByName("id"), from, to)
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("domain not found")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return writeFound(w, st, err, "domain not found")
 }
 
 // statsRange reads date_from and date_to (Unix seconds). Without date_to the

@@ -64,14 +64,7 @@ func (s *Server) listTLSReports(w http.ResponseWriter, r *request) error {
 
 func (s *Server) getTLSReport(w http.ResponseWriter, r *request) error {
 	rep, err := s.store.FindTLSReport(r.org.ID, r.params.ByName("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("TLS report not found")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, rep)
-	return nil
+	return writeFound(w, rep, err, "TLS report not found")
 }
 
 // domainTLSStatistics answers a domain's TLS statistics over a range of
@@ -82,14 +75,7 @@ func (s *Server) domainTLSStatistics(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	st, err := s.store.TLSStatistics(r.org.ID, r.params.ByName("id"), from, to)
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("domain not found")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return writeFound(w, st, err, "domain not found")
 }
 
 // checkTLS answers check-tls for any domain.
