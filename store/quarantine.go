@@ -87,11 +87,20 @@ func (db *DB) ListQuarantine(p Page) ([]*QuarantineEntry, int, error) {
 // FindQuarantine returns entry id and a copy of the raw bytes kept for it.
 // ErrNotFound when there is no such entry (or id is malformed).
 func (db *DB) FindQuarantine(id string) (*QuarantineEntry, []byte, error) {
+	return db.findQuarantine(id, getQuarantine)
+}
+
+// quarantineGetter reads an entry as its caller may see it: any entry for
+// the admin (getQuarantine), an organization's own for the API
+// (getQuarantineOf).
+type quarantineGetter func(tx *bolt.Tx, id string) (*quarantineRecord, error)
+
+func (db *DB) findQuarantine(id string, get quarantineGetter) (*QuarantineEntry, []byte, error) {
 	var rec *quarantineRecord
 	var raw []byte
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
-		if rec, err = getQuarantine(tx, id); err != nil {
+		if rec, err = get(tx, id); err != nil {
 			return err
 		}
 		raw = bytes.Clone(tx.Bucket(bucketQuarantineRaw).Get(idKey(id)))
@@ -109,8 +118,12 @@ func (db *DB) FindQuarantine(id string) (*QuarantineEntry, []byte, error) {
 // DeleteQuarantine removes entry id and its bytes. ErrNotFound when there
 // is no such entry.
 func (db *DB) DeleteQuarantine(id string) error {
+	return db.deleteQuarantineSeen(id, getQuarantine)
+}
+
+func (db *DB) deleteQuarantineSeen(id string, get quarantineGetter) error {
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		if _, err := getQuarantine(tx, id); err != nil {
+		if _, err := get(tx, id); err != nil {
 			return err
 		}
 		return deleteQuarantine(tx, id)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -50,35 +49,17 @@ func (db *DB) ListQuarantineOf(orgID string, p Page) ([]*QuarantineEntry, int, e
 // FindQuarantineOf returns org's entry id and a copy of its bytes.
 // ErrNotFound when there is no such entry or it is not org's.
 func (db *DB) FindQuarantineOf(orgID, id string) (*QuarantineEntry, []byte, error) {
-	var rec *quarantineRecord
-	var raw []byte
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		if rec, err = getQuarantineOf(tx, orgID, id); err != nil {
-			return err
-		}
-		raw = bytes.Clone(tx.Bucket(bucketQuarantineRaw).Get(idKey(id)))
-		if raw == nil {
-			raw = []byte{}
-		}
-		return nil
+	return db.findQuarantine(id, func(tx *bolt.Tx, id string) (*quarantineRecord, error) {
+		return getQuarantineOf(tx, orgID, id)
 	})
-	if err != nil {
-		return nil, nil, wrap("find quarantine", err)
-	}
-	return rec.entry(), raw, nil
 }
 
 // DeleteQuarantineOf removes org's entry id and its bytes. ErrNotFound
 // when there is no such entry or it is not org's.
 func (db *DB) DeleteQuarantineOf(orgID, id string) error {
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		if _, err := getQuarantineOf(tx, orgID, id); err != nil {
-			return err
-		}
-		return deleteQuarantine(tx, id)
+	return db.deleteQuarantineSeen(id, func(tx *bolt.Tx, id string) (*quarantineRecord, error) {
+		return getQuarantineOf(tx, orgID, id)
 	})
-	return wrap("delete quarantine", err)
 }
 
 func getQuarantineOf(tx *bolt.Tx, orgID, id string) (*quarantineRecord, error) {
