@@ -7,8 +7,10 @@ package admin
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -43,6 +45,13 @@ type Service interface {
 	RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error)
 	// DeleteQuarantine removes an entry and its bytes (ErrNotFound).
 	DeleteQuarantine(ctx context.Context, id string) error
+
+	// Senders returns the sender groups and policy advice of a domain (a
+	// name, or an id) over from..to. orgRef (a name or id) picks the
+	// organization; "" finds the domain in any organization, ErrConflict
+	// when several have it. ErrNotFound for an unknown domain or orgRef,
+	// ErrInvalid for a bad range.
+	Senders(ctx context.Context, orgRef, domain string, from, to time.Time) (*SendersView, error)
 }
 
 // Local is the Service over a store this process has opened.
@@ -54,6 +63,9 @@ type Local struct {
 	// Pipeline ingests imports and quarantine retries; without it those
 	// operations fail.
 	Pipeline *ingest.Pipeline
+	// Views computes the sender views; nil uses the embedded known-sender
+	// map without SPF evaluation.
+	Views *senders.Views
 }
 
 var _ Service = (*Local)(nil)

@@ -57,6 +57,7 @@ func Handler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/keys/{id}/revoke", h.revokeKey)
 	mux.HandleFunc("GET /v1/backup", h.backup)
 	h.ingestRoutes(mux)
+	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }
 

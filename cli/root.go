@@ -118,6 +118,7 @@ Exit codes:
 		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),
 		newCheckTLSCommand(g),
+		newSendersCommand(g),
 		newBackupCommand(g),
 		newRestoreCommand(g),
 		newWebhookCommand(g),

@@ -116,8 +116,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		}
 	}
 	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate})
+	views := &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)}
 	s.api = httpapi.New(httpapi.Config{
-		Senders:         &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)},
+		Senders:         views,
 		Store:           db,
 		DNS:             &dnscheck.Checker{Resolver: s.resolver},
 		ReportingDomain: s.reportingDomain,
@@ -168,7 +169,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline}, log),
+		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline, Views: views}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	if s.sched, err = s.scheduleJobs(reg); err != nil {
