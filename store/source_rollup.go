@@ -2,9 +2,11 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -107,16 +109,77 @@ func (s *SourceRollup) addAuth(kind, domain, result string, n int64) {
 	s.Auth = append(s.Auth, AuthDomainCount{Kind: kind, Domain: domain, Result: result, Messages: n})
 }
 
+// maxDraftSourceIPs is how many distinct sources a report being ingested
+// keeps in its per-source roll-up; past it the sources with the fewest
+// messages are folded into one row without IP (SourceIP ""), down to
+// keepDraftSourceIPs, so that a report of a million distinct sources
+// needs bounded memory while every total stays exact.
+const (
+	maxDraftSourceIPs  = 32 << 10
+	keepDraftSourceIPs = maxDraftSourceIPs / 2
+)
+
+// OtherSources is the SourceIP of the row that sums the sources a report
+// with more than 32,768 distinct sources could not keep one by one.
+const OtherSources = ""
+
+// draftSource is a SourceRollup with room for its usual contents, so that
+// a new source costs one allocation: its geolocation values (its pointers
+// point into the struct) and the first few auth results.
+type draftSource struct {
+	SourceRollup
+	cc, asOrg string
+	asn       uint32
+	auth      [3]AuthDomainCount
+}
+
+// newDraftSource returns an empty source ip, its Auth backed by the struct.
+func newDraftSource(ip string) *draftSource {
+	s := &draftSource{}
+	s.SourceIP = ip
+	s.Auth = s.auth[:0]
+	return s
+}
+
+// setGeo copies the values of g (which the caller may reuse).
+func (s *draftSource) setGeo(g *Geo) {
+	if g.CountryCode != nil {
+		s.cc, s.CountryCode = *g.CountryCode, &s.cc
+	}
+	if g.ASN != nil {
+		s.asn, s.ASN = *g.ASN, &s.asn
+	}
+	if g.ASOrg != nil {
+		s.asOrg, s.ASOrg = *g.ASOrg, &s.asOrg
+	}
+}
+
+// clone returns a copy of s that shares nothing mutable with it (the
+// pointees of the geolocation pointers are never changed).
+func (s *draftSource) clone() *draftSource {
+	c := &draftSource{}
+	c.SourceRollup = s.SourceRollup
+	if len(s.Auth) <= len(c.auth) {
+		c.Auth = append(c.auth[:0], s.Auth...)
+	} else {
+		c.Auth = slices.Clone(s.Auth)
+	}
+	return c
+}
+
 // sourceDraft accumulates a report's per-source roll-up while it is parsed.
-type sourceDraft map[string]*SourceRollup
+type sourceDraft map[string]*draftSource
 
 // add counts one record.
 func (s sourceDraft) add(r *Record) {
 	g := s[r.SourceIP]
 	if g == nil {
-		g = &SourceRollup{SourceIP: r.SourceIP}
+		if len(s) >= maxDraftSourceIPs {
+			s.prune(keepDraftSourceIPs)
+		}
+		g = newDraftSource(r.SourceIP)
 		if r.Geo != nil {
-			g.CountryCode, g.ASN, g.ASOrg = clonePtr(r.Geo.CountryCode), clonePtr(r.Geo.ASN), clonePtr(r.Geo.ASOrg)
+			g.setGeo(r.Geo)
 		}
 		s[r.SourceIP] = g
 	}
@@ -134,16 +197,50 @@ func (s sourceDraft) add(r *Record) {
 	default:
 		g.Disposition.None += n
 	}
-	for _, a := range r.AuthResults.SPF {
+	for i := range r.AuthResults.SPF {
+		a := &r.AuthResults.SPF[i]
 		g.addAuth("spf", a.Domain, a.Result, n)
 	}
-	for _, a := range r.AuthResults.DKIM {
+	for i := range r.AuthResults.DKIM {
+		a := &r.AuthResults.DKIM[i]
 		g.addAuth("dkim", a.Domain, a.Result, n)
 	}
 }
 
+// prune keeps the keep sources with the most messages (and the row of
+// other sources) and folds the rest into that row.
+func (s sourceDraft) prune(keep int) {
+	other := s[OtherSources]
+	if other == nil {
+		other = newDraftSource(OtherSources)
+	}
+	delete(s, OtherSources)
+	all := make([]*draftSource, 0, len(s))
+	for _, g := range s {
+		all = append(all, g)
+	}
+	slices.SortFunc(all, func(a, b *draftSource) int {
+		if a.Messages != b.Messages {
+			return cmp.Compare(b.Messages, a.Messages)
+		}
+		return cmp.Compare(a.SourceIP, b.SourceIP)
+	})
+	for _, g := range all[min(keep, len(all)):] {
+		other.merge(g)
+		delete(s, g.SourceIP)
+	}
+	s[OtherSources] = other
+}
+
+// merge adds o into the row of other sources s, which has no geolocation.
+func (s *draftSource) merge(o *draftSource) {
+	s.Merge(&o.SourceRollup)
+	s.CountryCode, s.ASN, s.ASOrg = nil, nil, nil
+}
+
 // sourceRollups gathers, during one commit, the per-source roll-ups of the
-// reports it stores, by domain and day.
+// reports it stores, by domain and day. Drafts are only read: a commit
+// that fails is retried with the same drafts.
 type sourceRollups map[string]sourceDraft // rollupKey -> sources
 
 // newSourceRollups starts the per-source roll-ups of one commit.
@@ -154,18 +251,20 @@ func (sr sourceRollups) add(d *ReportDraft) {
 	key := string(rollupKey(d.rep.DomainID, d.day))
 	day := sr[key]
 	if day == nil {
-		day = sourceDraft{}
+		day = make(sourceDraft, len(d.srcDay))
 		sr[key] = day
 	}
 	begin, end := d.rep.DateBegin, d.rep.DateEnd
 	for ip, s := range d.srcDay {
-		g := day[ip]
-		if g == nil {
-			g = &SourceRollup{SourceIP: ip}
-			day[ip] = g
+		if g := day[ip]; g != nil {
+			s := s.SourceRollup // a copy: the draft is not changed
+			s.FirstSeen, s.LastSeen = begin, end
+			g.Merge(&s)
+			continue
 		}
-		s.FirstSeen, s.LastSeen = begin, end
-		g.Merge(s)
+		g := s.clone()
+		g.FirstSeen, g.LastSeen = begin, end
+		day[ip] = g
 	}
 }
 
@@ -185,7 +284,7 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 				if g := day[s.SourceIP]; g != nil {
 					g.Merge(s)
 				} else {
-					day[s.SourceIP] = s
+					day[s.SourceIP] = &draftSource{SourceRollup: *s}
 				}
 			}); err != nil {
 				return err
@@ -195,7 +294,7 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 			}
 			seq = 0
 		}
-		if err := b.Put(sourceSegKey(prefix, seq), appendSourceSegment(nil, day)); err != nil {
+		if err := b.Put(sourceSegKey(prefix, seq), appendSourceSegment(make(enc, 0, 64*len(day)), day)); err != nil {
 			return err
 		}
 		n, err := pending.NextSequence()
@@ -236,16 +335,15 @@ func nextSegment(b *bolt.Bucket, prefix []byte) (uint32, error) {
 
 // appendSourceSegment encodes the sources of a segment, in IP order.
 func appendSourceSegment(e enc, day sourceDraft) enc {
-	ips := make([]string, 0, len(day))
-	for ip := range day {
-		ips = append(ips, ip)
+	srcs := make([]*draftSource, 0, len(day))
+	for _, s := range day {
+		srcs = append(srcs, s)
 	}
-	slices.Sort(ips)
+	slices.SortFunc(srcs, func(a, b *draftSource) int { return strings.Compare(a.SourceIP, b.SourceIP) })
 	e = append(e, codecVersion)
-	e = e.uvarint(uint64(len(ips)))
-	for _, ip := range ips {
-		s := day[ip]
-		e = e.str(ip).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
+	e = e.uvarint(uint64(len(srcs)))
+	for _, s := range srcs {
+		e = e.str(s.SourceIP).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
 		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
 		e = e.varint(s.FirstSeen.Unix()).varint(s.LastSeen.Unix())
 		e = e.opt(s.CountryCode).optU32(s.ASN).opt(s.ASOrg)
@@ -358,7 +456,7 @@ func (db *DB) PendingSourceIPs(maxDays int) (*PendingSources, error) {
 		for k, v := c.First(); k != nil && len(p.days) < maxDays; k, v = c.Next() {
 			p.days[string(k)] = bytes.Clone(v)
 			if err := eachSegment(b, k, func(s *SourceRollup) {
-				if !seen[s.SourceIP] {
+				if s.SourceIP != OtherSources && !seen[s.SourceIP] {
 					seen[s.SourceIP] = true
 					p.IPs = append(p.IPs, s.SourceIP)
 				}
