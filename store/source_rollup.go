@@ -247,15 +247,19 @@ type sourceRollups map[string]sourceDraft // rollupKey -> sources
 func newSourceRollups() sourceRollups { return sourceRollups{} }
 
 // add counts one stored report (Finish called) into its domain's day.
-func (sr sourceRollups) add(d *ReportDraft) {
-	key := string(rollupKey(d.rep.DomainID, d.day))
+func (sr sourceRollups) add(d *ReportDraft) { sr.addSources(&d.rep, d.day, d.srcDay) }
+
+// addSources counts the sources of report rep into its domain's day;
+// src is only read.
+func (sr sourceRollups) addSources(rep *Report, dayNum uint32, src sourceDraft) {
+	key := string(rollupKey(rep.DomainID, dayNum))
 	day := sr[key]
 	if day == nil {
-		day = make(sourceDraft, len(d.srcDay))
+		day = make(sourceDraft, len(src))
 		sr[key] = day
 	}
-	begin, end := d.rep.DateBegin, d.rep.DateEnd
-	for ip, s := range d.srcDay {
+	begin, end := rep.DateBegin, rep.DateEnd
+	for ip, s := range src {
 		if g := day[ip]; g != nil {
 			s := s.SourceRollup // a copy: the draft is not changed
 			s.FirstSeen, s.LastSeen = begin, end
