@@ -115,7 +115,7 @@ func backfillStep(tx *bolt.Tx, maxRecords int) (reports int, done bool, err erro
 				return 0, false, fmt.Errorf("record block %x: %w", bk, err)
 			}
 		}
-		sources.addSources(rep, dayNumber(rep.DateBegin), src)
+		sources.addEntries(rep.DomainID, dayNumber(rep.DateBegin), encodeSources(src, rep.DateBegin, rep.DateEnd))
 		last = k
 		reports++
 	}

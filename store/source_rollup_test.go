@@ -236,3 +236,21 @@ func ifPass(ok bool, n int64) int64 {
 	}
 	return 0
 }
+
+// TestSourceRollupSameDayReports ensures a commit of several reports of
+// one day counts each once.
+func TestSourceRollupSameDayReports(t *testing.T) {
+	a := newReportEnv(t)
+	drafts := []*store.ReportDraft{mustDraft(t, a.dom, "x", reportDay(5), 30), mustDraft(t, a.dom, "y", reportDay(5), 20),
+		mustDraft(t, a.dom, "z", reportDay(5), 10)}
+	a.commit(t, &store.IngestBatch{Reports: drafts})
+	got, _ := sumSources(t, a.db, a.org.ID, a.dom.ID, reportDay(5), reportDay(5))
+	var msgs int64
+	for _, s := range got {
+		msgs += s.Messages
+	}
+	// testRecord counts 1..5 in turn: 30 records carry 90 messages.
+	if msgs != 90+60+30 || len(got) != 30 {
+		t.Errorf("%d messages from %d sources, want 180 from 30", msgs, len(got))
+	}
+}
