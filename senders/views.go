@@ -358,6 +358,9 @@ func hints(domain string, g *Group, th Thresholds) []string {
 		return h
 	}
 	who := g.Name
+	if g.Type == GroupUnknown {
+		who = "Mail from sources without a name or AS"
+	}
 	switch g.Category {
 	case CategoryForwarder:
 		if g.DKIMAlignedRate < th.Passing {
