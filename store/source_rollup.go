@@ -115,12 +115,12 @@ func (s *SourceRollup) addAuth(kind, domain, result string, n int64) {
 // keepDraftSourceIPs, so that a report of a million distinct sources
 // needs bounded memory while every total stays exact.
 const (
-	maxDraftSourceIPs  = 32 << 10
+	maxDraftSourceIPs  = 16 << 10
 	keepDraftSourceIPs = maxDraftSourceIPs / 2
 )
 
 // OtherSources is the SourceIP of the row that sums the sources a report
-// with more than 32,768 distinct sources could not keep one by one.
+// with more than 16,384 distinct sources could not keep one by one.
 const OtherSources = ""
 
 // draftSource is a SourceRollup with room for its usual contents, so that

@@ -175,7 +175,7 @@ func TestRDNSCache(t *testing.T) {
 }
 
 // TestSourceRollupCapsDistinctSources ensures a report with more distinct
-// sources than a draft keeps (32,768) folds the smallest into the row of
+// sources than a draft keeps (16,384) folds the smallest into the row of
 // other sources: the big ones stay by IP, no source is queued twice for
 // reverse DNS, the other row is not, and the totals stay exact.
 func TestSourceRollupCapsDistinctSources(t *testing.T) {
@@ -213,7 +213,7 @@ func TestSourceRollupCapsDistinctSources(t *testing.T) {
 		t.Errorf("totals %d/%d, want %d/%d", sumPass, sumN, pass, total)
 	}
 	other := got[store.OtherSources]
-	if other == nil || other.CountryCode != nil || len(got) > 32<<10+1 || len(got) < 16<<10 {
+	if other == nil || other.CountryCode != nil || len(got) > 16<<10+1 || len(got) < 8<<10 {
 		t.Fatalf("%d sources kept, other row %+v", len(got), other)
 	}
 	for i := 0; i < n; i += 100 {
