@@ -11,6 +11,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -57,6 +58,13 @@ type Service interface {
 	DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error)
 
 	Mailboxes
+
+	// Senders returns the sender groups and policy advice of a domain (a
+	// name, or an id) over from..to. orgRef (a name or id) picks the
+	// organization; "" finds the domain in any organization, ErrConflict
+	// when several have it. ErrNotFound for an unknown domain or orgRef,
+	// ErrInvalid for a bad range.
+	Senders(ctx context.Context, orgRef, domain string, from, to time.Time) (*SendersView, error)
 }
 
 // Local is the Service over a store this process has opened.
@@ -71,6 +79,9 @@ type Local struct {
 	// Mailboxes manages IMAP mailboxes; without it adding, removing and
 	// polling one fail.
 	Mailboxes *imapin.Service
+	// Views computes the sender views; nil uses the embedded known-sender
+	// map without SPF evaluation.
+	Views *senders.Views
 }
 
 var _ Service = (*Local)(nil)

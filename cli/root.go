@@ -171,6 +171,7 @@ Exit codes:
 		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),
 		newCheckTLSCommand(g),
+		newSendersCommand(g),
 		newBackupCommand(g),
 		newCompactCommand(g),
 		newRestoreCommand(g),

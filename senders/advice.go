@@ -48,14 +48,15 @@ type Advice struct {
 // nil when it is not a DMARC record.
 func ParseDMARCTags(record string) *Published {
 	p := &Published{}
-	for i, part := range strings.Split(record, ";") {
+	for _, part := range strings.Split(record, ";") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
 		k, val, ok := strings.Cut(part, "=")
 		k, val = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(val)
-		if !ok || (i == 0 && (k != "v" || !strings.EqualFold(val, "DMARC1"))) {
+		// The first tag, not the first part: ";p=none" is no DMARC record.
+		if !ok || k == "" || (len(p.tags) == 0 && (k != "v" || !strings.EqualFold(val, "DMARC1"))) {
 			return nil
 		}
 		p.tags = append(p.tags, [2]string{k, val})

@@ -101,6 +101,7 @@ type Group struct {
 	Status          string   `json:"status"`
 	Hints           []string `json:"hints"`
 
+	key                                string // groupKey: the same sender in every window
 	dmarcPass, spfAligned, dkimAligned int64
 	byCategory                         map[string]int64
 	auth                               map[authKey]int64
@@ -274,7 +275,7 @@ func (v *Views) group(domain string, sources []*Source) []*Group {
 		key, name, typ, st := groupKey(s)
 		g := byKey[key]
 		if g == nil {
-			g = &Group{Name: name, Type: typ, ServiceType: st, byCategory: map[string]int64{}, auth: map[authKey]int64{}}
+			g = &Group{Name: name, Type: typ, ServiceType: st, key: key, byCategory: map[string]int64{}, auth: map[authKey]int64{}}
 			byKey[key] = g
 			out = append(out, g)
 		}
@@ -357,6 +358,9 @@ func hints(domain string, g *Group, th Thresholds) []string {
 		return h
 	}
 	who := g.Name
+	if g.Type == GroupUnknown {
+		who = "Mail from sources without a name or AS"
+	}
 	switch g.Category {
 	case CategoryForwarder:
 		if g.DKIMAlignedRate < th.Passing {

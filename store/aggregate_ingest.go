@@ -62,8 +62,10 @@ type ReportDraft struct {
 	stored  bool   // a Commit made the report visible
 	scratch []byte
 
-	// srcDay is the report's per-source roll-up (source_rollup.go).
+	// srcDay is the report's per-source roll-up (source_rollup.go), which
+	// Finish encodes into srcEnc.
 	srcDay sourceDraft
+	srcEnc sourceEntries
 
 	// Set by Finish.
 	val, key, index, ident []byte
@@ -102,7 +104,7 @@ func NewReportDraft(r Report) (*ReportDraft, error) {
 	}
 	r.DateBegin, r.DateEnd = r.DateBegin.UTC().Truncate(time.Second), r.DateEnd.UTC().Truncate(time.Second)
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount, r.RecordCount = 0, 0, 0, 0
-	d := &ReportDraft{rep: r, sum: newSummaryAcc(), src: make(sourceAcc), srcDay: sourceDraft{}}
+	d := &ReportDraft{rep: r, sum: newSummaryAcc(), srcDay: sourceDraft{}}
 	d.bin, _ = binID(r.ID)
 	return d, nil
 }
@@ -129,16 +131,9 @@ func (d *ReportDraft) Add(r *Record) {
 	}
 	d.n++
 	d.sum.add(r)
+	// The report's sources for the day roll-up (d.src) are taken from the
+	// per-source roll-up at Finish: one map per record, not two.
 	d.srcDay.add(r)
-	pass := r.DKIM == "pass" || r.SPF == "pass"
-	c := sourceCount{messages: r.Count, pass: ifPass(pass, r.Count), fail: ifPass(!pass, r.Count)}
-	if r.Geo != nil {
-		c.cc, c.asn, c.asOrg = r.Geo.CountryCode, r.Geo.ASN, r.Geo.ASOrg
-	}
-	d.src.add(r.SourceIP, c)
-	if len(d.src) > maxDraftSources {
-		d.src.prune(MaxDaySources)
-	}
 }
 
 // closeBlock ends the open block, if any.
@@ -186,6 +181,8 @@ func (d *ReportDraft) Finish() {
 	d.ident = reportIdentityKey(r)
 	d.index = binary.BigEndian.AppendUint64([]byte(r.ID), unixKey(r.DateEnd))
 	d.day = dayNumber(r.DateBegin)
+	d.src = d.srcDay.counts()
+	d.srcEnc, d.srcDay = encodeSources(d.srcDay, r.DateBegin, r.DateEnd), nil
 }
 
 // reportIndexKey is the key of a report in the date index of the listings.

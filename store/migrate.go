@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -21,6 +21,9 @@ type migration func(tx *bolt.Tx) error
 var migrations = []migration{
 	// 0 -> 1: the initial layout; its buckets come from ensureBuckets.
 	func(*bolt.Tx) error { return nil },
+	// 1 -> 2: per-source roll-ups for the reports stored before them
+	// (source_backfill.go); Open backfills them after the migration.
+	migrateSourceRollups,
 }
 
 // upgrade creates missing buckets and runs the migrations the file lacks.

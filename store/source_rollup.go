@@ -2,9 +2,11 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -107,16 +109,64 @@ func (s *SourceRollup) addAuth(kind, domain, result string, n int64) {
 	s.Auth = append(s.Auth, AuthDomainCount{Kind: kind, Domain: domain, Result: result, Messages: n})
 }
 
+// maxDraftSourceIPs is how many distinct sources a report being ingested
+// keeps in its per-source roll-up; past it the sources with the fewest
+// messages are folded into one row without IP (SourceIP ""), down to
+// keepDraftSourceIPs, so that a report of a million distinct sources
+// needs bounded memory while every total stays exact.
+const (
+	maxDraftSourceIPs  = 16 << 10
+	keepDraftSourceIPs = maxDraftSourceIPs / 2
+)
+
+// OtherSources is the SourceIP of the row that sums the sources a report
+// with more than 16,384 distinct sources could not keep one by one.
+const OtherSources = ""
+
+// draftSource is a SourceRollup with room for its usual contents, so that
+// a new source costs one allocation: its geolocation values (its pointers
+// point into the struct) and the first few auth results.
+type draftSource struct {
+	SourceRollup
+	cc, asOrg string
+	asn       uint32
+	auth      [3]AuthDomainCount
+}
+
+// newDraftSource returns an empty source ip, its Auth backed by the struct.
+func newDraftSource(ip string) *draftSource {
+	s := &draftSource{}
+	s.SourceIP = ip
+	s.Auth = s.auth[:0]
+	return s
+}
+
+// setGeo copies the values of g (which the caller may reuse).
+func (s *draftSource) setGeo(g *Geo) {
+	if g.CountryCode != nil {
+		s.cc, s.CountryCode = *g.CountryCode, &s.cc
+	}
+	if g.ASN != nil {
+		s.asn, s.ASN = *g.ASN, &s.asn
+	}
+	if g.ASOrg != nil {
+		s.asOrg, s.ASOrg = *g.ASOrg, &s.asOrg
+	}
+}
+
 // sourceDraft accumulates a report's per-source roll-up while it is parsed.
-type sourceDraft map[string]*SourceRollup
+type sourceDraft map[string]*draftSource
 
 // add counts one record.
 func (s sourceDraft) add(r *Record) {
 	g := s[r.SourceIP]
 	if g == nil {
-		g = &SourceRollup{SourceIP: r.SourceIP}
+		if len(s) >= maxDraftSourceIPs {
+			s.prune(keepDraftSourceIPs)
+		}
+		g = newDraftSource(r.SourceIP)
 		if r.Geo != nil {
-			g.CountryCode, g.ASN, g.ASOrg = clonePtr(r.Geo.CountryCode), clonePtr(r.Geo.ASN), clonePtr(r.Geo.ASOrg)
+			g.setGeo(r.Geo)
 		}
 		s[r.SourceIP] = g
 	}
@@ -134,39 +184,126 @@ func (s sourceDraft) add(r *Record) {
 	default:
 		g.Disposition.None += n
 	}
-	for _, a := range r.AuthResults.SPF {
+	for i := range r.AuthResults.SPF {
+		a := &r.AuthResults.SPF[i]
 		g.addAuth("spf", a.Domain, a.Result, n)
 	}
-	for _, a := range r.AuthResults.DKIM {
+	for i := range r.AuthResults.DKIM {
+		a := &r.AuthResults.DKIM[i]
 		g.addAuth("dkim", a.Domain, a.Result, n)
 	}
 }
 
-// sourceRollups gathers, during one commit, the per-source roll-ups of the
-// reports it stores, by domain and day.
-type sourceRollups map[string]sourceDraft // rollupKey -> sources
+// prune keeps the keep sources with the most messages (and the row of
+// other sources) and folds the rest into that row.
+func (s sourceDraft) prune(keep int) {
+	other := s[OtherSources]
+	if other == nil {
+		other = newDraftSource(OtherSources)
+	}
+	delete(s, OtherSources)
+	all := make([]*draftSource, 0, len(s))
+	for _, g := range s {
+		all = append(all, g)
+	}
+	slices.SortFunc(all, func(a, b *draftSource) int {
+		if a.Messages != b.Messages {
+			return cmp.Compare(b.Messages, a.Messages)
+		}
+		return cmp.Compare(a.SourceIP, b.SourceIP)
+	})
+	for _, g := range all[min(keep, len(all)):] {
+		other.merge(g)
+		delete(s, g.SourceIP)
+	}
+	s[OtherSources] = other
+}
+
+// counts returns the sources as the day roll-up counts them, at most
+// maxDraftSources of them (those with the most messages), without the row
+// of other sources. They share the geolocation values of s.
+func (s sourceDraft) counts() sourceAcc {
+	out := make(sourceAcc, min(len(s), maxDraftSources+1))
+	for ip, g := range s {
+		if ip == OtherSources {
+			continue
+		}
+		out[ip] = &sourceCount{messages: g.Messages, pass: g.DMARCPass, fail: g.Messages - g.DMARCPass,
+			cc: g.CountryCode, asn: g.ASN, asOrg: g.ASOrg}
+	}
+	out.prune(maxDraftSources)
+	return out
+}
+
+// merge adds o into the row of other sources s, which has no geolocation.
+func (s *draftSource) merge(o *draftSource) {
+	s.Merge(&o.SourceRollup)
+	s.CountryCode, s.ASN, s.ASOrg = nil, nil, nil
+}
+
+// sourceEntries is the per-source roll-up of one or more reports,
+// encoded as a segment's entries (appendSourceEntry), not yet framed.
+type sourceEntries struct {
+	n    int
+	body []byte
+	more [][]byte // the bodies of further reports of the same day
+}
+
+// encodeSources encodes a report's sources as one block of segment
+// entries, each seen from begin to end. Finish calls it in the parsing
+// goroutine, so that the single writer of Commit only concatenates bytes.
+func encodeSources(src sourceDraft, begin, end time.Time) sourceEntries {
+	if len(src) == 0 {
+		return sourceEntries{}
+	}
+	e := make(enc, 0, 80*len(src)) // about what an entry takes with two auth results
+	e = appendBlockHeader(e, begin.Unix(), end.Unix(), len(src))
+	for _, g := range src {
+		e = appendSourceEntry(e, &g.SourceRollup)
+	}
+	return sourceEntries{n: len(src), body: e}
+}
+
+// sourceRollups gathers, during one commit, the encoded per-source
+// roll-ups of the reports it stores, by domain and day. A day's segment
+// is the entries of its reports back to back: a segment may hold a source
+// more than once, and readers sum by IP. Drafts are only read: a commit
+// that fails is retried with the same drafts.
+type sourceRollups map[string]*sourceEntries // rollupKey -> entries
 
 // newSourceRollups starts the per-source roll-ups of one commit.
 func newSourceRollups() sourceRollups { return sourceRollups{} }
 
 // add counts one stored report (Finish called) into its domain's day.
-func (sr sourceRollups) add(d *ReportDraft) {
-	key := string(rollupKey(d.rep.DomainID, d.day))
-	day := sr[key]
-	if day == nil {
-		day = sourceDraft{}
-		sr[key] = day
+func (sr sourceRollups) add(d *ReportDraft) { sr.addEntries(d.rep.DomainID, d.day, d.srcEnc) }
+
+// addEntries adds a report's encoded sources to its domain's day; the
+// bytes are only read.
+func (sr sourceRollups) addEntries(domainID string, dayNum uint32, src sourceEntries) {
+	if src.n == 0 {
+		return
 	}
-	begin, end := d.rep.DateBegin, d.rep.DateEnd
-	for ip, s := range d.srcDay {
-		g := day[ip]
-		if g == nil {
-			g = &SourceRollup{SourceIP: ip}
-			day[ip] = g
-		}
-		s.FirstSeen, s.LastSeen = begin, end
-		g.Merge(s)
+	key := string(rollupKey(domainID, dayNum))
+	if day := sr[key]; day != nil {
+		day.n += src.n
+		day.more = append(day.more, src.body)
+		return
 	}
+	sr[key] = &sourceEntries{n: src.n, body: src.body}
+}
+
+// frame returns the entries as a segment.
+func (s *sourceEntries) frame() []byte {
+	size := 1 + len(s.body)
+	for _, b := range s.more {
+		size += len(b)
+	}
+	seg := append(make([]byte, 0, size), codecVersion)
+	seg = append(seg, s.body...)
+	for _, b := range s.more {
+		seg = append(seg, b...)
+	}
+	return seg
 }
 
 // put writes one segment per domain-day touched (merging the day's
@@ -180,22 +317,16 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 		if err != nil {
 			return err
 		}
+		var seg []byte
 		if seq >= maxSourceSegments {
-			if err := eachSegment(b, prefix, func(s *SourceRollup) {
-				if g := day[s.SourceIP]; g != nil {
-					g.Merge(s)
-				} else {
-					day[s.SourceIP] = s
-				}
-			}); err != nil {
-				return err
-			}
-			if _, err := deletePrefix(b, prefix, -1); err != nil {
+			if seg, err = mergeSegments(b, prefix, day); err != nil {
 				return err
 			}
 			seq = 0
+		} else {
+			seg = day.frame()
 		}
-		if err := b.Put(sourceSegKey(prefix, seq), appendSourceSegment(nil, day)); err != nil {
+		if err := b.Put(sourceSegKey(prefix, seq), seg); err != nil {
 			return err
 		}
 		n, err := pending.NextSequence()
@@ -207,6 +338,29 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// mergeSegments deletes the segments of the day prefix and returns one
+// segment of their sources and the new entries, one entry per source.
+func mergeSegments(b *bolt.Bucket, prefix []byte, add *sourceEntries) ([]byte, error) {
+	day := sourceDraft{}
+	merge := func(s *SourceRollup) {
+		if g := day[s.SourceIP]; g != nil {
+			g.Merge(s)
+		} else {
+			day[s.SourceIP] = &draftSource{SourceRollup: *s}
+		}
+	}
+	if err := eachSegment(b, prefix, merge); err != nil {
+		return nil, err
+	}
+	if err := decodeSourceSegment(add.frame(), merge); err != nil {
+		return nil, fmt.Errorf("new source roll-up entries: %w", err)
+	}
+	if _, err := deletePrefix(b, prefix, -1); err != nil {
+		return nil, err
+	}
+	return appendSourceSegment(make(enc, 0, 64*len(day)), day), nil
 }
 
 // sourceSegKey is rollupKey(domain, day) | seq (big-endian).
@@ -234,25 +388,48 @@ func nextSegment(b *bolt.Bucket, prefix []byte) (uint32, error) {
 	return binary.BigEndian.Uint32(k[len(prefix):]) + 1, nil
 }
 
-// appendSourceSegment encodes the sources of a segment, in IP order.
+// A segment is codecVersion and then blocks until its end: a block is
+// the first and last seen times (Unix seconds, the second as a delta),
+// the number of entries, and the entries, which share those times.
+
+// appendBlockHeader starts a block of n entries seen from first to last.
+func appendBlockHeader(e enc, first, last int64, n int) enc {
+	return e.varint(first).varint(last - first).uvarint(uint64(n))
+}
+
+// appendSourceSegment encodes the sources of a segment, in blocks of the
+// same first and last seen times, each in IP order.
 func appendSourceSegment(e enc, day sourceDraft) enc {
-	ips := make([]string, 0, len(day))
-	for ip := range day {
-		ips = append(ips, ip)
+	srcs := make([]*draftSource, 0, len(day))
+	for _, s := range day {
+		srcs = append(srcs, s)
 	}
-	slices.Sort(ips)
+	slices.SortFunc(srcs, func(a, b *draftSource) int {
+		return cmp.Or(a.FirstSeen.Compare(b.FirstSeen), a.LastSeen.Compare(b.LastSeen), strings.Compare(a.SourceIP, b.SourceIP))
+	})
 	e = append(e, codecVersion)
-	e = e.uvarint(uint64(len(ips)))
-	for _, ip := range ips {
-		s := day[ip]
-		e = e.str(ip).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
-		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
-		e = e.varint(s.FirstSeen.Unix()).varint(s.LastSeen.Unix())
-		e = e.opt(s.CountryCode).optU32(s.ASN).opt(s.ASOrg)
-		e = e.uvarint(uint64(len(s.Auth)))
-		for _, a := range s.Auth {
-			e = e.sym(a.Kind).str(a.Domain).sym(a.Result).varint(a.Messages)
+	for len(srcs) > 0 {
+		n := 1
+		for n < len(srcs) && srcs[n].FirstSeen.Equal(srcs[0].FirstSeen) && srcs[n].LastSeen.Equal(srcs[0].LastSeen) {
+			n++
 		}
+		e = appendBlockHeader(e, srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix(), n)
+		for _, s := range srcs[:n] {
+			e = appendSourceEntry(e, &s.SourceRollup)
+		}
+		srcs = srcs[n:]
+	}
+	return e
+}
+
+// appendSourceEntry encodes one source of a block (not its times).
+func appendSourceEntry(e enc, s *SourceRollup) enc {
+	e = e.str(s.SourceIP).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
+	e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
+	e = e.opt(s.CountryCode).optU32(s.ASN).opt(s.ASOrg)
+	e = e.uvarint(uint64(len(s.Auth)))
+	for _, a := range s.Auth {
+		e = e.sym(a.Kind).str(a.Domain).sym(a.Result).varint(a.Messages)
 	}
 	return e
 }
@@ -264,26 +441,32 @@ func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 	if d.byte() != codecVersion {
 		return errCorrupt
 	}
-	n := d.count()
-	for range n {
-		s := &SourceRollup{SourceIP: d.str(), Messages: d.varint(), DMARCPass: d.varint(),
-			SPFAligned: d.varint(), DKIMAligned: d.varint()}
-		s.Disposition = DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
-		s.FirstSeen, s.LastSeen = time.Unix(d.varint(), 0).UTC(), time.Unix(d.varint(), 0).UTC()
-		s.CountryCode, s.ASN, s.ASOrg = d.opt(), d.optU32(), d.opt()
-		na := d.count()
-		if na > maxSourceAuth {
-			return errCorrupt
+	for d.ok() && len(d.b) > 0 {
+		f := d.varint()
+		first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.varint(), 0).UTC()
+		n := d.count()
+		for range n {
+			s := &SourceRollup{SourceIP: d.str(), Messages: d.varint(), DMARCPass: d.varint(),
+				SPFAligned: d.varint(), DKIMAligned: d.varint(), FirstSeen: first, LastSeen: last}
+			s.Disposition = DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
+			s.CountryCode, s.ASN, s.ASOrg = d.opt(), d.optU32(), d.opt()
+			na := d.count()
+			if na > maxSourceAuth {
+				return errCorrupt
+			}
+			if na > 0 {
+				s.Auth = make([]AuthDomainCount, na)
+				for i := range s.Auth {
+					s.Auth[i] = AuthDomainCount{Kind: d.sym(), Domain: d.str(), Result: d.sym(), Messages: d.varint()}
+				}
+			}
+			if !d.ok() {
+				return errCorrupt
+			}
+			fn(s)
 		}
-		for range na {
-			s.Auth = append(s.Auth, AuthDomainCount{Kind: d.sym(), Domain: d.str(), Result: d.sym(), Messages: d.varint()})
-		}
-		if !d.ok() {
-			return errCorrupt
-		}
-		fn(s)
 	}
-	if !d.ok() || len(d.b) != 0 {
+	if !d.ok() {
 		return errCorrupt
 	}
 	return nil
@@ -303,7 +486,7 @@ func eachSegment(b *bolt.Bucket, prefix []byte, fn func(*SourceRollup)) error {
 // EachSourceDay calls fn for every source of every UTC day from..to (both
 // truncated to their UTC day, both included) of domain domainID of
 // organization orgID, oldest day first; a source appears once per segment
-// of a day (sum them by SourceIP). Days without a call had no report.
+// of a day or more (sum them by SourceIP). Days without a call had no report.
 // Errors: ErrNotFound when the domain is not the organization's,
 // ErrInvalid when to is before from or the range is longer than 366 days.
 func (db *DB) EachSourceDay(orgID, domainID string, from, to time.Time, fn func(day time.Time, s *SourceRollup)) error {
@@ -358,7 +541,7 @@ func (db *DB) PendingSourceIPs(maxDays int) (*PendingSources, error) {
 		for k, v := c.First(); k != nil && len(p.days) < maxDays; k, v = c.Next() {
 			p.days[string(k)] = bytes.Clone(v)
 			if err := eachSegment(b, k, func(s *SourceRollup) {
-				if !seen[s.SourceIP] {
+				if s.SourceIP != OtherSources && !seen[s.SourceIP] {
 					seen[s.SourceIP] = true
 					p.IPs = append(p.IPs, s.SourceIP)
 				}

@@ -173,3 +173,84 @@ func TestRDNSCache(t *testing.T) {
 		t.Errorf("no status: %v", err)
 	}
 }
+
+// TestSourceRollupCapsDistinctSources ensures a report with more distinct
+// sources than a draft keeps (16,384) folds the smallest into the row of
+// other sources: the big ones stay by IP, no source is queued twice for
+// reverse DNS, the other row is not, and the totals stay exact.
+func TestSourceRollupCapsDistinctSources(t *testing.T) {
+	e := newReportEnv(t)
+	d, err := store.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
+		OrgName: "google.com", ExternalReportID: "big", DateBegin: reportDay(3), DateEnd: reportDay(4).Add(-time.Second),
+		ReceivedAt: storetest.Epoch()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40_000
+	var total, pass int64
+	cc := "US"
+	for i := range n {
+		r := &store.Record{SourceIP: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), Count: 1, Disposition: "none",
+			DKIM: "pass", SPF: "fail", Geo: &store.Geo{CountryCode: &cc}}
+		if i%100 == 0 {
+			r.Count = 1000 // the big ones
+		}
+		if i%3 == 0 {
+			r.DKIM = "fail"
+		}
+		total += r.Count
+		pass += ifPass(r.DKIM == "pass", r.Count)
+		d.Add(r)
+	}
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d}})
+	got, _ := sumSources(t, e.db, e.org.ID, e.dom.ID, reportDay(3), reportDay(3))
+	var sumN, sumPass int64
+	for _, s := range got {
+		sumN += s.Messages
+		sumPass += s.DMARCPass
+	}
+	if sumN != total || sumPass != pass {
+		t.Errorf("totals %d/%d, want %d/%d", sumPass, sumN, pass, total)
+	}
+	other := got[store.OtherSources]
+	if other == nil || other.CountryCode != nil || len(got) > 16<<10+1 || len(got) < 8<<10 {
+		t.Fatalf("%d sources kept, other row %+v", len(got), other)
+	}
+	for i := 0; i < n; i += 100 {
+		if s := got[fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)]; s == nil || s.Messages != 1000 {
+			t.Fatalf("big source %d: %+v", i, s)
+		}
+	}
+	p, err := e.db.PendingSourceIPs(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.IPs) != len(got)-1 || p.IPs[0] == store.OtherSources {
+		t.Errorf("%d pending IPs for %d sources, first %q", len(p.IPs), len(got), p.IPs[0])
+	}
+}
+
+func ifPass(ok bool, n int64) int64 {
+	if ok {
+		return n
+	}
+	return 0
+}
+
+// TestSourceRollupSameDayReports ensures a commit of several reports of
+// one day counts each once.
+func TestSourceRollupSameDayReports(t *testing.T) {
+	a := newReportEnv(t)
+	drafts := []*store.ReportDraft{mustDraft(t, a.dom, "x", reportDay(5), 30), mustDraft(t, a.dom, "y", reportDay(5), 20),
+		mustDraft(t, a.dom, "z", reportDay(5), 10)}
+	a.commit(t, &store.IngestBatch{Reports: drafts})
+	got, _ := sumSources(t, a.db, a.org.ID, a.dom.ID, reportDay(5), reportDay(5))
+	var msgs int64
+	for _, s := range got {
+		msgs += s.Messages
+	}
+	// testRecord counts 1..5 in turn: 30 records carry 90 messages.
+	if msgs != 90+60+30 || len(got) != 30 {
+		t.Errorf("%d messages from %d sources, want 180 from 30", msgs, len(got))
+	}
+}

@@ -73,7 +73,14 @@ func open(path string, opts *Options, migs []migration) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return &DB{Now: wallClock, bolt: bdb}, nil
+	db := &DB{Now: wallClock, bolt: bdb}
+	if !o.ReadOnly {
+		if _, err := db.backfillSourceRollups(backfillRecords); err != nil {
+			_ = bdb.Close()
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	}
+	return db, nil
 }
 
 // openBolt opens the file with mode 0600: it holds key hashes and secrets.

@@ -112,7 +112,9 @@ func TestMigrations(t *testing.T) {
 
 	var ran []int
 	migs := store.Migrations()
-	for _, n := range []int{2, 3} {
+	// Two migrations after the program's own.
+	v1, v2 := store.SchemaVersion+1, store.SchemaVersion+2
+	for _, n := range []int{v1, v2} {
 		migs = append(migs, func(tx *bolt.Tx) error {
 			ran = append(ran, n)
 			b, err := tx.CreateBucketIfNotExists([]byte("migrated"))
@@ -125,15 +127,15 @@ func TestMigrations(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		db := mustOpenRaw(t, path, migs)
 		defer mustClose(t, db)
-		if want := []int{2, 3}; !equalInts(ran, want) {
+		if want := []int{v1, v2}; !equalInts(ran, want) {
 			t.Errorf("migrations run = %v, want %v", ran, want)
 		}
-		if v, err := db.SchemaVersion(); err != nil || v != 3 {
-			t.Errorf("SchemaVersion() = %d, %v; want 3", v, err)
+		if v, err := db.SchemaVersion(); err != nil || v != v2 {
+			t.Errorf("SchemaVersion() = %d, %v; want %d", v, err, v2)
 		}
 		err := db.Bolt().View(func(tx *bolt.Tx) error {
-			if b := tx.Bucket([]byte("migrated")); b == nil || b.Get([]byte{3}) == nil {
-				t.Error("migration 3 left no trace")
+			if b := tx.Bucket([]byte("migrated")); b == nil || b.Get([]byte{byte(v2)}) == nil {
+				t.Error("the last migration left no trace")
 			}
 			return nil
 		})
@@ -150,7 +152,7 @@ func TestMigrations(t *testing.T) {
 	})
 	t.Run("ErrFailedMigration", func(t *testing.T) {
 		failing := append(migs[:len(migs):len(migs)], func(tx *bolt.Tx) error {
-			if err := tx.Bucket([]byte("migrated")).Put([]byte{4}, []byte("half")); err != nil {
+			if err := tx.Bucket([]byte("migrated")).Put([]byte{byte(v2 + 1)}, []byte("half")); err != nil {
 				return err
 			}
 			return errors.New("boom")
@@ -160,8 +162,8 @@ func TestMigrations(t *testing.T) {
 		}
 		db := mustOpenRaw(t, path, migs)
 		defer mustClose(t, db)
-		if v, _ := db.SchemaVersion(); v != 3 {
-			t.Errorf("SchemaVersion() after failed migration = %d, want 3", v)
+		if v, _ := db.SchemaVersion(); v != v2 {
+			t.Errorf("SchemaVersion() after failed migration = %d, want %d", v, v2)
 		}
 	})
 	t.Run("ErrNewerFile", func(t *testing.T) {
