@@ -345,6 +345,9 @@ func TestMailboxHostileServerText(t *testing.T) {
 			t.Errorf("GET %s renders the last error as markup", path)
 		}
 	}
+	if p := e.send("GET", "/settings/mailboxes/"+m.ID, cookie, nil); !strings.Contains(p.body, "Failing since") {
+		t.Error("the page of a failing mailbox does not say since when")
+	}
 }
 
 // TestMailboxPagesWithoutService ensures a server without the mailbox
