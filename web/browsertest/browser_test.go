@@ -514,7 +514,7 @@ func TestBrowser(t *testing.T) {
 	// password is refused with the server's words, the right one is
 	// added, Poll now shows its result, the report is imported and moved.
 	mailXML := reportgen.Generate(99, 10, reportgen.Options{Domain: "example.com", OrgName: "mailbox.example",
-		Begin: now.Truncate(24 * time.Hour).AddDate(0, 0, -1)})
+		Begin: now.Truncate(24*time.Hour).AddDate(0, 0, -1)})
 	imapSrv.Append("INBOX", reportMail(email, mailXML))
 	fill := func(password string) string {
 		return fmt.Sprintf(`document.querySelector('#mhost').value = '127.0.0.1'; document.querySelector('#mport').value = '%d';
