@@ -27,6 +27,9 @@ const (
 	// TypeTLSFailureRate: a stored SMTP TLS report (RFC 8460) counts a
 	// share of failed sessions over a threshold.
 	TypeTLSFailureRate = "tls_failure_rate"
+	// TypeMailboxFailing: every poll of an IMAP mailbox has failed for a
+	// day. It concerns no domain.
+	TypeMailboxFailing = "mailbox_failing"
 )
 
 // The alert severities, least severe first.
@@ -40,7 +43,8 @@ const (
 func ValidType(t string) bool {
 	switch t {
 	case TypeDMARCFailureRate, TypeNewFailingSource, TypeFailureReportReceived, TypeDNSRecordChanged,
-		TypeDNSRecordMissing, TypePolicyWeakened, TypeReportingAddressRemoved, TypeTLSFailureRate:
+		TypeDNSRecordMissing, TypePolicyWeakened, TypeReportingAddressRemoved, TypeTLSFailureRate,
+		TypeMailboxFailing:
 		return true
 	}
 	return false

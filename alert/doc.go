@@ -10,7 +10,8 @@
 // worker runs the DNS rule after each DNS check.
 //
 // One file per rule family: report.go (aggregate reports), failure.go
-// (failure reports), dns.go (DNS record changes), tls.go (TLS reports); thresholds in rules.go.
+// (failure reports), dns.go (DNS record changes), tls.go (TLS reports),
+// mailbox.go (IMAP mailboxes); thresholds in rules.go.
 // A new family (TLS failure rate, new senders, ...) gets a file of its own
 // and its types below.
 //
@@ -46,6 +47,12 @@
 //     at least TLSMinFailed (10) sessions failed and they are at least
 //     TLSFailureRateWarning (5 %) of the report's sessions, critical at
 //     TLSFailureRateCritical (25 %); deduplicated like dmarc_failure_rate.
+//   - mailbox_failing (warning), after each recorded poll of an IMAP
+//     mailbox (mailbox.go): every poll has failed for MailboxFailingAfter
+//     (a day). Raised once per run of failures; a poll that works ends the
+//     run, and a mailbox failing for another day raises it again. The
+//     caller (package store, in the transaction that records the poll)
+//     keeps the run's start and whether it was alerted. It names no domain.
 //
 // Aggregate reports whose date range ended more than MaxReportAge (7 days)
 // before they are stored (an archive being imported) raise no alert.

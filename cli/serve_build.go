@@ -172,7 +172,8 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		},
 	})
 	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
-		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log, Senders: views})
+		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log, Senders: views,
+		Mailboxes: s.imap.svc})
 	if err != nil {
 		return nil, err
 	}

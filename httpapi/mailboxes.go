@@ -123,3 +123,11 @@ func (s *Server) pollMailbox(w http.ResponseWriter, r *request) error {
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }
+
+// MailboxErrorMessage is the status and message the API answers for err
+// of the mailbox service (imap.Service), so that the web interface shows
+// the same words: "invalid host: ...", the server's words of a failed
+// login, "mailbox not found".
+func MailboxErrorMessage(err error) (status int, msg string) {
+	return ErrorMessage(mailboxError(err))
+}

@@ -32,6 +32,9 @@ type Mailbox struct {
 	MessagesImported int64      `json:"messages_imported"`
 	CreatedAt        time.Time  `json:"created_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
+	// FailingSince is when the current run of failed polls began (nil
+	// when the last poll worked), for the web interface; not in the API.
+	FailingSince *time.Time `json:"-"`
 }
 
 // Mailbox security and auth values.
@@ -84,6 +87,11 @@ type mailboxRecord struct {
 	Mailbox
 	OrgID   string `json:"org_id"`
 	Secrets []byte `json:"secrets"`
+	// FailStart and FailAlerted are the mailbox_failing rule's state: when
+	// the current run of failed polls began (nil: the last poll worked),
+	// and whether the alert was raised for it.
+	FailStart   *time.Time `json:"failing_since,omitempty"`
+	FailAlerted bool       `json:"failing_alerted,omitempty"`
 }
 
 // checkMailbox is the store's own guard on the fields; the policy checks
@@ -279,6 +287,13 @@ func (db *DB) UpdateMailbox(orgID, id string, u MailboxUpdate) (*Mailbox, error)
 				return err
 			}
 		}
+		// Someone acted on the mailbox: a run of failures (mailbox_failing)
+		// starts again from the next failed poll.
+		if rec.Host != before.Host || rec.Port != before.Port || rec.Security != before.Security ||
+			rec.Username != before.Username || rec.Auth != before.Auth || rec.Folder != before.Folder ||
+			rec.IsActive != before.IsActive || u.Secrets != nil {
+			rec.FailStart, rec.FailAlerted = nil, false
+		}
 		return putMailbox(tx, rec)
 	})
 	if err != nil {
@@ -351,8 +366,12 @@ func (db *DB) SetMailboxState(id string, st MailboxState) error {
 }
 
 // RecordMailboxPoll updates mailbox id's status after a poll: last_poll_at,
-// last_error (cleared by a poll without error) and messages_imported.
-// ErrNotFound when the mailbox was deleted meanwhile.
+// last_error (cleared by a poll without error) and messages_imported. A
+// failed poll starts or continues a run of failures; when the run has
+// lasted a day, the mailbox_failing alert is raised in the same
+// transaction (once per run; a poll that works ends the run), so its
+// webhook deliveries are queued with it. ErrNotFound when the mailbox was
+// deleted meanwhile.
 func (db *DB) RecordMailboxPoll(id string, p MailboxPoll) error {
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		rec, err := getMailbox(tx, id)
@@ -362,11 +381,19 @@ func (db *DB) RecordMailboxPoll(id string, p MailboxPoll) error {
 		at := p.At.UTC().Truncate(time.Second)
 		rec.LastPollAt = &at
 		rec.LastError = nil
-		if p.Error != "" {
-			e := p.Error
-			rec.LastError = &e
-		}
 		rec.MessagesImported += int64(p.Imported)
+		if p.Error == "" {
+			rec.FailStart, rec.FailAlerted = nil, false
+			return putMailbox(tx, rec)
+		}
+		e := p.Error
+		rec.LastError = &e
+		if rec.FailStart == nil {
+			rec.FailStart = &at
+		}
+		if err := db.raiseMailboxAlert(tx, rec, at); err != nil {
+			return err
+		}
 		return putMailbox(tx, rec)
 	})
 	return wrap("record mailbox poll", err)
@@ -412,5 +439,10 @@ func putMailbox(tx *bolt.Tx, rec *mailboxRecord) error {
 func (rec *mailboxRecord) mailbox() *Mailbox {
 	m := rec.Mailbox
 	m.OrgID = rec.OrgID
+	m.FailingSince = nil
+	if rec.FailStart != nil {
+		t := *rec.FailStart
+		m.FailingSince = &t
+	}
 	return &m
 }

@@ -48,6 +48,7 @@ func (h *Handler) routes() {
 	h.handle("POST", "/settings/keys/:id/revoke", writeAccess, h.revokeKey)
 
 	h.webhookRoutes()
+	h.mailboxRoutes()
 
 	h.router.NotFound = http.HandlerFunc(h.notFound)
 	h.router.MethodNotAllowed = http.HandlerFunc(h.notFound)

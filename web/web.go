@@ -22,6 +22,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -77,6 +78,9 @@ type Config struct {
 	// same instance the API serves them with; nil: views over Store with
 	// the embedded sender map and no SPF evaluation.
 	Senders *senders.Views
+	// Mailboxes adds, changes, polls and deletes IMAP mailboxes as the API
+	// does (the same imap.Service); nil: the mailbox pages are read-only.
+	Mailboxes *imapin.Service
 	// CheckBudget bounds the live check-dmarc of a domain page; 0 means
 	// 1.5s. When it runs out the page shows the last DNS check's record.
 	CheckBudget time.Duration
@@ -185,7 +189,7 @@ func (h *Handler) loadAssets() error {
 // pageNames are the templates besides the layout.
 var pageNames = []string{"login", "overview", "domain", "domain_new", "domain_delete",
 	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure",
-	"sources", "tls_reports", "tls_report"}
+	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox"}
 
 func (h *Handler) loadTemplates() error {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")

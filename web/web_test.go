@@ -37,7 +37,11 @@ func newEnv(t *testing.T) *env { return newEnvPolicy(t, webhook.Policy{}) }
 
 // newEnvPolicy is newEnv with webhooks validated and sent under policy p,
 // and a real DNS server for verification and webhook hosts.
-func newEnvPolicy(t *testing.T, p webhook.Policy) *env {
+func newEnvPolicy(t *testing.T, p webhook.Policy) *env { return newEnvWith(t, p, nil) }
+
+// newEnvWith is newEnvPolicy with mod applied to the web interface's
+// Config (given the store) before it is built.
+func newEnvWith(t *testing.T, p webhook.Policy, mod func(*web.Config)) *env {
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(t, clock)
@@ -51,8 +55,12 @@ func newEnvPolicy(t *testing.T, p webhook.Policy) *env {
 	checker := &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second}
 	api := httpapi.New(httpapi.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Now: clock.Now,
 		WebhookClient: client, WebhookResolver: res, WebhookPolicy: p})
-	ui, err := web.New(web.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Limiter: api, Webhooks: api, Domains: api,
-		Now: clock.Now, DNSTimeout: 2 * time.Second})
+	cfg := web.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Limiter: api, Webhooks: api, Domains: api,
+		Now: clock.Now, DNSTimeout: 2 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ui, err := web.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,7 @@ import (
 	// makes go test's cache see every change to what the binary holds.
 	_ "github.com/dmarcd/dmarcd/cli"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
+	"github.com/dmarcd/dmarcd/internal/imaptest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
 
@@ -307,7 +308,14 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := dnstest.Start(t)
-	s := startServer(t, "--dns-server", ns.Addr, "--dns-timeout", "300ms", "--webhook-allow-private", "--webhook-ca-file", ca)
+	// go-imap's in-memory IMAP server, in this process, for the mailbox pages.
+	imapSrv := imaptest.NewServer(t)
+	imapCA := filepath.Join(t.TempDir(), "imap-ca.pem")
+	if err := os.WriteFile(imapCA, imapSrv.Cert.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--dns-server", ns.Addr, "--dns-timeout", "300ms", "--webhook-allow-private", "--webhook-ca-file", ca,
+		"--imap-allow-private", "--imap-ca-file", imapCA)
 	b := newBrowser(t, s.url)
 
 	// Sign in.
@@ -502,6 +510,68 @@ func TestBrowser(t *testing.T) {
 	}
 	rmu.Unlock()
 	b.screenshot("webhooks")
+	// A mailbox on the in-memory IMAP server holding a report: a wrong
+	// password is refused with the server's words, the right one is
+	// added, Poll now shows its result, the report is imported and moved.
+	mailXML := reportgen.Generate(99, 10, reportgen.Options{Domain: "example.com", OrgName: "mailbox.example",
+		Begin: now.Truncate(24*time.Hour).AddDate(0, 0, -1)})
+	imapSrv.Append("INBOX", reportMail(email, mailXML))
+	fill := func(password string) string {
+		return fmt.Sprintf(`document.querySelector('#mhost').value = '127.0.0.1'; document.querySelector('#mport').value = '%d';
+			document.querySelector('#muser').value = %q; document.querySelector('#mpass').value = %q;
+			document.querySelector('#march').value = 'Archive';`, imapSrv.Port, imaptest.User, password)
+	}
+	b.run("mailboxes", chromedp.Navigate(s.url+"/settings/mailboxes"), visible(`#mhost`))
+	b.screenshot("mailboxes-empty")
+	// Only the chosen sign-in's fields show (CSS :has, no script).
+	shown := func(sel string) bool {
+		return get(b, "visibility of "+sel, chromedp.Evaluate[bool](`document.querySelector("`+sel+`").offsetParent !== null`))
+	}
+	if !shown("#mpass") || shown("#mcsec") {
+		t.Error("with password sign-in, the OAuth2 fields show or the password does not")
+	}
+	b.run("choose OAuth2", click(`input[name=auth][value=oauth2]`))
+	if shown("#mpass") || !shown("#mcsec") {
+		t.Error("with OAuth2 sign-in, the password shows or the OAuth2 fields do not")
+	}
+	b.run("scroll to OAuth2", eval(`document.querySelector("#mtok").scrollIntoView()`))
+	b.screenshot("mailbox-oauth2-form")
+	b.run("choose the password", click(`input[name=auth][value=password]`))
+	b.run("wrong password", eval(fill("wrong password")), submit(`#mhost`), visible(`form.mailbox p.error, section p.error`))
+	if msg := b.text("p.error"); !strings.Contains(msg, "AUTHENTICATIONFAILED") {
+		t.Errorf("wrong password: %q", msg)
+	}
+	b.screenshot("mailbox-refused")
+	b.run("add a mailbox", eval(fill(imaptest.Pass)), submit(`#mhost`), visible(`p.ok`))
+	if !strings.Contains(b.text("p.ok"), "The mailbox is added") {
+		t.Errorf("after adding: %s", b.text("p.ok"))
+	}
+	location = get(b, "location", chromedp.Location())
+	mailboxID := location[strings.LastIndex(location, "/")+1 : strings.Index(location, "?")]
+	b.run("poll now", click(`form[action$="/poll"] button`), visible(`section.polled`))
+	if got := b.text("section.polled"); !strings.Contains(got, "new mail") || !strings.Contains(got, "No errors.") {
+		t.Errorf("poll result: %s", got)
+	}
+	b.screenshot("mailbox-polled")
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, mb := s.api(t, "GET", "/api/v1/mailboxes/"+mailboxID, s.key)
+		if mb["messages_imported"] == 1.0 && imapSrv.Count("Archive") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the mailbox's report was not imported and moved: %v, archive %d", mb, imapSrv.Count("Archive"))
+			break
+		}
+	}
+	b.run("mailbox list", chromedp.Navigate(s.url+"/settings/mailboxes"), visible(`table.mailboxes`))
+	if row := b.text("table.mailboxes tbody"); !strings.Contains(row, imaptest.User) || !strings.Contains(row, "working") {
+		t.Errorf("mailbox row: %s", row)
+	}
+	if strings.Contains(b.body(), imaptest.Pass) {
+		t.Error("the mailbox list shows the password")
+	}
+	b.screenshot("mailboxes")
+
 	b.run("settings", chromedp.Navigate(s.url+"/settings"), visible(`dl.facts`))
 	b.screenshot("settings")
 
@@ -511,7 +581,8 @@ func TestBrowser(t *testing.T) {
 		{"phone-keys", "/settings/keys"}, {"phone-reports", "/reports"},
 		{"phone-senders", "/domains/" + domainID + "#senders"}, {"phone-enforcement", "/domains/" + domainID + "#enforcement"},
 		{"phone-sources", "/domains/" + domainID + "/sources"}, {"phone-tls", "/domains/" + domainID + "#tls"},
-		{"phone-tls-reports", "/tls-reports"}} {
+		{"phone-tls-reports", "/tls-reports"}, {"phone-mailboxes", "/settings/mailboxes"},
+		{"phone-mailbox", "/settings/mailboxes/" + mailboxID}} {
 		b.run(p.name, chromedp.Navigate(s.url+p.path), visible(`main`))
 		b.noHorizontalScroll(p.name)
 		b.screenshot(p.name)
