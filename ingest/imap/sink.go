@@ -6,7 +6,6 @@ import (
 	"context"
 	"net/textproto"
 	"strings"
-	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/metrics"
@@ -134,18 +133,4 @@ func (m *Metrics) poll(err error) {
 	} else {
 		m.polls.With("ok").Inc()
 	}
-}
-
-// FailingAlertAfter is how long a mailbox must fail, every poll, before
-// the mailbox_failing alert is raised.
-const FailingAlertAfter = 24 * time.Hour
-
-// ShouldAlertFailing decides the mailbox_failing alert: failingSince is
-// when the mailbox's polls started failing (zero: its last poll was
-// good), alerted whether the alert was already raised for this run of
-// failures. It is raised once, when the mailbox has failed for a day; a
-// good poll (failingSince zero) ends the run, so a later failure of a day
-// raises it again.
-func ShouldAlertFailing(failingSince time.Time, alerted bool, now time.Time) bool {
-	return !failingSince.IsZero() && !alerted && now.Sub(failingSince) >= FailingAlertAfter
 }

@@ -158,23 +158,3 @@ func TestPipelineSinkStopped(t *testing.T) {
 		t.Errorf("err = %v, want ErrStopped", err)
 	}
 }
-
-func TestShouldAlertFailing(t *testing.T) {
-	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	cases := []struct {
-		since   time.Time
-		alerted bool
-		want    bool
-	}{
-		{time.Time{}, false, false},
-		{now.Add(-23 * time.Hour), false, false},
-		{now.Add(-24 * time.Hour), false, true},
-		{now.Add(-72 * time.Hour), false, true},
-		{now.Add(-72 * time.Hour), true, false},
-	}
-	for _, c := range cases {
-		if got := imapin.ShouldAlertFailing(c.since, c.alerted, now); got != c.want {
-			t.Errorf("ShouldAlertFailing(%v, %v) = %v", c.since, c.alerted, got)
-		}
-	}
-}
