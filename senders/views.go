@@ -351,15 +351,24 @@ func topAuth(g *Group, domain, kind string, pass, wantAligned bool) string {
 	return best
 }
 
+// capitalize upper-cases the first letter of s (ASCII).
+func capitalize(s string) string {
+	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
+		return string(s[0]-'a'+'A') + s[1:]
+	}
+	return s
+}
+
 // hints says what to fix for a group, naming the record to change.
 func hints(domain string, g *Group, th Thresholds) []string {
 	h := []string{}
 	if g.DMARCPassRate >= th.Passing && g.Category != CategoryUnknown {
 		return h
 	}
-	who := g.Name
+	who, is := g.Name, "is"
 	if g.Type == GroupUnknown {
-		who = "Mail from sources without a name or AS"
+		// No host name and no AS: the hints speak of the sources.
+		who, is = "these sources (no host name or AS known)", "are"
 	}
 	switch g.Category {
 	case CategoryForwarder:
@@ -368,7 +377,7 @@ func hints(domain string, g *Group, th Thresholds) []string {
 		}
 		return h
 	case CategoryUnknown:
-		h = append(h, fmt.Sprintf("%s is neither in the SPF record of %s nor signing with DKIM for %s: if it sends your mail, add it to the SPF record (TXT %s) and set up DKIM for %s there; if not, it is spoofing that an enforcing policy stops.", who, domain, domain, domain, domain))
+		h = append(h, fmt.Sprintf("%s %s neither in the SPF record of %s nor signing with DKIM for %s: if this is your mail, add the sender to the SPF record (TXT %s) and set up DKIM for %s there; if not, it is spoofing that an enforcing policy stops.", capitalize(who), is, domain, domain, domain, domain))
 		return h
 	}
 	if g.DKIMAlignedRate < th.Passing {

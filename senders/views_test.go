@@ -345,3 +345,20 @@ func jsonOf(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestHintsOfUnnamedSources ensures the hints of a group without host
+// name or AS speak of "these sources", in a sentence that reads.
+func TestHintsOfUnnamedSources(t *testing.T) {
+	th := DefaultThresholds
+	g := &Group{Name: "unknown", Type: GroupUnknown, Category: CategoryUnknown, DMARCPassRate: 0.2}
+	h := hints("example.com", g, th)
+	if len(h) != 1 || !strings.HasPrefix(h[0], "These sources (no host name or AS known) are neither in the SPF record of example.com") {
+		t.Errorf("unknown category: %q", h)
+	}
+	g.Category = CategoryAuthorized
+	g.DKIMAlignedRate, g.SPFAlignedRate = 0, 1
+	h = hints("example.com", g, th)
+	if len(h) != 1 || !strings.Contains(h[0], "turn on DKIM signing at these sources (no host name or AS known)") {
+		t.Errorf("authorized, no DKIM: %q", h)
+	}
+}
