@@ -109,6 +109,14 @@ type Pipeline struct {
 	// waits for them (up to BatchDelay) to commit more in one transaction.
 	parsing     atomic.Int64
 	commits     atomic.Uint64
+	// pending counts the records handed to the writer and not yet
+	// committed; a job starts parsing only while it is under
+	// pendingBudget, so many inputs in flight (an import keeps a thousand)
+	// hold a bounded number of records in memory however large they are.
+	pending atomic.Int64
+	drainMu sync.Mutex
+	drained chan struct{} // closed (and replaced) after each commit
+
 	commitNanos atomic.Int64
 }
 
@@ -266,7 +274,8 @@ func New(cfg Config) (*Pipeline, error) {
 		log:   cfg.Logger,
 		ing:   cfg.Store.NewIngester(),
 		met:   newPipelineMetrics(cfg.Metrics),
-		queue: make(chan *work, 64),
+		queue:   make(chan *work, 64),
+		drained: make(chan struct{}),
 		slots: make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}, nil
 }
