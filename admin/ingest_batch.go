@@ -57,7 +57,7 @@ type batchAnswer struct {
 func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 	org := r.URL.Query().Get("org")
 	br := bufio.NewReaderSize(r.Body, 64<<10)
-	var items []batchItem
+	var items []*batchItem // each written by its own goroutine
 	var wg sync.WaitGroup
 	var bad error
 	for {
@@ -72,22 +72,21 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 			bad = err
 			break
 		}
-		items = append(items, batchItem{})
-		i := len(items) - 1
+		it := &batchItem{}
+		items = append(items, it)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			res, err := h.svc.Ingest(r.Context(), bytes.NewReader(data), name, org)
-			it := batchItem{Result: res}
+			it.Result = res
 			if err != nil {
 				we, _ := wireErrorOf(err)
-				it = batchItem{Error: &we}
+				it.Result, it.Error = nil, &we
 				var se *store.Error
 				if !errors.As(err, &se) {
 					h.log.Error("admin batch input failed", "name", name, "error", err)
 				}
 			}
-			items[i] = it
 		}()
 	}
 	// The inputs already started are answered for, whatever follows.
@@ -96,7 +95,11 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: batch: " + bad.Error()})
 		return
 	}
-	reply(w, batchAnswer{Results: items})
+	ans := batchAnswer{Results: make([]batchItem, len(items))}
+	for i, it := range items {
+		ans.Results[i] = *it
+	}
+	reply(w, ans)
 }
 
 // appendFrame appends one input's frame to buf.

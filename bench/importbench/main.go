@@ -191,7 +191,7 @@ func importOnce(bin, dir, files, mode string, geo []string) (run, error) {
 	stopped := false
 	defer func() {
 		if !stopped {
-			srv.Stop()
+			srv.Shutdown()
 		}
 	}()
 	if _, err := server.Call("POST", srv.API+"/api/v1/domains", srv.Key, `{"name": "example.com"}`, http.StatusCreated); err != nil {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -116,6 +117,16 @@ func StartWith(bin, dir, logLevel string, rateLimit int, extra ...string) (*Dmar
 func (d *Dmarcd) Stop() {
 	_ = d.cmd.Process.Kill()
 	_ = d.cmd.Wait()
+	_ = d.dns.Shutdown()
+}
+
+// Shutdown stops the server as systemd does (SIGTERM), so that it ends
+// cleanly (and writes its DMARCD_CPUPROFILE), killing it after 30s.
+func (d *Dmarcd) Shutdown() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.AfterFunc(30*time.Second, func() { _ = d.cmd.Process.Kill() })
+	_ = d.cmd.Wait()
+	t.Stop()
 	_ = d.dns.Shutdown()
 }
 
