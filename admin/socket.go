@@ -192,6 +192,14 @@ var kinds = map[string]error{
 var ErrServerGone = errors.New("the dmarcd server went away")
 
 func writeErr(w http.ResponseWriter, err error) {
+	we, status := wireErrorOf(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(we)
+}
+
+// wireErrorOf is err as it crosses the socket, with its HTTP status.
+func wireErrorOf(err error) (wireError, int) {
 	we := wireError{Kind: "internal", Message: err.Error()}
 	status := http.StatusInternalServerError
 	if errors.Is(err, ingest.ErrStopped) {
@@ -206,9 +214,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		}
 		we.Message = se.Msg
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(we)
+	return we, status
 }
 
 // Client is the Service of a running server, reached over its socket.
@@ -283,15 +289,21 @@ func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 		if err := json.NewDecoder(resp.Body).Decode(&we); err != nil {
 			return nil, fmt.Errorf("admin socket: status %s", resp.Status)
 		}
-		if kind, ok := kinds[we.Kind]; ok {
-			return nil, &store.Error{Kind: kind, Msg: we.Message}
-		}
-		if we.Kind == "stopping" {
-			return nil, fmt.Errorf("server: %w: %s", ErrServerGone, we.Message)
-		}
-		return nil, fmt.Errorf("server: %s", we.Message)
+		return nil, we.err()
 	}
 	return resp, nil
+}
+
+// err turns a wire error back into the error the server's Service
+// returned, with its store kind.
+func (we *wireError) err() error {
+	if kind, ok := kinds[we.Kind]; ok {
+		return &store.Error{Kind: kind, Msg: we.Message}
+	}
+	if we.Kind == "stopping" {
+		return fmt.Errorf("server: %w: %s", ErrServerGone, we.Message)
+	}
+	return fmt.Errorf("server: %s", we.Message)
 }
 
 // CreateOrganization implements Service.

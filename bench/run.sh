@@ -5,8 +5,9 @@
 #
 #   bench/run.sh            # all benchmarks
 #   bench/run.sh api        # only the API throughput benchmark
-#   bench/run.sh smtp       # only SMTP intake (MAILS=3000 SMTP_CONNS=8)
-#   bench/run.sh ingest     # only the ingest pipeline (INGEST_WORKERS=256)
+#   bench/run.sh smtp       # only SMTP intake over 8 and 64 connections (MAILS=3000 SMTP_CONNS="8 64")
+#   bench/run.sh ingest     # only the ingest pipeline, beside encoding/xml and the parse+geo+append floor (INGEST_WORKERS=1024)
+#   bench/run.sh import     # dmarcd import offline vs into a running server (IMPORT_SHAPES=2000x50,20000x5 IMPORT_ROUNDS=3)
 #   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
 #   bench/run.sh tls        # only TLS reports: parse, import through the pipeline, HTTPS POST (TLS_REPORTS=20000)
@@ -22,6 +23,7 @@ go build -o "$out/bin/bare" ./bench/bare
 go build -o "$out/bin/apibench" ./bench/apibench
 go build -o "$out/bin/smtpbench" ./bench/smtpbench
 go build -o "$out/bin/ingestbench" ./bench/ingestbench
+go build -o "$out/bin/importbench" ./bench/importbench
 go build -o "$out/bin/deliverbench" ./bench/deliverbench
 go build -o "$out/bin/failurebench" ./bench/failurebench
 what=${1:-all}
@@ -39,15 +41,24 @@ if [[ $what == all || $what == api ]]; then
 fi
 
 if [[ $what == all || $what == smtp ]]; then
-  echo "== SMTP intake: report mails over ${SMTP_CONNS:-8} connections, each acknowledged once stored"
-  "$out/bin/smtpbench" -dmarcd "$out/bin/dmarcd" -c "${SMTP_CONNS:-8}" -n "${MAILS:-3000}" \
-    -out "$out/smtp-$stamp.json"
-  echo
+  for c in ${SMTP_CONNS:-8 64}; do
+    echo "== SMTP intake: 5-record report mails over $c connections, each acknowledged once stored (target 2000 mails/s at 64)"
+    "$out/bin/smtpbench" -dmarcd "$out/bin/dmarcd" -c "$c" -n "${MAILS:-3000}" \
+      -out "$out/smtp-c$c-$stamp.json"
+    echo
+  done
 fi
 
 if [[ $what == all || $what == ingest ]]; then
-  echo "== Ingest pipeline: parse + geolocate + dedup + store (fsync'd group commits) vs encoding/xml alone"
-  "$out/bin/ingestbench" -workers "${INGEST_WORKERS:-256}" -json "$out/ingest-$stamp.json"
+  echo "== Ingest pipeline: parse + geolocate + dedup + store (fsync'd group commits) vs encoding/xml alone and the parse + geo + append floor"
+  "$out/bin/ingestbench" -workers "${INGEST_WORKERS:-1024}" -json "$out/ingest-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == import ]]; then
+  echo "== dmarcd import: offline (baseline) vs into a running server through the admin socket, alternating rounds, medians"
+  "$out/bin/importbench" -dmarcd "$out/bin/dmarcd" -shape "${IMPORT_SHAPES:-2000x50,20000x5}" -rounds "${IMPORT_ROUNDS:-3}" \
+    -json "$out/import-$stamp.json"
   echo
 fi
 

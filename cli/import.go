@@ -142,7 +142,7 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Org, "org", "", "only match domains of this organization (name or id)")
-	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs stored at once")
+	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs in flight at once (each waits for its commit; more share a commit)")
 	o.Geo.AddFlags(cmd, "(only used when no server runs)")
 	durationVar(cmd.Flags(), &o.Retention, "retention", worker.DefaultRetention, "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; a running server applies its own)")
 	durationVar(cmd.Flags(), &o.FailureRetention, "failure-retention", 90*24*time.Hour, "do not store failure reports that arrived longer ago (0 keeps all; a running server applies its own)")
@@ -150,8 +150,8 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 }
 
 func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []string) error {
-	if o.Jobs < 1 || o.Jobs > 64 {
-		return usagef("--jobs must be between 1 and 64")
+	if o.Jobs < 1 || o.Jobs > imports.MaxJobs {
+		return usagef("--jobs must be between 1 and %d", imports.MaxJobs)
 	}
 	svc, done, err := g.openIntakeWith(ctx, o.Geo.config(), func(c *ingest.Config) {
 		c.Retention, c.FailureRetention = o.Retention, o.FailureRetention
@@ -168,13 +168,23 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		}
 		orgID = org.ID
 	}
+	send := func(ctx context.Context, r io.Reader, name string) (*ingest.Result, error) {
+		return svc.Ingest(ctx, r, name, orgID)
+	}
+	if c, ok := svc.(*admin.Client); ok {
+		// A running server: many small inputs per request, so that they
+		// share its commits as they do offline.
+		b := c.NewBatcher(orgID)
+		defer b.Close()
+		send = b.Ingest
+	}
 	pr := newImportProgress(g.stdout, g.JSON)
 	sum, err := imports.Run(ctx, paths, imports.Options{
 		Jobs:     o.Jobs,
 		Progress: pr.update,
 		Fatal:    func(err error) bool { return errors.Is(err, admin.ErrServerGone) },
 		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
-			return svc.Ingest(ctx, r, d.Name, orgID)
+			return send(ctx, r, d.Name)
 		},
 	})
 	pr.finish(sum)

@@ -107,8 +107,16 @@ type Pipeline struct {
 	running atomic.Bool
 	// parsing counts Ingest calls that may still submit work: the writer
 	// waits for them (up to BatchDelay) to commit more in one transaction.
-	parsing     atomic.Int64
-	commits     atomic.Uint64
+	parsing atomic.Int64
+	commits atomic.Uint64
+	// pending counts the records handed to the writer and not yet
+	// committed; a job starts parsing only while it is under
+	// pendingBudget, so many inputs in flight (an import keeps a thousand)
+	// hold a bounded number of records in memory however large they are.
+	pending atomic.Int64
+	drainMu sync.Mutex
+	drained chan struct{} // closed (and replaced) after each commit
+
 	commitNanos atomic.Int64
 }
 
@@ -261,13 +269,14 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Logger.Warn("deleted reports left half-written by an interrupted ingest", "reports", n)
 	}
 	return &Pipeline{
-		cfg:   cfg,
-		db:    cfg.Store,
-		log:   cfg.Logger,
-		ing:   cfg.Store.NewIngester(),
-		met:   newPipelineMetrics(cfg.Metrics),
-		queue: make(chan *work, 64),
-		slots: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		cfg:     cfg,
+		db:      cfg.Store,
+		log:     cfg.Logger,
+		ing:     cfg.Store.NewIngester(),
+		met:     newPipelineMetrics(cfg.Metrics),
+		queue:   make(chan *work, 64),
+		drained: make(chan struct{}),
+		slots:   make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}, nil
 }
 

@@ -126,7 +126,14 @@ func (j *job) doneProducing() {
 // acquire takes a parsing slot. Parsing is CPU work: with more parsers than
 // processors, the single writer would get only its share of the CPU among
 // them, and the writer is what every Ingest call waits for.
+//
+// It also waits while the records handed to the writer and not yet
+// committed are over the pipeline's budget (see Pipeline.pending): what a
+// job parses stays in memory until its commit.
 func (j *job) acquire() error {
+	if err := j.p.underBudget(j.ctx); err != nil {
+		return err
+	}
 	select {
 	case j.p.slots <- struct{}{}:
 		j.slot = true

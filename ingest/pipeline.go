@@ -27,6 +27,44 @@ func newWork(b store.IngestBatch, records int, chunk bool) *work {
 	return &work{batch: b, records: records, chunk: chunk, done: make(chan struct{})}
 }
 
+// pendingBudget is how many records may wait for the writer (handed to it,
+// not yet committed) before jobs stop starting to parse: a few commits'
+// worth.
+func (p *Pipeline) pendingBudget() int64 { return 4 * int64(p.cfg.BatchRecords) }
+
+// underBudget waits until the records waiting for the writer are under the
+// budget, or ctx ends.
+func (p *Pipeline) underBudget(ctx context.Context) error {
+	for p.pending.Load() >= p.pendingBudget() {
+		p.drainMu.Lock()
+		ch := p.drained
+		p.drainMu.Unlock()
+		if p.pending.Load() < p.pendingBudget() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("ingest: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// committed releases the budget of a committed group and wakes the jobs
+// waiting for it.
+func (p *Pipeline) committed(batch []*work) {
+	n := 0
+	for _, w := range batch {
+		n += w.records
+	}
+	p.pending.Add(-int64(n))
+	p.drainMu.Lock()
+	close(p.drained)
+	p.drained = make(chan struct{})
+	p.drainMu.Unlock()
+}
+
 // submit queues w for the writer. Errors: ErrStopped once Run has ended,
 // ctx's error while the queue is full.
 func (p *Pipeline) submit(ctx context.Context, w *work) error {
@@ -35,10 +73,12 @@ func (p *Pipeline) submit(ctx context.Context, w *work) error {
 	if p.closed {
 		return ErrStopped
 	}
+	p.pending.Add(int64(w.records))
 	select {
 	case p.queue <- w:
 		return nil
 	case <-ctx.Done():
+		p.pending.Add(-int64(w.records))
 		return fmt.Errorf("ingest: %w", ctx.Err())
 	}
 }
@@ -131,6 +171,7 @@ func (p *Pipeline) gather(first *work, stopped <-chan struct{}) []*work {
 // has several members, each is committed alone, so that one bad input
 // cannot fail the others.
 func (p *Pipeline) commit(batch []*work) {
+	defer p.committed(batch)
 	err := p.commitGroup(batch)
 	if err != nil && len(batch) > 1 {
 		for _, w := range batch {

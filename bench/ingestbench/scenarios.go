@@ -173,55 +173,78 @@ func day(i, n int) time.Time {
 // throughput runs inputs through a fresh pipeline and through encoding/xml
 // alone (with as many goroutines), and returns the figures.
 func throughput(name string, cfg config, inputs [][]byte, target float64) ([]result, error) {
-	var rates, baseRates []float64
+	g, err := geo.Open(geo.Config{
+		CityPath: filepath.Join(cfg.geoDir, "GeoIP2-City-Test.mmdb"),
+		ASNPath:  filepath.Join(cfg.geoDir, "GeoLite2-ASN-Test.mmdb"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	// Alternating in each run: the pipeline, encoding/xml alone, the
+	// floor, so that a shared machine's load falls on all three alike.
+	var rates, baseRates, floorRates, cpus, floorCPUs []float64
 	var best string
 	for range cfg.runs {
-		rate, note, err := ingestRun(cfg, inputs)
+		rate, cpu, note, err := ingestRun(cfg, inputs)
 		if err != nil {
 			return nil, err
 		}
 		if len(rates) == 0 || rate > slices.Max(rates) {
 			best = note
 		}
-		rates = append(rates, rate)
+		rates, cpus = append(rates, rate), append(cpus, cpu)
 		baseRecords, baseSecs, err := baseline(inputs, cfg.workers)
 		if err != nil {
 			return nil, err
 		}
 		baseRates = append(baseRates, float64(baseRecords)/baseSecs)
+		fr, fs, fcpu, err := floor(inputs, cfg.workers, g)
+		if err != nil {
+			return nil, err
+		}
+		floorRates, floorCPUs = append(floorRates, float64(fr)/fs), append(floorCPUs, fcpu/float64(fr)*1e6)
 	}
-	rate := slices.Max(rates)
+	rate := median(rates)
 	res := result{Scenario: name, Metric: "ingest end to end", Value: rate, Unit: "records/s",
-		Baseline: slices.Max(baseRates),
-		Note: fmt.Sprintf("best of %d runs (median %.0f, encoding/xml median %.0f); best run: %s; baseline parses only (no geo, no store)",
-			cfg.runs, median(rates), median(baseRates), best)}
+		Baseline: median(baseRates),
+		Note: fmt.Sprintf("median of %d runs (best %.0f); best run: %s; baseline parses only (no geo, no store)",
+			cfg.runs, slices.Max(rates), best)}
 	if target > 0 {
 		res.Target, res.Pass = fmt.Sprintf(">= %.0f", target), check(rate >= target)
 	}
-	return []result{res}, nil
+	fl := result{Scenario: name, Metric: "floor: parse + geo + append", Value: median(floorRates), Unit: "records/s",
+		Baseline: median(baseRates), Note: "dmarcd's parser, a geo lookup per record, records appended to one bbolt bucket in fsync'd transactions; no routing, dedup, roll-ups, alerts"}
+	c, fc := median(cpus), median(floorCPUs)
+	cpu := result{Scenario: name, Metric: "CPU per record vs floor", Value: c, Unit: "us/record", Baseline: fc,
+		Target: "<= 1.3x floor", Pass: check(c <= 1.3*fc)}
+	return []result{res, fl, cpu}, nil
 }
 
 // ingestRun ingests the inputs into a fresh database and returns the
-// records/s and a description of the run.
-func ingestRun(cfg config, inputs [][]byte) (float64, string, error) {
+// records/s, the process CPU per record (microseconds) and a description
+// of the run.
+func ingestRun(cfg config, inputs [][]byte) (float64, float64, string, error) {
 	r, err := newRig(cfg)
 	if err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
 	before := r.db.Bolt().Stats().TxStats
+	cpu0 := cpuSeconds()
 	records, secs, err := r.ingestAll(inputs, cfg.workers)
+	cpu := cpuSeconds() - cpu0
 	st := r.p.Stats()
 	bs := r.db.Bolt().Stats().TxStats
 	if cerr := r.close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
 	note := fmt.Sprintf("%d inputs, %d records in %.2fs with %d concurrent Ingest calls, %d commits taking %.2fs "+
 		"(bbolt: %d page writes, write+sync %.2fs)", len(inputs), records, secs, cfg.workers, st.Commits,
 		st.CommitTime.Seconds(), bs.GetWrite()-before.GetWrite(), (bs.GetWriteTime() - before.GetWriteTime()).Seconds())
-	return float64(records) / secs, note, nil
+	return float64(records) / secs, cpu / float64(records) * 1e6, note, nil
 }
 
 func median(xs []float64) float64 {

@@ -16,6 +16,7 @@ import (
 	"net/smtp"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +55,11 @@ type record struct {
 	Stored     int     `json:"reports_stored"`
 	Target     string  `json:"target"`
 	TargetsMet bool    `json:"targets_met"`
+	Baseline   float64 `json:"baseline"` // the 8-connection target of issue 5, mails/s
+	Ratio      float64 `json:"ratio"`    // mails/s over this run's target
 }
+
+
 
 func run(bin string, conns, n, warmup, records int, logLevel, out string) error {
 	dir, err := os.MkdirTemp("", "dmarcd-smtpbench-")
@@ -62,7 +67,9 @@ func run(bin string, conns, n, warmup, records int, logLevel, out string) error 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := server.Start(bin, dir, logLevel, 1000000)
+	// All connections come from 127.0.0.1 here, from many reporters in
+	// production: the per-address cap is raised to let them in.
+	srv, err := server.StartWith(bin, dir, logLevel, 1000000, "--smtp-max-conns-per-ip", strconv.Itoa(max(conns, 10)))
 	if err != nil {
 		return err
 	}
@@ -114,14 +121,21 @@ func run(bin string, conns, n, warmup, records int, logLevel, out string) error 
 		P50ms: ms(lat[len(lat)/2]), P99ms: ms(lat[len(lat)*99/100]), Stored: list.Pagination.Total,
 		Target: ">= 300 mails/s over 8 connections, every mail stored",
 	}
-	rec.TargetsMet = rec.MailsPerS >= 300 && rec.Stored == warmup+n
+	want := 300.0
+	if conns >= 64 {
+		// Issue 12: many small report mails share commits.
+		want, rec.Target = 2000, ">= 2000 mails/s over 64 connections, every mail stored"
+	}
+	rec.Baseline = 300
+	rec.Ratio = rec.MailsPerS / want
+	rec.TargetsMet = rec.MailsPerS >= want && rec.Stored == warmup+n
 	fmt.Printf("SMTP intake: %d mails (%d records each, %d bytes mean) over %d connections in %.2fs\n",
 		n, records, rec.MailBytes, conns, secs)
 	fmt.Printf("  %.0f mails/s  p50 %.1f ms  p99 %.1f ms  reports stored %d of %d\n",
 		rec.MailsPerS, rec.P50ms, rec.P99ms, rec.Stored, warmup+n)
-	fmt.Printf("target: %s -> %v\n", rec.Target, rec.TargetsMet)
+	fmt.Printf("target: %s -> %v (%.2fx the target)\n", rec.Target, rec.TargetsMet, rec.Ratio)
 	if out != "" {
-		j, _ := json.MarshalIndent(rec, "", "  ")
+		j, _ := json.Marshal(rec) // one JSON line
 		if err := os.WriteFile(out, append(j, '\n'), 0o644); err != nil {
 			return err
 		}

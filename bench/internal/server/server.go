@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -51,6 +52,11 @@ func nxdomain() (*dns.Server, string, error) {
 // Start runs bin serve with its data and log (dmarcd.log) in dir, the rate
 // limit raised to rateLimit, and waits for its start-up line and key.
 func Start(bin, dir, logLevel string, rateLimit int) (*Dmarcd, error) {
+	return StartWith(bin, dir, logLevel, rateLimit)
+}
+
+// StartWith is Start with more flags for serve (--geoip-city, say).
+func StartWith(bin, dir, logLevel string, rateLimit int, extra ...string) (*Dmarcd, error) {
 	ns, nsAddr, err := nxdomain()
 	if err != nil {
 		return nil, err
@@ -64,6 +70,7 @@ func Start(bin, dir, logLevel string, rateLimit int) (*Dmarcd, error) {
 		"--smtp-listen", "127.0.0.1:0", "--reporting-domain", "reports.bench.test", "--log-format", "json",
 		"--log-level", logLevel, "--dns-server", nsAddr, "--dns-timeout", "500ms",
 		"--rate-limit", strconv.Itoa(rateLimit))
+	cmd.Args = append(cmd.Args, extra...)
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -113,6 +120,16 @@ func (d *Dmarcd) Stop() {
 	_ = d.dns.Shutdown()
 }
 
+// Shutdown stops the server as systemd does (SIGTERM), so that it ends
+// cleanly (and writes its DMARCD_CPUPROFILE), killing it after 30s.
+func (d *Dmarcd) Shutdown() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.AfterFunc(30*time.Second, func() { _ = d.cmd.Process.Kill() })
+	_ = d.cmd.Wait()
+	t.Stop()
+	_ = d.dns.Shutdown()
+}
+
 // Call sends one API request with key and a JSON body ("" for none) and
 // returns the answer's body, or an error unless the status is want.
 func Call(method, url, key, body string, want int) ([]byte, error) {
@@ -137,4 +154,23 @@ func Call(method, url, key, body string, want int) ([]byte, error) {
 		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
 	}
 	return b, nil
+}
+
+// CPU returns the seconds of CPU the server process has used so far (user
+// and system, from /proc), or 0 when that cannot be read.
+func (d *Dmarcd) CPU() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which ends with ')': state is field 3,
+	// utime and stime are fields 14 and 15 (in clock ticks, 100 a second).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
 }

@@ -1,0 +1,366 @@
+package admin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// Many inputs per request. An import of small reports through one request
+// per input spends more on the requests than on the reports, and keeps
+// only as many inputs in flight as it has connections; the server's group
+// commit then sees few reports per transaction. POST /v1/ingest/batch
+// carries many inputs in one body, which the server ingests concurrently
+// (all in flight at once, so they share commits) and answers with one
+// result per input, in order, once every one is durable. An input larger
+// than MaxBatchInput goes alone through POST /v1/ingest, streamed.
+//
+// The body is a sequence of frames: uvarint length of the name, the name,
+// uvarint length of the bytes, the bytes.
+
+// Limits of a batch.
+const (
+	// MaxBatchInput is the largest input sent in a batch (1 MiB).
+	MaxBatchInput = 1 << 20
+	// MaxBatchInputs is the most inputs in one batch.
+	MaxBatchInputs = 512
+	// maxBatchBytes is how many input bytes a batch the client builds
+	// holds at most (the server buffers a batch's inputs until they are
+	// committed).
+	maxBatchBytes = 8 << 20
+	maxFrameName  = 4096
+)
+
+// batchItem is one input's answer in a batch: its result or its error.
+type batchItem struct {
+	Result *ingest.Result `json:"result,omitempty"`
+	Error  *wireError     `json:"error,omitempty"`
+}
+
+type batchAnswer struct {
+	Results []batchItem `json:"results"`
+}
+
+// ingestBatch reads every frame of the body, starting each input's ingest
+// as soon as its bytes are in, and answers once all are done.
+func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
+	org := r.URL.Query().Get("org")
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	var items []*batchItem // each written by its own goroutine
+	var wg sync.WaitGroup
+	var bad error
+	for {
+		name, data, err := readFrame(br)
+		if err == io.EOF {
+			break
+		}
+		if err == nil && len(items) == MaxBatchInputs {
+			err = fmt.Errorf("more than %d inputs", MaxBatchInputs)
+		}
+		if err != nil {
+			bad = err
+			break
+		}
+		it := &batchItem{}
+		items = append(items, it)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := h.svc.Ingest(r.Context(), bytes.NewReader(data), name, org)
+			it.Result = res
+			if err != nil {
+				we, _ := wireErrorOf(err)
+				it.Result, it.Error = nil, &we
+				var se *store.Error
+				if !errors.As(err, &se) {
+					h.log.Error("admin batch input failed", "name", name, "error", err)
+				}
+			}
+		}()
+	}
+	// The inputs already started are answered for, whatever follows.
+	wg.Wait()
+	if bad != nil {
+		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: batch: " + bad.Error()})
+		return
+	}
+	ans := batchAnswer{Results: make([]batchItem, len(items))}
+	for i, it := range items {
+		ans.Results[i] = *it
+	}
+	reply(w, ans)
+}
+
+// appendFrame appends one input's frame to buf.
+func appendFrame(buf []byte, name string, data []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(name)))
+	buf = append(buf, name...)
+	buf = binary.AppendUvarint(buf, uint64(len(data)))
+	return append(buf, data...)
+}
+
+// readFrame reads one frame; io.EOF at a frame boundary ends the body.
+func readFrame(br *bufio.Reader) (string, []byte, error) {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		if err == io.EOF {
+			return "", nil, io.EOF
+		}
+		return "", nil, fmt.Errorf("frame: %w", err)
+	}
+	if n > maxFrameName {
+		return "", nil, fmt.Errorf("input name of %d bytes (at most %d)", n, maxFrameName)
+	}
+	name := make([]byte, n)
+	if _, err := io.ReadFull(br, name); err != nil {
+		return "", nil, fmt.Errorf("frame name: %w", noEOF(err))
+	}
+	n, err = binary.ReadUvarint(br)
+	if err != nil {
+		return "", nil, fmt.Errorf("frame %q: %w", name, noEOF(err))
+	}
+	if n > MaxBatchInput {
+		return "", nil, fmt.Errorf("input %q of %d bytes (at most %d in a batch)", name, n, MaxBatchInput)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(br, data); err != nil {
+		return "", nil, fmt.Errorf("frame %q: %w", name, noEOF(err))
+	}
+	return string(name), data, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// BatchInput is one input of IngestBatch.
+type BatchInput struct {
+	Name string
+	Data []byte // at most MaxBatchInput bytes
+}
+
+// BatchOutcome is what happened to one input of IngestBatch: its result or
+// its error, as Ingest would have returned them.
+type BatchOutcome struct {
+	Result *ingest.Result
+	Err    error
+}
+
+// errNoBatch means the server predates POST /v1/ingest/batch.
+var errNoBatch = errors.New("admin socket: the server takes no batches")
+
+// IngestBatch sends many inputs in one request and returns their outcomes
+// in order, once all are stored. The error is for the request as a whole
+// (the server went away: ErrServerGone); then no outcome is known.
+func (c *Client) IngestBatch(ctx context.Context, orgRef string, in []BatchInput) ([]BatchOutcome, error) {
+	size := 0
+	for _, it := range in {
+		if len(it.Data) > MaxBatchInput {
+			return nil, fmt.Errorf("admin: batch input %q is larger than %d bytes", it.Name, MaxBatchInput)
+		}
+		size += len(it.Name) + len(it.Data) + 20
+	}
+	body := make([]byte, 0, size)
+	for _, it := range in {
+		body = appendFrame(body, it.Name, it.Data)
+	}
+	path := "http://dmarcd/v1/ingest/batch"
+	if orgRef != "" {
+		path += "?" + url.Values{"org": {orgRef}}.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("admin socket %s: %w", c.path, err)
+		}
+		return nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		return nil, errNoBatch
+	}
+	if resp.StatusCode != http.StatusOK {
+		var we wireError
+		if err := json.NewDecoder(resp.Body).Decode(&we); err != nil {
+			return nil, fmt.Errorf("admin socket: status %s", resp.Status)
+		}
+		return nil, we.err()
+	}
+	var ans batchAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		return nil, fmt.Errorf("admin socket: %w: reading the answer: %w", ErrServerGone, err)
+	}
+	if len(ans.Results) != len(in) {
+		return nil, fmt.Errorf("admin socket: %d answers to %d inputs", len(ans.Results), len(in))
+	}
+	out := make([]BatchOutcome, len(in))
+	for i, it := range ans.Results {
+		switch {
+		case it.Error != nil:
+			out[i].Err = it.Error.err()
+		case it.Result == nil:
+			out[i].Err = errors.New("server: no result")
+		default:
+			out[i].Result = it.Result
+		}
+	}
+	return out, nil
+}
+
+// Batcher gathers the inputs of concurrent Ingest calls into batches
+// (IngestBatch), a few requests in flight at a time: while they are, the
+// next batch fills. Inputs larger than MaxBatchInput, and every input
+// when the server takes no batches, go one per request (Client.Ingest).
+// Close it when done.
+type Batcher struct {
+	c        *Client
+	org      string
+	queue    chan *batched
+	slots    chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	mu       sync.Mutex
+	disabled bool // the server takes no batches
+}
+
+type batched struct {
+	in    BatchInput
+	reply chan BatchOutcome
+}
+
+// BatcherRequests is how many batch requests a Batcher keeps in flight.
+const BatcherRequests = 4
+
+// NewBatcher returns a Batcher of inputs for organization orgRef ("" for
+// none), as Client.Ingest takes it.
+func (c *Client) NewBatcher(orgRef string) *Batcher {
+	b := &Batcher{c: c, org: orgRef, queue: make(chan *batched, MaxBatchInputs),
+		slots: make(chan struct{}, BatcherRequests), stop: make(chan struct{}), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// Ingest stores one input as Client.Ingest does (same result, same
+// errors), in a batch with others when it is small.
+func (b *Batcher) Ingest(ctx context.Context, r io.Reader, name string) (*ingest.Result, error) {
+	b.mu.Lock()
+	disabled := b.disabled
+	b.mu.Unlock()
+	if disabled {
+		return b.c.Ingest(ctx, r, name, b.org)
+	}
+	src := &readErr{r: r}
+	data, err := io.ReadAll(io.LimitReader(src, MaxBatchInput+1))
+	if src.err != nil {
+		return nil, fmt.Errorf("reading the input: %w", src.err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the input: %w", err)
+	}
+	if len(data) > MaxBatchInput {
+		return b.c.Ingest(ctx, io.MultiReader(bytes.NewReader(data), r), name, b.org)
+	}
+	it := &batched{in: BatchInput{Name: name, Data: data}, reply: make(chan BatchOutcome, 1)}
+	select {
+	case b.queue <- it:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-b.stop:
+		return nil, errors.New("admin: batcher closed")
+	}
+	select {
+	case out := <-it.reply:
+		if errors.Is(out.Err, errNoBatch) {
+			return b.c.Ingest(ctx, bytes.NewReader(data), name, b.org)
+		}
+		return out.Result, out.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// loop takes a request slot, then as many queued inputs as a batch holds,
+// and sends them.
+func (b *Batcher) loop() {
+	defer close(b.done)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case b.slots <- struct{}{}:
+		case <-b.stop:
+			return
+		}
+		var batch []*batched
+		select {
+		case it := <-b.queue:
+			batch = append(batch, it)
+		case <-b.stop:
+			<-b.slots
+			return
+		}
+		size := len(batch[0].in.Data)
+	fill:
+		for len(batch) < MaxBatchInputs && size < maxBatchBytes {
+			select {
+			case it := <-b.queue:
+				batch = append(batch, it)
+				size += len(it.in.Data)
+			default:
+				break fill
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-b.slots }()
+			b.send(batch)
+		}()
+	}
+}
+
+func (b *Batcher) send(batch []*batched) {
+	in := make([]BatchInput, len(batch))
+	for i, it := range batch {
+		in[i] = it.in
+	}
+	outs, err := b.c.IngestBatch(context.Background(), b.org, in)
+	if errors.Is(err, errNoBatch) {
+		b.mu.Lock()
+		b.disabled = true
+		b.mu.Unlock()
+	}
+	for i, it := range batch {
+		if err != nil {
+			it.reply <- BatchOutcome{Err: err}
+		} else {
+			it.reply <- outs[i]
+		}
+	}
+}
+
+// Close stops the batcher after the batches in flight are answered. Calls
+// of Ingest must have returned.
+func (b *Batcher) Close() {
+	close(b.stop)
+	<-b.done
+}

@@ -1,0 +1,190 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dmarcd/dmarcd/internal/reportgen"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// TestBatcher ensures inputs sent through a Batcher get the answers a
+// request per input gets: small reports stored (in fewer commits than
+// inputs), a report already stored a duplicate, an input without a report
+// quarantined, an unknown organization its error kind, an input larger
+// than a batch takes stored through the streamed route.
+func TestBatcher(t *testing.T) {
+	db, local, c := serveIntake(t)
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b := c.NewBatcher(org.ID)
+	defer b.Close()
+	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	const n = 200
+	before := local.Pipeline.Stats().Commits
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			xml := reportgen.Generate(int64(i), 3, reportgen.Options{Begin: begin})
+			res, err := b.Ingest(ctx, bytes.NewReader(xml), fmt.Sprintf("r%d.xml", i))
+			switch {
+			case err != nil:
+				errs[i] = err
+			case len(res.Reports) != 1 || res.Reports[0].Duplicate || res.Reports[0].Records != 3:
+				errs[i] = fmt.Errorf("result %+v", res)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if commits := local.Pipeline.Stats().Commits - before; commits >= n/2 {
+		t.Errorf("%d commits for %d small inputs: batches should share commits", commits, n)
+	}
+
+	again, err := b.Ingest(ctx, bytes.NewReader(reportgen.Generate(7, 3, reportgen.Options{Begin: begin})), "again.xml")
+	if err != nil || len(again.Reports) != 1 || !again.Reports[0].Duplicate {
+		t.Errorf("same report again: %+v, %v; want a duplicate", again, err)
+	}
+	junk, err := b.Ingest(ctx, strings.NewReader("not a report"), "junk.txt")
+	if err != nil || junk.Quarantined == "" {
+		t.Errorf("junk: %+v, %v; want quarantined", junk, err)
+	}
+	big := reportgen.Generate(1000, 9000, reportgen.Options{Begin: begin})
+	if len(big) <= MaxBatchInput {
+		t.Fatalf("large input of %d bytes fits a batch; make it larger", len(big))
+	}
+	res, err := b.Ingest(ctx, bytes.NewReader(big), "big.xml")
+	if err != nil || len(res.Reports) != 1 || res.Reports[0].Records != 9000 {
+		t.Errorf("large input: %+v, %v", res, err)
+	}
+	// A reader that fails is the input's failure, not the server's.
+	_, err = b.Ingest(ctx, io.MultiReader(strings.NewReader("<feedback>"), failingReader{}), "broken.xml")
+	if err == nil || errors.Is(err, ErrServerGone) || !strings.Contains(err.Error(), "reading the input") {
+		t.Errorf("failing reader: %v", err)
+	}
+
+	other := c.NewBatcher("no-such-org")
+	defer other.Close()
+	if _, err := other.Ingest(ctx, strings.NewReader("x"), "x.xml"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown organization: %v, want ErrNotFound", err)
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+// TestBatchBadBodies ensures a malformed batch body is refused as invalid
+// with a message naming the problem, and that inputs read before the
+// problem are still answered for (stored, not lost).
+func TestBatchBadBodies(t *testing.T) {
+	db, _, c := serveIntake(t)
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	good := appendFrame(nil, "good.xml", reportgen.Generate(1, 2, reportgen.Options{Begin: time.Now().Add(-48 * time.Hour)}))
+	var many []byte
+	for i := 0; i <= MaxBatchInputs; i++ {
+		many = appendFrame(many, "e", nil)
+	}
+	for _, tc := range []struct {
+		name, want string
+		body       []byte
+	}{
+		{"cut in the name", "unexpected EOF", []byte{5, 'a', 'b'}},
+		{"cut in the bytes", "unexpected EOF", append(good[:len(good):len(good)], appendFrame(nil, "x", []byte("abcdef"))[:6]...)},
+		{"no length after name", "unexpected EOF", []byte{1, 'a'}},
+		{"name too long", "input name of", []byte{0xff, 0xff, 0x03}},
+		{"input too large", "at most 1048576 in a batch", append([]byte{1, 'a'}, 0x81, 0x80, 0x80, 0x01)},
+		{"too many inputs", "more than 512 inputs", many},
+		{"bad varint", "frame", bytes.Repeat([]byte{0xff}, 11)},
+	} {
+		req, _ := http.NewRequest("POST", "http://dmarcd/v1/ingest/batch", bytes.NewReader(tc.body))
+		_, err := c.roundTrip(req)
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalid with %q", tc.name, err, tc.want)
+		}
+	}
+	// The good input before the cut was stored: sending it again finds it.
+	rep, err := c.IngestBatch(context.Background(), "", []BatchInput{{Name: "good.xml", Data: reportgen.Generate(1, 2, reportgen.Options{Begin: time.Now().Add(-48 * time.Hour)})}})
+	if err != nil || rep[0].Err != nil || len(rep[0].Result.Reports) != 1 || !rep[0].Result.Reports[0].Duplicate {
+		t.Errorf("input before the bad frame: %+v %v; want stored (a duplicate now)", rep, err)
+	}
+	if _, err := c.IngestBatch(context.Background(), "", []BatchInput{{Name: "x", Data: make([]byte, MaxBatchInput+1)}}); err == nil {
+		t.Error("client sent an input larger than a batch takes")
+	}
+}
+
+// TestBatcherOldServer ensures a Batcher talking to a server without the
+// batch route falls back to a request per input.
+func TestBatcherOldServer(t *testing.T) {
+	db, local, _ := serveIntake(t)
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	inner := Handler(local, slog.New(slog.DiscardHandler))
+	old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/ingest/batch" {
+			http.NotFound(w, r)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	c := serveHandler(t, old)
+	b := c.NewBatcher("")
+	defer b.Close()
+	for i := range 3 {
+		res, err := b.Ingest(context.Background(), bytes.NewReader(reportgen.Generate(int64(i), 2, reportgen.Options{Begin: time.Now().Add(-48 * time.Hour)})), "r.xml")
+		if err != nil || len(res.Reports) != 1 || res.Reports[0].Duplicate {
+			t.Errorf("input %d through an old server: %+v, %v", i, res, err)
+		}
+	}
+}
+
+// serveHandler serves h on a real socket and dials it.
+func serveHandler(t *testing.T, h http.Handler) *Client {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dmarcd.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c, err := Dial(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
