@@ -1,7 +1,6 @@
 package store
 
 import (
-
 	bolt "go.etcd.io/bbolt"
 )
 
