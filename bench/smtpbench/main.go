@@ -59,8 +59,6 @@ type record struct {
 	Ratio      float64 `json:"ratio"`    // mails/s over this run's target
 }
 
-
-
 func run(bin string, conns, n, warmup, records int, logLevel, out string) error {
 	dir, err := os.MkdirTemp("", "dmarcd-smtpbench-")
 	if err != nil {
