@@ -42,6 +42,8 @@ func ValidType(t string) bool {
 	case TypeDMARCFailureRate, TypeNewFailingSource, TypeFailureReportReceived, TypeDNSRecordChanged,
 		TypeDNSRecordMissing, TypePolicyWeakened, TypeReportingAddressRemoved, TypeTLSFailureRate:
 		return true
+	case TypeNewSender, TypePolicyReady: // sender.go
+		return true
 	}
 	return false
 }
