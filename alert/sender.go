@@ -3,7 +3,6 @@ package alert
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,9 +262,4 @@ func policyReady(w *SenderWatch, previous string, today uint32) Candidate {
 		Message: msg, Details: det,
 		Dedup: DedupKey{Day: today, DomainID: w.DomainID, Type: TypePolicyReady, Cause: st},
 	}
-}
-
-// Clone returns a deep copy of s.
-func (s SenderState) Clone() SenderState {
-	return SenderState{Stage: s.Stage, Announced: maps.Clone(s.Announced), Ready: maps.Clone(s.Ready)}
 }
