@@ -46,6 +46,8 @@ func ValidType(t string) bool {
 		TypeDNSRecordMissing, TypePolicyWeakened, TypeReportingAddressRemoved, TypeTLSFailureRate,
 		TypeMailboxFailing:
 		return true
+	case TypeNewSender, TypePolicyReady: // sender.go
+		return true
 	}
 	return false
 }

@@ -53,6 +53,14 @@
 //     run, and a mailbox failing for another day raises it again. The
 //     caller (package store, in the transaction that records the poll)
 //     keeps the run's start and whether it was alerted. It names no domain.
+//   - new_sender (info, sender.go, run hourly by worker.SenderWatch): a
+//     known service or base domain with at least NewSenderShare (1 %) of
+//     today's and yesterday's mail, absent from the NewSourceDays (30)
+//     days before and not announced then; none in a domain's first
+//     BaselineDays (7) days.
+//   - policy_ready (info, sender.go): the advice stage became
+//     ready_for_quarantine or ready_for_reject; not on a domain's first
+//     evaluation, a stage at most once per PolicyReadyRepeatDays (7).
 //
 // Aggregate reports whose date range ended more than MaxReportAge (7 days)
 // before they are stored (an archive being imported) raise no alert.

@@ -29,6 +29,15 @@ type Rules struct {
 	// TLSMinFailed is the fewest failed sessions that can.
 	TLSFailureRateWarning, TLSFailureRateCritical float64
 	TLSMinFailed                                  int64
+	// NewSenderShare is the least share (0..1] of the current window's
+	// messages a new sender needs to raise new_sender (sender.go).
+	NewSenderShare float64
+	// BaselineDays are the days from a domain's first report whose
+	// senders are its baseline: none of them is new.
+	BaselineDays int
+	// PolicyReadyRepeatDays is how long a stage that raised policy_ready
+	// does not raise it again.
+	PolicyReadyRepeatDays int
 }
 
 // DefaultRules returns the thresholds of DESIGN.md.
@@ -44,6 +53,10 @@ func DefaultRules() Rules {
 		TLSFailureRateWarning:  0.05,
 		TLSFailureRateCritical: 0.25,
 		TLSMinFailed:           10,
+
+		NewSenderShare:        0.01,
+		BaselineDays:          7,
+		PolicyReadyRepeatDays: 7,
 	}
 }
 
@@ -68,6 +81,12 @@ func (r Rules) Validate() error {
 		return errors.New("the TLS failure rate critical threshold must be between the warning threshold and 1")
 	case r.TLSMinFailed < 1:
 		return errors.New("the minimum of failed TLS sessions must be at least 1")
+	case !(r.NewSenderShare > 0 && r.NewSenderShare <= 1):
+		return errors.New("the new sender share must be over 0 and at most 1")
+	case r.BaselineDays < 0 || r.BaselineDays > 365:
+		return errors.New("the sender baseline must be 0 to 365 days")
+	case r.PolicyReadyRepeatDays < 1 || r.PolicyReadyRepeatDays > 365:
+		return errors.New("the policy_ready repeat period must be 1 to 365 days")
 	}
 	return nil
 }

@@ -51,6 +51,8 @@ type server struct {
 	adminSrv        *http.Server
 	sched           *worker.Scheduler
 	rdns            *senders.RDNSJob
+	views           *senders.Views
+	senderWatch     *worker.SenderWatch // new_sender and policy_ready
 	imap            *imapIntake
 	lns             *listeners
 
@@ -132,7 +134,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if s.imap, err = newIMAPIntake(o.IMAP, g.DataDir, db, s.resolver, log, reg); err != nil {
 		return nil, err
 	}
-	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate})
+	s.views = &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)}
+	s.senderWatch = &worker.SenderWatch{Store: db, Views: s.views, Log: log}
+	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate, Resolved: s.senderWatch.Resolved})
 	// TLS reports over HTTPS (--public-url) reach the pipeline, made below.
 	var tlsReports http.Handler
 	if o.PublicURL != "" {
@@ -145,7 +149,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 			return nil, err
 		}
 	}
-	views := &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)}
+	views := s.views
 	s.api = httpapi.New(httpapi.Config{
 		Senders:         views,
 		Store:           db,
@@ -271,7 +275,7 @@ func setAlertRules(db *store.DB, rules alert.Rules, reg *metrics.Registry) error
 }
 
 // scheduleJobs returns the scheduler with every job of serve: re-verification,
-// DNS change detection, retention, webhook deliveries and the flush of API
+// DNS change detection, retention, webhook deliveries, the sender alerts and the flush of API
 // key usage, and the metrics of every job's runs.
 func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) {
 	o, db, log := s.o, s.db, s.log
@@ -298,6 +302,7 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 		return nil, err
 	}
 	sched.Add(worker.Job{Name: "webhook-deliveries", Every: worker.DefaultDeliverEvery, AtStart: true, Run: deliverer.DeliverDue})
+	sched.Add(s.senderWatch.Job())
 	sched.Add(worker.Job{Name: "session-sweep", Every: time.Hour, Run: func(_ context.Context, now time.Time) error { _, err := db.SweepSessions(now); return err }})
 	sched.Add(worker.Job{Name: "flush-key-usage", Every: time.Minute, Run: func(context.Context, time.Time) error {
 		return s.api.FlushKeyUsage()

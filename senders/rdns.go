@@ -72,6 +72,9 @@ type RDNSConfig struct {
 	Clock Clock
 	// Logger gets the job's errors; nil discards them.
 	Logger *slog.Logger
+	// Resolved, when set, is called after a run that looked IPs up (the
+	// sender alerts then look at the new names soon).
+	Resolved func()
 }
 
 // RDNSJob resolves the reverse DNS of new source IPs in the background,
@@ -115,8 +118,12 @@ func NewRDNSJob(db *store.DB, dns RDNSResolver, cfg RDNSConfig) *RDNSJob {
 // Run resolves new source IPs every Interval until ctx ends.
 func (j *RDNSJob) Run(ctx context.Context) error {
 	for {
-		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		n, err := j.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			j.cfg.Logger.Error("reverse DNS", "err", err)
+		}
+		if n > 0 && j.cfg.Resolved != nil {
+			j.cfg.Resolved()
 		}
 		if err := j.cfg.Clock.Sleep(ctx, j.cfg.Interval); err != nil {
 			return nil

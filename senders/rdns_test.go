@@ -191,3 +191,40 @@ func TestRDNSRate(t *testing.T) {
 		t.Errorf("entry %+v", c[ips[0]])
 	}
 }
+
+// stopClock is a fakeClock that ends the job's context at its nth Sleep.
+type stopClock struct {
+	fakeClock
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *stopClock) Sleep(ctx context.Context, d time.Duration) error {
+	if c.n--; c.n <= 0 {
+		c.cancel()
+	}
+	return c.fakeClock.Sleep(ctx, d)
+}
+
+// TestRDNSResolvedHook ensures Run calls Resolved after a run that looked
+// IPs up, and not after runs with nothing to look up.
+func TestRDNSResolvedHook(t *testing.T) {
+	srv := dnstest.Start(t)
+	srv.SetPTR(reverse(t, "192.0.2.1"), "mail.example.com")
+	srv.SetA("mail.example.com", "192.0.2.1")
+	db := storetest.Open(t)
+	org := storetest.MustOrganization(t, db, "acme", store.PlanUnlimited)
+	dom := storetest.MustDomain(t, db, org.ID, "example.com")
+	ingestSources(t, db, dom, "r1", time.Date(2026, 11, 19, 0, 0, 0, 0, time.UTC), ipRecords("192.0.2.1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := &stopClock{fakeClock: fakeClock{t: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)}, n: 3, cancel: cancel}
+	calls := 0
+	j := NewRDNSJob(db, testResolver(t, srv), RDNSConfig{Clock: clock, Rate: 100, Resolved: func() { calls++ }})
+	if err := j.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("Resolved called %d times over 3 runs, one with a lookup", calls)
+	}
+}

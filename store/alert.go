@@ -357,7 +357,7 @@ func deleteDomainAlerts(tx *bolt.Tx, domainID string) error {
 			return err
 		}
 	}
-	for _, b := range [][]byte{bucketAlertsByDomain, bucketAlertSources} {
+	for _, b := range [][]byte{bucketAlertsByDomain, bucketAlertSources, bucketAlertSenders} {
 		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
 			return err
 		}

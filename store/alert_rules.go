@@ -197,12 +197,18 @@ func (e *ruleEval) failure(f *FailureRef) error {
 // raise stores an alert of the domain and remembers it under its dedup
 // key with its severity.
 func (e *ruleEval) raise(c *alert.Candidate, orgID, domainID string) error {
+	_, err := e.raiseAlert(c, orgID, domainID)
+	return err
+}
+
+// raiseAlert is raise returning the alert as stored.
+func (e *ruleEval) raiseAlert(c *alert.Candidate, orgID, domainID string) (*Alert, error) {
 	a, err := alertOf(c, orgID, domainID, e.now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := e.db.raiseAlert(e.tx, a); err != nil {
-		return err
+		return nil, err
 	}
 	k := c.Dedup
 	key := dedupKey(k.Day, k.DomainID, k.Type, k.Cause)
@@ -213,7 +219,7 @@ func (e *ruleEval) raise(c *alert.Candidate, orgID, domainID string) error {
 		}
 	}
 	v := make([]byte, 0, 1+idLen)
-	return e.dedup.Put(key, append(append(v, severityRank(c.Severity)), a.ID...))
+	return a, e.dedup.Put(key, append(append(v, severityRank(c.Severity)), a.ID...))
 }
 
 // Raised implements alert.History.

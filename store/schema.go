@@ -96,6 +96,8 @@ var (
 	// bucketAlertSources: sourceSetKey(domain id, UTC day) -> the sorted
 	// 64-bit hashes of the source IPs seen that day (alert_sources.go).
 	bucketAlertSources = []byte("alert_sources")
+	// bucketAlertSenders: domain id -> alert.SenderState JSON (alert_sender.go).
+	bucketAlertSenders = []byte("alert_senders")
 
 	// Failure (forensic) reports; keys and values in failure_codec.go.
 	// bucketFailures: report id -> the report (binary, appendFailure).
@@ -164,6 +166,7 @@ var allBuckets = [][]byte{
 	bucketSourceRollups, bucketRDNSPending, bucketRDNS,
 	bucketMailboxes, bucketMailboxesByOrg, bucketMailboxState,
 	bucketSessions, bucketSessionsByKey,
+	bucketAlertSenders,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
