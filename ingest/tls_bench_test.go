@@ -14,12 +14,12 @@ import (
 
 // BenchmarkIngestTLS measures TLS reports imported through the pipeline:
 // a Microsoft-style report (two policies, two failure details) as a bare
-// JSON file, each with its own report id, ingested by 64 concurrent
-// callers (as an import with many jobs does): sniffed, parsed, routed,
+// JSON file, each with its own report id, ingested by 1,024 concurrent
+// callers (as dmarcd import does: imports.DefaultJobs): sniffed, parsed, routed,
 // stored in fsync'd group commits. reports/s is issue 14's import figure
 // (target 20,000).
 func BenchmarkIngestTLS(b *testing.B) {
-	const callers = 64
+	const callers = 1024
 	raw := mustReadFile(b, "../dmarc/tlsrpt/testdata/microsoft.json")
 	old := []byte(`"133771234567890123+example.com"`)
 	db := storetest.Open(b)
