@@ -13,7 +13,7 @@ import (
 	"github.com/dmarcd/dmarcd/internal/dnstest"
 )
 
-func testResolver(t *testing.T, srv *dnstest.Server) *dnscheck.Resolver {
+func testResolver(t testing.TB, srv *dnstest.Server) *dnscheck.Resolver {
 	t.Helper()
 	r, err := dnscheck.NewResolver(dnscheck.Config{Servers: []string{srv.Addr}, Timeout: 2 * time.Second, Attempts: 1})
 	if err != nil {
