@@ -354,8 +354,8 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 			continue
 		}
 		stored = append(stored, d)
-		sources.add(d)
 		key := string(rollupKey(d.rep.DomainID, d.day))
+		sources.addKeyed(key, d.srcEnc)
 		day := days[key]
 		if day == nil {
 			if day, err = in.loadRollup(tx, key); err != nil {
