@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
 // TestBatcher ensures inputs sent through a Batcher get the answers a
@@ -187,4 +189,72 @@ func serveHandler(t *testing.T, h http.Handler) *Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// lockedBuffer is a log destination safe for concurrent handlers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestBatchLogsOneLine ensures a batch writes one info line with its
+// counts instead of the pipeline's line per input, which goes to debug,
+// except for an input quarantined, which stays at info.
+func TestBatchLogsOneLine(t *testing.T) {
+	db := storetest.Open(t)
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p, err := ingest.New(ingest.Config{Store: db, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := serveHandler(t, Handler(&Local{DB: db, Pipeline: p}, log))
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	var in []BatchInput
+	for i := range 5 {
+		in = append(in, BatchInput{Name: fmt.Sprintf("r%d.xml", i), Data: reportgen.Generate(int64(i), 3, reportgen.Options{Begin: begin})})
+	}
+	in = append(in, BatchInput{Name: "junk.txt", Data: []byte("not a report")})
+	outs, err := c.IngestBatch(context.Background(), org.ID, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outs[:5] {
+		if o.Err != nil || len(o.Result.Reports) != 1 {
+			t.Fatalf("input %d: %+v", i, o)
+		}
+	}
+	got := logs.String()
+	if n := strings.Count(got, "msg=\"admin batch ingested\""); n != 1 {
+		t.Errorf("%d batch lines, want 1:\n%s", n, got)
+	}
+	if !strings.Contains(got, "inputs=6 reports=5 duplicates=0 records=15 quarantined=1 failed=0") {
+		t.Errorf("batch line without its counts:\n%s", got)
+	}
+	if n := strings.Count(got, "msg=ingested"); n != 1 || !strings.Contains(got, "outcome=quarantined") {
+		t.Errorf("%d per-input lines at info, want only the quarantined one:\n%s", n, got)
+	}
 }

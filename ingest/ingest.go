@@ -313,8 +313,18 @@ func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *st
 	if res != nil {
 		res.RecordsSkipped = j.skipped
 	}
-	p.logResult(d, j, res, err)
+	p.logResult(ctx, d, j, res, err)
 	return res, err
+}
+
+type batchLogKey struct{}
+
+// WithBatchLog marks ctx as the context of one input of a batch whose
+// caller logs one line for the whole batch (the admin socket's batch
+// route): the pipeline then writes its line per input at debug level
+// instead of info. Failures are still logged at warn.
+func WithBatchLog(ctx context.Context) context.Context {
+	return context.WithValue(ctx, batchLogKey{}, true)
 }
 
 // KnownRecipient reports whether addr is the reporting address of some
@@ -351,7 +361,16 @@ func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, err
 
 // logResult writes the one line per input: source, name, counts, outcome;
 // never report contents.
-func (p *Pipeline) logResult(d Arrival, j *job, res *Result, err error) {
+func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result, err error) {
+	level := slog.LevelInfo
+	if ctx.Value(batchLogKey{}) != nil && err == nil && res.Quarantined == "" && len(res.Problems) == 0 {
+		// The batch's caller logs the line; a quarantine or a problem
+		// stays at info.
+		level = slog.LevelDebug
+		if !p.log.Enabled(ctx, level) {
+			return
+		}
+	}
 	attrs := []any{"source", string(d.Source), "name", d.Name}
 	if err != nil {
 		p.log.Warn("ingest failed", append(attrs, "error", err)...)
@@ -383,5 +402,5 @@ func (p *Pipeline) logResult(d Arrival, j *job, res *Result, err error) {
 	if j.skipped > 0 {
 		attrs = append(attrs, "records_skipped", j.skipped)
 	}
-	p.log.Info("ingested", attrs...)
+	p.log.Log(ctx, level, "ingested", attrs...)
 }

@@ -161,33 +161,68 @@ func (j *job) payload(pl container.Payload) error {
 		return j.problem(pl.Name, err)
 	}
 	h := ar.Header()
-	dom, why, err := j.route.domain(h)
-	switch {
-	case errors.Is(err, ErrAmbiguous):
-		if j.ambig == nil {
-			j.ambig = err
+	// Routing and the dedup check share one read transaction: a small
+	// report pays for its transactions as much as for its records.
+	var (
+		dom      store.DomainRef
+		why      string
+		rerr     error
+		draft    *store.ReportDraft
+		draftErr error
+		expired  bool
+		dup      *store.Report
+	)
+	if j.route.byRecipient() {
+		// Read (once per input) before the lookup's transaction: a read
+		// transaction must not open another one (bbolt's remap lock).
+		if _, err := j.route.recipientDomain(); err != nil {
+			return j.fail(err)
 		}
-		j.problems = append(j.problems, err.Error())
-		return nil
-	case err != nil:
+	}
+	err = j.p.db.Lookup(func(l *store.Lookup) error {
+		j.route.look = l
+		defer func() { j.route.look = nil }()
+		dom, why, rerr = j.route.domain(h)
+		if rerr != nil || dom.ID == "" {
+			return nil
+		}
+		if ret := j.p.cfg.Retention; ret > 0 && j.d.Source == SourceImport && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
+			expired = true
+			return nil
+		}
+		if draft, draftErr = store.NewReportDraft(reportOf(h, dom, j.d)); draftErr != nil {
+			return nil
+		}
+		var err error
+		dup, err = l.FindDuplicate(draft)
+		return err
+	})
+	if err != nil {
 		return j.fail(err)
+	}
+	if rerr == nil && dom.ID == "" && why == "" {
+		// No domain: ask again for the reason, outside the transaction.
+		dom, why, rerr = j.route.domain(h)
+	}
+	switch {
+	case errors.Is(rerr, ErrAmbiguous):
+		if j.ambig == nil {
+			j.ambig = rerr
+		}
+		j.problems = append(j.problems, rerr.Error())
+		return nil
+	case rerr != nil:
+		return j.fail(rerr)
 	case dom.ID == "":
 		j.problems = append(j.problems, why)
 		return nil
-	}
-	if ret := j.p.cfg.Retention; ret > 0 && j.d.Source == SourceImport && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
+	case expired:
 		// Retention would delete it within the hour: not stored, named.
 		j.expired = append(j.expired, Expired{Kind: KindAggregate, Reporter: h.OrgName, ReportID: h.ReportID,
-			Domain: dom.Name, Date: h.DateEnd.UTC(), Window: Window(ret)})
+			Domain: dom.Name, Date: h.DateEnd.UTC(), Window: Window(j.p.cfg.Retention)})
 		return nil
-	}
-	draft, err := store.NewReportDraft(reportOf(h, dom, j.d))
-	if err != nil {
-		return j.problem(pl.Name, err)
-	}
-	dup, err := j.p.db.FindDuplicate(draft)
-	if err != nil {
-		return j.fail(err)
+	case draftErr != nil:
+		return j.problem(pl.Name, draftErr)
 	}
 	if dup != nil {
 		// Not read further: the walker skips the rest of the payload.

@@ -27,6 +27,9 @@ import (
 type router struct {
 	db *store.DB
 	d  Arrival
+	// look, when set, answers the lookups by name inside the read
+	// transaction the job's per-report lookups share (store.Lookup).
+	look *store.Lookup
 
 	rcptDone bool
 	rcpt     *store.Domain // the recipient's domain, nil when unknown
@@ -84,10 +87,14 @@ func (r *router) byImport(name string) (store.DomainRef, string, error) {
 // domains of orgID (of all organizations when "").
 func (r *router) byName(orgID, name string) (store.DomainRef, string, error) {
 	var none store.DomainRef
-	doms, err := r.db.DomainsNamed(orgID, name)
+	named := r.db.DomainsNamed
+	if r.look != nil {
+		named = r.look.DomainsNamed
+	}
+	doms, err := named(orgID, name)
 	if err == nil && len(doms) == 0 {
 		if od := dmarc.OrganizationalDomain(name); od != name {
-			doms, err = r.db.DomainsNamed(orgID, od)
+			doms, err = named(orgID, od)
 		}
 	}
 	if err != nil {
@@ -95,6 +102,11 @@ func (r *router) byName(orgID, name string) (store.DomainRef, string, error) {
 	}
 	switch len(doms) {
 	case 0:
+		if r.look != nil {
+			// The reason reads the store further: the caller asks
+			// again outside the lookup's transaction (no nested ones).
+			return none, "", nil
+		}
 		return none, r.unregisteredReason(name), nil
 	case 1:
 		return doms[0], "", nil

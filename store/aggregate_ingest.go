@@ -354,8 +354,8 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 			continue
 		}
 		stored = append(stored, d)
-		sources.add(d)
 		key := string(rollupKey(d.rep.DomainID, d.day))
+		sources.addKeyed(key, d.srcEnc)
 		day := days[key]
 		if day == nil {
 			if day, err = in.loadRollup(tx, key); err != nil {
@@ -545,15 +545,8 @@ func (db *DB) FindDuplicate(d *ReportDraft) (*Report, error) {
 	key := reportIdentityKey(&d.rep)
 	var rep *Report
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketReportsByIdentity).Get(key)
-		if v == nil {
-			return nil
-		}
 		var err error
-		rep, _, err = getReport(tx, string(v), false)
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
+		rep, err = findDuplicate(tx, key)
 		return err
 	})
 	if err != nil {
@@ -635,17 +628,9 @@ type DomainRef struct {
 func (db *DB) DomainsNamed(orgID, name string) ([]DomainRef, error) {
 	var refs []DomainRef
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		byName := tx.Bucket(bucketDomainsByName)
-		find := func(org []byte) error {
-			if id := byName.Get(domainNameKey(string(org), name)); id != nil {
-				refs = append(refs, DomainRef{ID: string(id), OrgID: string(org), Name: name})
-			}
-			return nil
-		}
-		if orgID != "" {
-			return find([]byte(orgID))
-		}
-		return tx.Bucket(bucketOrgs).ForEach(func(org, _ []byte) error { return find(org) })
+		var err error
+		refs, err = domainsNamed(tx, orgID, name)
+		return err
 	})
 	if err != nil {
 		return nil, wrap("find domains by name", err)

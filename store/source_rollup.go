@@ -224,12 +224,16 @@ func (s sourceDraft) prune(keep int) {
 // of other sources. They share the geolocation values of s.
 func (s sourceDraft) counts() sourceAcc {
 	out := make(sourceAcc, min(len(s), maxDraftSources+1))
+	// One allocation for the counts of every source, not one each: a
+	// report's counts live as long as its draft and are only read.
+	vals := make([]sourceCount, 0, len(s))
 	for ip, g := range s {
 		if ip == OtherSources {
 			continue
 		}
-		out[ip] = &sourceCount{messages: g.Messages, pass: g.DMARCPass, fail: g.Messages - g.DMARCPass,
-			cc: g.CountryCode, asn: g.ASN, asOrg: g.ASOrg}
+		vals = append(vals, sourceCount{messages: g.Messages, pass: g.DMARCPass, fail: g.Messages - g.DMARCPass,
+			cc: g.CountryCode, asn: g.ASN, asOrg: g.ASOrg})
+		out[ip] = &vals[len(vals)-1]
 	}
 	out.prune(maxDraftSources)
 	return out
@@ -274,16 +278,21 @@ type sourceRollups map[string]*sourceEntries // rollupKey -> entries
 // newSourceRollups starts the per-source roll-ups of one commit.
 func newSourceRollups() sourceRollups { return sourceRollups{} }
 
-// add counts one stored report (Finish called) into its domain's day.
-func (sr sourceRollups) add(d *ReportDraft) { sr.addEntries(d.rep.DomainID, d.day, d.srcEnc) }
-
 // addEntries adds a report's encoded sources to its domain's day; the
 // bytes are only read.
 func (sr sourceRollups) addEntries(domainID string, dayNum uint32, src sourceEntries) {
 	if src.n == 0 {
 		return
 	}
-	key := string(rollupKey(domainID, dayNum))
+	sr.addKeyed(string(rollupKey(domainID, dayNum)), src)
+}
+
+// addKeyed is addEntries for the day's rollupKey, which the commit has
+// made already for the day roll-up.
+func (sr sourceRollups) addKeyed(key string, src sourceEntries) {
+	if src.n == 0 {
+		return
+	}
 	if day := sr[key]; day != nil {
 		day.n += src.n
 		day.more = append(day.more, src.body)
@@ -365,7 +374,7 @@ func mergeSegments(b *bolt.Bucket, prefix []byte, add *sourceEntries) ([]byte, e
 
 // sourceSegKey is rollupKey(domain, day) | seq (big-endian).
 func sourceSegKey(prefix []byte, seq uint32) []byte {
-	return binary.BigEndian.AppendUint32(bytes.Clone(prefix), seq)
+	return binary.BigEndian.AppendUint32(append(make([]byte, 0, len(prefix)+4), prefix...), seq)
 }
 
 // nextSegment returns the seq after the last segment of the day prefix.
