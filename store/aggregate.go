@@ -140,7 +140,7 @@ func (db *DB) ListReportsPage(orgID string, f ReportFilter) (*ReportPage, error)
 	skip, err := f.Page.offset()
 	if f.After != nil {
 		skip, err = 0, f.Page.offset1()
-		if err == nil && len(f.After) != reportKeyLen-idLen {
+		if err == nil && len(f.After) != reportKeyLen-idLen && (f.DomainID != "" || len(f.After) != orgPositionLen) {
 			err = errorf(ErrInvalid, "invalid cursor")
 		}
 	}
@@ -149,12 +149,17 @@ func (db *DB) ListReportsPage(orgID string, f ReportFilter) (*ReportPage, error)
 	}
 	page := &ReportPage{Reports: []*Report{}}
 	err = db.bolt.View(func(tx *bolt.Tx) error {
-		domains, err := listedDomains(tx, orgID, f.DomainID)
-		if err != nil {
-			return err
-		}
 		var ids []string
-		page.Total, ids, page.Next = scanReports(tx, domains, f, skip, f.Page.Limit)
+		if f.DomainID == "" {
+			// A whole organization: its own index (report_org_index.go).
+			page.Total, ids, page.Next = scanOrgReports(tx, orgID, f, skip, f.Page.Limit)
+		} else {
+			domains, err := listedDomains(tx, orgID, f.DomainID)
+			if err != nil {
+				return err
+			}
+			page.Total, ids, page.Next = scanReports(tx, domains, f, skip, f.Page.Limit)
+		}
 		for _, id := range ids {
 			rec, _, err := getReport(tx, id, false)
 			if err != nil {

@@ -473,6 +473,9 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 			return ReportOutcome{}, err
 		}
 	}
+	if err := indexOrgReport(tx, d.rep.OrgID, d.key, d.index); err != nil {
+		return ReportOutcome{}, err
+	}
 	if d.pending {
 		if err := tx.Bucket(bucketReportsPending).Delete(d.bin[:]); err != nil {
 			return ReportOutcome{}, err

@@ -82,6 +82,13 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 		if err := byDomain.Delete(vic.key); err != nil {
 			return nil, err
 		}
+		if dom, err := getDomain(tx, string(vic.key[:idLen])); err == nil {
+			if err := unindexOrgReport(tx, dom.OrgID, vic.key); err != nil {
+				return nil, err
+			}
+		} else if !isKind(err, ErrNotFound) {
+			return nil, err
+		}
 		rep, _, err := getReport(tx, vic.id, false)
 		if isKind(err, ErrNotFound) {
 			continue

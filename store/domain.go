@@ -309,6 +309,11 @@ func (db *DB) DeleteDomain(orgID, id string) error {
 			// What else is keyed by the domain. A new bucket keyed by
 			// domain id gets its line here. The alert dedup entries are
 			// left to expire: their keys start with the day.
+			// The organization's report index first: it is found
+			// through the domain's index, which the next cascade deletes.
+			if err := deleteDomainOrgReports(tx, rec.OrgID, rec.ID); err != nil {
+				return fmt.Errorf("cascade delete of domain %s: %w", rec.ID, err)
+			}
 			for _, cascade := range []func(*bolt.Tx, string) error{
 				deleteDomainReports,  // aggregate reports, records, roll-ups
 				deleteDomainFailures, // failure reports, headers, daily counts

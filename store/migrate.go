@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -24,6 +24,9 @@ var migrations = []migration{
 	// 1 -> 2: per-source roll-ups for the reports stored before them
 	// (source_backfill.go); Open backfills them after the migration.
 	migrateSourceRollups,
+	// 2 -> 3: the organization index of aggregate reports and its counts
+	// (report_org_index.go), built from the domain index.
+	migrateOrgReportIndex,
 }
 
 // upgrade creates missing buckets and runs the migrations the file lacks.

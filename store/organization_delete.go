@@ -74,7 +74,7 @@ func (db *DB) DeleteOrganization(id string) (*OrganizationDeletion, error) {
 		// Index entries under the organization's id that no domain
 		// cascade reached (organization-wide roll-ups and indexes).
 		for _, b := range [][]byte{bucketAlertsByOrg, bucketFailuresByOrg, bucketFailureRollups,
-			bucketDomainsByOrg, bucketKeysByOrg, bucketWebhooksByOrg} {
+			bucketDomainsByOrg, bucketKeysByOrg, bucketWebhooksByOrg, bucketReportsByOrg, bucketReportCounts} {
 			if err := deleteAllWithPrefix(tx.Bucket(b), orgPrefix(org.ID)); err != nil {
 				return err
 			}

@@ -147,6 +147,11 @@ var (
 	// bucketSessionsByKey: API key id | sha256(token) -> empty, so that
 	// revoking a key ends its sessions.
 	bucketSessionsByKey = []byte("web_sessions_by_key")
+	// Organization index of aggregate reports (report_org_index.go).
+	// bucketReportsByOrg: orgReportKey(org id, reportKey) -> report id | date_end.
+	bucketReportsByOrg = []byte("reports_by_org")
+	// bucketReportCounts: org id -> its entries in bucketReportsByOrg (uint64, big-endian).
+	bucketReportCounts = []byte("report_counts")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -167,6 +172,7 @@ var allBuckets = [][]byte{
 	bucketMailboxes, bucketMailboxesByOrg, bucketMailboxState,
 	bucketSessions, bucketSessionsByKey,
 	bucketAlertSenders,
+	bucketReportsByOrg, bucketReportCounts,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.

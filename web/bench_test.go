@@ -16,9 +16,11 @@ import (
 	"github.com/dmarcd/dmarcd/dmarc/tlsrpt"
 
 	"github.com/dmarcd/dmarcd/httpapi"
+	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
+	"github.com/dmarcd/dmarcd/worker"
 )
 
 // benchEnv is a store with many domains, each with a report on every day
@@ -106,7 +108,27 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 	if err != nil || len(reps) == 0 {
 		b.Fatal("no report of the busy domain", err)
 	}
-	ui, err := web.New(web.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now})
+	// The sender-watch job has run, as serve runs it at start and hourly:
+	// the overview reads the stages it stored.
+	views := &senders.Views{DB: db, Known: senders.DefaultKnownSenders()}
+	start = time.Now()
+	if err := (&worker.SenderWatch{Store: db, Views: views}).Run(context.Background(), clock.Now()); err != nil {
+		b.Fatal(err)
+	}
+	all, err := db.AllDomains()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, 0, len(all))
+	for _, d := range all {
+		ids = append(ids, d.ID)
+	}
+	stages, err := db.SenderStages(ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("sender watch stored the stage of %d of %d domains in %s", len(stages), domains, time.Since(start).Round(time.Millisecond))
+	ui, err := web.New(web.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now, Senders: views})
 	if err != nil {
 		b.Fatal(err)
 	}
