@@ -189,7 +189,11 @@ func TestKillDuringImport(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	imp := exec.CommandContext(ctx, binary, "--data-dir", s.DataDir, "import", dir)
+	// Two inputs in flight: each batch the client sends holds one or two
+	// reports, so the kill after 30 of them lands mid-way (with the
+	// default 1,024 in flight the first answer came only once all 300 were
+	// stored, and the import had nothing left to lose).
+	imp := exec.CommandContext(ctx, binary, "--data-dir", s.DataDir, "import", "--jobs", "2", dir)
 	stdout, err := imp.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
