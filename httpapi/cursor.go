@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
+
+	"github.com/dmarcd/dmarcd/store"
 )
 
 // reportPagination is the pagination of the report lists (API.md
@@ -69,4 +72,17 @@ func (c cursorPage) of(total int, next []byte) reportPagination {
 		p.NextCursor = &s
 	}
 	return p
+}
+
+// reportPageError maps the store's errors of a report list (aggregate or
+// failure): an unknown domain_id is 404, a cursor the store cannot
+// continue from 400.
+func reportPageError(p cursorPage, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errNotFound("domain not found")
+	case errors.Is(err, store.ErrInvalid) && p.after != nil:
+		return errInvalidCursor()
+	}
+	return err
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -113,28 +112,7 @@ func (s *Server) exportNDJSON(r *request, out *streamWriter, rep *store.Report) 
 	if err != nil {
 		return err
 	}
-	out.Write(head[:len(head)-1])
-	out.WriteString(`,"records":[`)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	n := 0
-	err = s.store.ReportRecords(r.org.ID, rep.ID, func(rec *store.Record) error {
-		buf.Reset()
-		if n > 0 {
-			buf.WriteByte(',')
-		}
-		n++
-		if err := enc.Encode(rec); err != nil {
-			return err
-		}
-		_, err := out.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	_, err = out.WriteString("]}\n")
-	return err
+	return s.writeWithRecords(r, out, head, rep)
 }
 
 // exportCSV writes a row per record of rep.

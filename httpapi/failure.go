@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -79,13 +78,8 @@ func (s *Server) listFailureReports(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	page, err := s.store.ListFailureReportsPage(r.org.ID, f)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return errNotFound("domain not found")
-	case errors.Is(err, store.ErrInvalid) && p.after != nil:
-		return errInvalidCursor()
-	case err != nil:
-		return err
+	if err != nil {
+		return reportPageError(p, err)
 	}
 	writeJSON(w, http.StatusOK, reportListBody{Data: page.Reports, Pagination: p.of(page.Total, page.Next)})
 	return nil

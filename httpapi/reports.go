@@ -40,13 +40,8 @@ func (s *Server) listReports(w http.ResponseWriter, r *request) error {
 		return errBadRange()
 	}
 	page, err := s.store.ListReportsPage(r.org.ID, f)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return errNotFound("domain not found")
-	case errors.Is(err, store.ErrInvalid) && p.after != nil:
-		return errInvalidCursor()
-	case err != nil:
-		return err
+	if err != nil {
+		return reportPageError(p, err)
 	}
 	writeJSON(w, http.StatusOK, reportListBody{Data: page.Reports, Pagination: p.of(page.Total, page.Next)})
 	return nil
@@ -134,12 +129,26 @@ func (s *Server) getReport(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	out := newStream(w, http.Header{"Content-Type": {"application/json"}})
+	err = s.writeWithRecords(r, out, head, rep)
+	if err == nil {
+		err = out.close()
+	}
+	if err != nil {
+		return s.failStream(r, out, err)
+	}
+	return nil
+}
+
+// writeWithRecords writes head, rep's JSON object, with its records added
+// as "records", one at a time as the store reads them, and a newline: the
+// body of GET /reports/{id} and a line of the NDJSON export.
+func (s *Server) writeWithRecords(r *request, out *streamWriter, head []byte, rep *store.Report) error {
 	out.Write(head[:len(head)-1]) // the report object, left open
 	out.WriteString(`,"records":[`)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	n := 0
-	err = s.reportRecords(r, rep, func(rec *store.Record) error {
+	err := s.reportRecords(r, rep, func(rec *store.Record) error {
 		buf.Reset()
 		if n > 0 {
 			buf.WriteByte(',')
@@ -151,14 +160,11 @@ func (s *Server) getReport(w http.ResponseWriter, r *request) error {
 		_, err := out.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 		return err
 	})
-	if err == nil {
-		out.WriteString("]}\n")
-		err = out.close()
-	}
 	if err != nil {
-		return s.failStream(r, out, err)
+		return err
 	}
-	return nil
+	_, err = out.WriteString("]}\n")
+	return err
 }
 
 // failStream ends a stream that broke. A client that went away is routine;
