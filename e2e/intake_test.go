@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -31,7 +32,7 @@ func TestSMTPIntake(t *testing.T) {
 	addr := s.SMTPAddr()
 	domID, email := s.CreateDomain("example.com")
 	const from = "noreply-dmarc-support@google.com"
-	msg, stats := reportMail(from, email, 11, 40, reportgen.Options{Domain: "example.com"})
+	msg, stats := ingesttest.ReportMail(from, email, 11, 40, reportgen.Options{Domain: "example.com"})
 	if err := sendMail(addr, from, []string{email}, msg); err != nil {
 		t.Fatalf("sending a report: %v", err)
 	}
@@ -81,7 +82,7 @@ func TestSMTPIntake(t *testing.T) {
 	if code != 550 || !strings.HasPrefix(text, "5.1.1") {
 		t.Errorf("unknown recipient: %d %q, want 550 5.1.1", code, text)
 	}
-	big := mailWith(from, email, reportgen.Generate(12, 400, reportgen.Options{Domain: "example.com"}), "text/xml", "r.xml")
+	big := ingesttest.MailWith(from, email, reportgen.Generate(12, 400, reportgen.Options{Domain: "example.com"}), "text/xml", "r.xml")
 	code, text = smtpReply(sendMail(addr, from, []string{email}, big))
 	if code != 552 || !strings.HasPrefix(text, "5.3.4") || len(big) <= 65536 {
 		t.Errorf("oversized message (%d bytes): %d %q, want 552 5.3.4", len(big), code, text)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
 )
 
@@ -84,7 +85,7 @@ func TestSendersEndToEnd(t *testing.T) {
 	const from = "noreply-dmarc-support@google.com"
 	for d := range days {
 		xml := dayReport(fmt.Sprint("senders-e2e-", d), first.AddDate(0, 0, d), rows...)
-		if err := sendMail(addr, from, []string{email}, mailWith(from, email, xml, "text/xml", "report.xml")); err != nil {
+		if err := sendMail(addr, from, []string{email}, ingesttest.MailWith(from, email, xml, "text/xml", "report.xml")); err != nil {
 			t.Fatalf("sending report %d: %v", d, err)
 		}
 	}

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
 
 // Intake helpers: an SMTP client, report mails, and reading reports back.
@@ -85,28 +81,6 @@ func (s *Server) Reports(domainID string) ([]map[string]any, int) {
 	pag, _ := r["pagination"].(map[string]any)
 	total, _ := pag["total"].(float64)
 	return out, int(total)
-}
-
-// reportMail is a report mail as receivers send it, with a gzip attachment.
-func reportMail(from, to string, seed int64, records int, opts reportgen.Options) ([]byte, reportgen.Stats) {
-	var xml bytes.Buffer
-	stats, _ := reportgen.WriteReport(&xml, seed, records, opts)
-	return mailWith(from, to, reportgen.Gzip(xml.Bytes()), "application/gzip", "report.xml.gz"), stats
-}
-
-// mailWith is a mail with a text part and one base64 attachment.
-func mailWith(from, to string, attachment []byte, ctype, name string) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "From: %s\r\nTo: %s\r\nSubject: DMARC aggregate report\r\nMIME-Version: 1.0\r\n", from, to)
-	b.WriteString("Content-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\nContent-Type: text/plain\r\n\r\nA DMARC report.\r\n")
-	fmt.Fprintf(&b, "--b1\r\nContent-Type: %s; name=\"%s\"\r\nContent-Transfer-Encoding: base64\r\n\r\n", ctype, name)
-	enc := base64.StdEncoding.EncodeToString(attachment)
-	for len(enc) > 76 {
-		b.WriteString(enc[:76] + "\r\n")
-		enc = enc[76:]
-	}
-	b.WriteString(enc + "\r\n--b1--\r\n")
-	return b.Bytes()
 }
 
 // sendMail delivers msg with the standard library's SMTP client.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 )
 
 // TestTLSReportsEveryWayIn ensures, with the built binary, that a domain's
@@ -70,7 +71,7 @@ func TestTLSReportsEveryWayIn(t *testing.T) {
 		t.Errorf("unknown local part: %d", code)
 	}
 
-	msg := mailWith("tlsrpt-noreply@microsoft.com", email, read("microsoft.json"), "application/tlsrpt+json", "microsoft.json")
+	msg := ingesttest.MailWith("tlsrpt-noreply@microsoft.com", email, read("microsoft.json"), "application/tlsrpt+json", "microsoft.json")
 	if err := sendMail(s.SMTPAddr(), "tlsrpt-noreply@microsoft.com", []string{email}, msg); err != nil {
 		t.Fatalf("SMTP: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 )
@@ -159,7 +160,7 @@ func failingReport(domain, addr string) []byte {
   </record>
 </feedback>
 `, end.UnixNano(), end.Add(-24*time.Hour).Unix(), end.Unix(), domain, domain, domain)
-	return mailWith("dmarc@receiver.example", addr, reportgen.Gzip([]byte(xml)), "application/gzip", "report.xml.gz")
+	return ingesttest.MailWith("dmarc@receiver.example", addr, reportgen.Gzip([]byte(xml)), "application/gzip", "report.xml.gz")
 }
 
 // setUpHook creates a webhook to rc through the API and an alert-raising
