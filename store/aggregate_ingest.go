@@ -510,6 +510,9 @@ func (in *Ingester) putRollup(tx *bolt.Tx, key string, r *dayRollup) error {
 	if err := tx.Bucket(bucketRollups).Put([]byte(key), raw); err != nil {
 		return err
 	}
+	if err := putDayTotals(tx, []byte(key), raw); err != nil {
+		return err
+	}
 	in.remember(key, raw, r)
 	return nil
 }

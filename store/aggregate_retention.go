@@ -117,7 +117,7 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 // deleteRollupsBefore deletes every domain's roll-ups of days before day,
 // in transactions of bounded size.
 func (db *DB) deleteRollupsBefore(day uint32) error {
-	for _, bucket := range [][]byte{bucketRollups, bucketSourceRollups} {
+	for _, bucket := range [][]byte{bucketRollups, bucketSourceRollups, bucketDayTotals} {
 		if err := db.deleteDayKeysBefore(bucket, day); err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -27,6 +27,8 @@ var migrations = []migration{
 	// 2 -> 3: the organization index of aggregate reports and its counts
 	// (report_org_index.go), built from the domain index.
 	migrateOrgReportIndex,
+	// 3 -> 4: the compact day totals of every roll-up (day_totals.go).
+	migrateDayTotals,
 }
 
 // upgrade creates missing buckets and runs the migrations the file lacks.

@@ -9,13 +9,13 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// eachRollupTotals is eachRollup reading only the totals at the head of
-// each roll-up (version, reports, messages, DMARC pass and fail; see
-// appendDayRollup), not its groups and sources: the overview of 1,000
-// domains reads 30,000 roll-ups.
+// eachRollupTotals is eachRollup reading only the totals of each roll-up
+// (version, reports, messages, DMARC pass and fail; see appendDayRollup),
+// from their compact copies in bucketDayTotals, not the roll-ups: the
+// overview of 1,000 domains reads 30,000 days.
 func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn func(uint32, DayStats)) error {
 	prefix := []byte(domainID)
-	c := tx.Bucket(bucketRollups).Cursor()
+	c := tx.Bucket(bucketDayTotals).Cursor()
 	for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		if len(k) != len(prefix)+4 {
 			return fmt.Errorf("roll-up key of length %d: %w", len(k), errCorrupt)

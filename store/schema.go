@@ -60,6 +60,9 @@ var (
 	// bucketRollups: rollupKey(domain id, UTC day) -> dayRollup (binary,
 	// appendDayRollup).
 	bucketRollups = []byte("report_rollups")
+	// bucketDayTotals: rollupKey(domain id, UTC day) -> the totals at the
+	// head of that roll-up, for the overview (day_totals.go).
+	bucketDayTotals = []byte("report_day_totals")
 
 	// bucketQuarantine: entry id -> quarantineRecord JSON.
 	bucketQuarantine = []byte("quarantine")
@@ -173,6 +176,7 @@ var allBuckets = [][]byte{
 	bucketSessions, bucketSessionsByKey,
 	bucketAlertSenders,
 	bucketReportsByOrg, bucketReportCounts,
+	bucketDayTotals,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
