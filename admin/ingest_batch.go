@@ -383,7 +383,10 @@ type batched struct {
 }
 
 // BatcherRequests is how many batch requests a Batcher keeps in flight.
-const BatcherRequests = 4
+// Answers stream back, so a request keeps its slot only for its slowest
+// input while the answered ones already fill the next batch: more slots
+// keep those next batches from waiting.
+const BatcherRequests = 8
 
 // NewBatcher returns a Batcher of inputs for organization orgRef ("" for
 // none), as Client.Ingest takes it.
