@@ -53,8 +53,24 @@ type batchAnswer struct {
 	Results []batchItem `json:"results"`
 }
 
+// BatchStreamType is the media type a client accepts to have a batch's
+// answers streamed: one JSON line per input ({"i": index, "result" or
+// "error"}), written as soon as that input is durable, in the order they
+// become so. A client that does not ask for it (an older one) gets the
+// whole answer at once, in input order, when every input is done.
+const BatchStreamType = "application/x-dmarcd-batch-stream"
+
+// batchLine is one streamed answer.
+type batchLine struct {
+	I int `json:"i"`
+	batchItem
+}
+
 // ingestBatch reads every frame of the body, starting each input's ingest
-// as soon as its bytes are in, and answers once all are done.
+// as soon as its bytes are in, and answers once all are done, or, when
+// the client accepts BatchStreamType, each input as soon as it is done:
+// the client's jobs then move on to their next inputs without waiting for
+// the batch's slowest, which keeps the server's pipeline full.
 func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 	org := r.URL.Query().Get("org")
 	// One info line for the batch, not one per input (ingest logs those
@@ -65,6 +81,8 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 	var items []*batchItem // each written by its own goroutine
 	var wg sync.WaitGroup
 	var bad error
+	// done receives each input's index once its item is written.
+	done := make(chan int, MaxBatchInputs)
 	for {
 		name, data, err := readFrame(br)
 		if err == io.EOF {
@@ -78,6 +96,7 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		it := &batchItem{}
+		i := len(items)
 		items = append(items, it)
 		wg.Add(1)
 		go func() {
@@ -92,7 +111,15 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 					h.log.Error("admin batch input failed", "name", name, "error", err)
 				}
 			}
+			done <- i
 		}()
+	}
+	if bad == nil && r.Header.Get("Accept") == BatchStreamType {
+		// The batch's line is written before its last answer goes out
+		// (every item is in by then), so it precedes the client's end.
+		h.streamBatch(w, items, done, func() { h.logBatch(items, time.Since(start)) })
+		wg.Wait()
+		return
 	}
 	// The inputs already started are answered for, whatever follows.
 	wg.Wait()
@@ -106,6 +133,41 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 		ans.Results[i] = *it
 	}
 	reply(w, ans)
+}
+
+// streamBatch writes each input's answer line as its index arrives on
+// done, flushing when no other answer is ready (one write for the answers
+// that came together). It calls last once every item is in, before the
+// last write.
+func (h *handler) streamBatch(w http.ResponseWriter, items []*batchItem, done <-chan int, last func()) {
+	w.Header().Set("Content-Type", BatchStreamType)
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := json.NewEncoder(bw)
+	fl, _ := w.(http.Flusher)
+	if len(items) == 0 {
+		last()
+	}
+	for n := 0; n < len(items); {
+		i := <-done
+		for {
+			// The client going away ends nothing: the inputs are stored
+			// all the same; the writes just fail.
+			_ = enc.Encode(batchLine{I: i, batchItem: *items[i]})
+			n++
+			if n == len(items) || len(done) == 0 {
+				break
+			}
+			i = <-done
+		}
+		if n == len(items) {
+			last()
+		}
+		_ = bw.Flush()
+		if fl != nil {
+			fl.Flush()
+		}
+	}
 }
 
 // logBatch writes the batch's info line: counts only, no names.
@@ -197,10 +259,23 @@ var errNoBatch = errors.New("admin socket: the server takes no batches")
 // in order, once all are stored. The error is for the request as a whole
 // (the server went away: ErrServerGone); then no outcome is known.
 func (c *Client) IngestBatch(ctx context.Context, orgRef string, in []BatchInput) ([]BatchOutcome, error) {
+	out := make([]BatchOutcome, len(in))
+	err := c.ingestBatch(ctx, orgRef, in, func(i int, o BatchOutcome) { out[i] = o })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ingestBatch sends many inputs in one request and calls each with every
+// input's outcome as the server answers it (as soon as that input is
+// durable, when the server streams; else all at the end, in order), once
+// per input. The error is for the inputs each was not called for.
+func (c *Client) ingestBatch(ctx context.Context, orgRef string, in []BatchInput, each func(int, BatchOutcome)) error {
 	size := 0
 	for _, it := range in {
 		if len(it.Data) > MaxBatchInput {
-			return nil, fmt.Errorf("admin: batch input %q is larger than %d bytes", it.Name, MaxBatchInput)
+			return fmt.Errorf("admin: batch input %q is larger than %d bytes", it.Name, MaxBatchInput)
 		}
 		size += len(it.Name) + len(it.Data) + 20
 	}
@@ -214,46 +289,76 @@ func (c *Client) IngestBatch(ctx context.Context, orgRef string, in []BatchInput
 	}
 	req, err := http.NewRequestWithContext(ctx, "POST", path, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Accept", BatchStreamType)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("admin socket %s: %w", c.path, err)
+			return fmt.Errorf("admin socket %s: %w", c.path, err)
 		}
-		return nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
+		return fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-		return nil, errNoBatch
+		return errNoBatch
 	}
 	if resp.StatusCode != http.StatusOK {
 		var we wireError
 		if err := json.NewDecoder(resp.Body).Decode(&we); err != nil {
-			return nil, fmt.Errorf("admin socket: status %s", resp.Status)
+			return fmt.Errorf("admin socket: status %s", resp.Status)
 		}
-		return nil, we.err()
+		return we.err()
 	}
+	if resp.Header.Get("Content-Type") == BatchStreamType {
+		return readBatchStream(resp.Body, len(in), each)
+	}
+	// A server from before streaming: every answer at once, in order.
 	var ans batchAnswer
 	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
-		return nil, fmt.Errorf("admin socket: %w: reading the answer: %w", ErrServerGone, err)
+		return fmt.Errorf("admin socket: %w: reading the answer: %w", ErrServerGone, err)
 	}
 	if len(ans.Results) != len(in) {
-		return nil, fmt.Errorf("admin socket: %d answers to %d inputs", len(ans.Results), len(in))
+		return fmt.Errorf("admin socket: %d answers to %d inputs", len(ans.Results), len(in))
 	}
-	out := make([]BatchOutcome, len(in))
 	for i, it := range ans.Results {
-		switch {
-		case it.Error != nil:
-			out[i].Err = it.Error.err()
-		case it.Result == nil:
-			out[i].Err = errors.New("server: no result")
-		default:
-			out[i].Result = it.Result
-		}
+		each(i, it.outcome())
 	}
-	return out, nil
+	return nil
+}
+
+// readBatchStream reads n streamed answer lines, calling each for every
+// input once; an input answered twice, an index out of range or an answer
+// cut short is an error for the inputs not yet answered.
+func readBatchStream(r io.Reader, n int, each func(int, BatchOutcome)) error {
+	seen := make([]bool, n)
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 32<<10))
+	for left := n; left > 0; left-- {
+		var ln batchLine
+		if err := dec.Decode(&ln); err != nil {
+			return fmt.Errorf("admin socket: %w: reading the answer: %d of %d inputs unanswered: %w",
+				ErrServerGone, left, n, noEOF(err))
+		}
+		if ln.I < 0 || ln.I >= n || seen[ln.I] {
+			return fmt.Errorf("admin socket: bad answer for input %d of %d", ln.I, n)
+		}
+		seen[ln.I] = true
+		each(ln.I, ln.outcome())
+	}
+	return nil
+}
+
+// outcome is the item as the client returns it.
+func (it batchItem) outcome() BatchOutcome {
+	switch {
+	case it.Error != nil:
+		return BatchOutcome{Err: it.Error.err()}
+	case it.Result == nil:
+		return BatchOutcome{Err: errors.New("server: no result")}
+	default:
+		return BatchOutcome{Result: it.Result}
+	}
 }
 
 // Batcher gathers the inputs of concurrent Ingest calls into batches
@@ -278,7 +383,10 @@ type batched struct {
 }
 
 // BatcherRequests is how many batch requests a Batcher keeps in flight.
-const BatcherRequests = 4
+// Answers stream back, so a request keeps its slot only for its slowest
+// input while the answered ones already fill the next batch: more slots
+// keep those next batches from waiting.
+const BatcherRequests = 8
 
 // NewBatcher returns a Batcher of inputs for organization orgRef ("" for
 // none), as Client.Ingest takes it.
@@ -373,17 +481,24 @@ func (b *Batcher) send(batch []*batched) {
 	for i, it := range batch {
 		in[i] = it.in
 	}
-	outs, err := b.c.IngestBatch(context.Background(), b.org, in)
+	// Each input's caller is answered as soon as its outcome arrives, so
+	// the import's job moves on to its next input while the rest of the
+	// batch is still being stored.
+	answered := make([]bool, len(batch))
+	err := b.c.ingestBatch(context.Background(), b.org, in, func(i int, o BatchOutcome) {
+		answered[i] = true
+		batch[i].reply <- o
+	})
 	if errors.Is(err, errNoBatch) {
 		b.mu.Lock()
 		b.disabled = true
 		b.mu.Unlock()
 	}
-	for i, it := range batch {
-		if err != nil {
-			it.reply <- BatchOutcome{Err: err}
-		} else {
-			it.reply <- outs[i]
+	if err != nil {
+		for i, it := range batch {
+			if !answered[i] {
+				it.reply <- BatchOutcome{Err: err}
+			}
 		}
 	}
 }

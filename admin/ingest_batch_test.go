@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -256,5 +257,165 @@ func TestBatchLogsOneLine(t *testing.T) {
 	}
 	if n := strings.Count(got, "msg=ingested"); n != 1 || !strings.Contains(got, "outcome=quarantined") {
 		t.Errorf("%d per-input lines at info, want only the quarantined one:\n%s", n, got)
+	}
+}
+
+// heldService holds back the ingest of the input named held until release
+// is closed.
+type heldService struct {
+	Service
+	held    string
+	release chan struct{}
+}
+
+func (s *heldService) Ingest(ctx context.Context, r io.Reader, name, org string) (*ingest.Result, error) {
+	if name == s.held {
+		<-s.release
+	}
+	return s.Service.Ingest(ctx, r, name, org)
+}
+
+// TestBatchStreamsAnswers ensures a Batcher's caller is answered as soon
+// as its input is stored, not when the slowest input of its batch is: with
+// one input of a batch held back, the others' Ingest calls return.
+func TestBatchStreamsAnswers(t *testing.T) {
+	db, local, _ := serveIntake(t)
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &heldService{Service: local, held: "slow.xml", release: make(chan struct{})}
+	c := serveHandler(t, Handler(svc, slog.New(slog.DiscardHandler)))
+	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	var in []BatchInput
+	in = append(in, BatchInput{Name: "slow.xml", Data: reportgen.Generate(100, 2, reportgen.Options{Begin: begin})})
+	for i := range 5 {
+		in = append(in, BatchInput{Name: fmt.Sprintf("r%d.xml", i), Data: reportgen.Generate(int64(i), 2, reportgen.Options{Begin: begin})})
+	}
+	got := make(chan int, len(in))
+	var outs [6]BatchOutcome
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.ingestBatch(context.Background(), org.ID, in, func(i int, o BatchOutcome) { outs[i] = o; got <- i })
+	}()
+	for range len(in) - 1 {
+		select {
+		case i := <-got:
+			if i == 0 {
+				t.Fatal("the held input was answered before it was released")
+			}
+		case err := <-errc:
+			t.Fatalf("batch ended while an input is held: %v", err)
+		case <-time.After(30 * time.Second): // a hang, not a speed limit
+			t.Fatal("the stored inputs were not answered while one input of the batch is held")
+		}
+	}
+	close(svc.release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if i := <-got; i != 0 {
+		t.Fatalf("last answer for input %d, want 0", i)
+	}
+	for i, o := range outs {
+		if o.Err != nil || len(o.Result.Reports) != 1 || o.Result.Reports[0].Records != 2 {
+			t.Errorf("input %d: %+v", i, o)
+		}
+	}
+}
+
+// TestBatchOldPeers ensures the streamed answer is only for clients that
+// ask for it: a request without the Accept header (an older client) gets
+// every answer at once, in input order; and a client talking to a server
+// that does not stream (the header dropped on the way) reads that answer.
+func TestBatchOldPeers(t *testing.T) {
+	db, local, c := serveIntake(t)
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
+	var body []byte
+	for i := range 3 {
+		body = appendFrame(body, fmt.Sprintf("r%d.xml", i), reportgen.Generate(int64(i), i+1, reportgen.Options{Begin: begin}))
+	}
+	body = appendFrame(body, "junk.txt", []byte("junk"))
+	req, _ := http.NewRequest("POST", "http://dmarcd/v1/ingest/batch?org="+org.ID, bytes.NewReader(body))
+	resp, err := c.roundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("old client's answer is %q, want application/json", ct)
+	}
+	var ans batchAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || len(ans.Results) != 4 {
+		t.Fatalf("old client's answer: %+v, %v", ans, err)
+	}
+	for i, it := range ans.Results[:3] {
+		if it.Result == nil || len(it.Result.Reports) != 1 || it.Result.Reports[0].Records != i+1 {
+			t.Errorf("old client's answer %d: %+v", i, it)
+		}
+	}
+	if it := ans.Results[3]; it.Result == nil || it.Result.Quarantined == "" {
+		t.Errorf("old client's answer 3: %+v, want quarantined", it)
+	}
+
+	inner := Handler(local, slog.New(slog.DiscardHandler))
+	old := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Accept")
+		inner.ServeHTTP(w, r)
+	}))
+	outs, err := old.IngestBatch(context.Background(), org.ID, []BatchInput{
+		{Name: "a.xml", Data: reportgen.Generate(50, 4, reportgen.Options{Begin: begin})},
+		{Name: "b.xml", Data: reportgen.Generate(1, 2, reportgen.Options{Begin: begin})},
+	})
+	if err != nil || len(outs) != 2 {
+		t.Fatalf("non-streaming server: %+v, %v", outs, err)
+	}
+	if o := outs[0]; o.Err != nil || o.Result.Reports[0].Records != 4 || o.Result.Reports[0].Duplicate {
+		t.Errorf("non-streaming server, input 0: %+v", o)
+	}
+	if o := outs[1]; o.Err != nil || !o.Result.Reports[0].Duplicate {
+		t.Errorf("non-streaming server, input 1: %+v, want a duplicate", o)
+	}
+}
+
+// TestReadBatchStreamBad ensures a streamed answer that answers an input
+// twice, names one out of range, is not JSON or stops early is an error,
+// with the inputs answered before it delivered and the rest not.
+func TestReadBatchStreamBad(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+		answered         int
+	}{
+		{"twice", `{"i":0,"result":{}}` + "\n" + `{"i":0,"result":{}}`, "bad answer for input 0", 1},
+		{"out of range", `{"i":3,"result":{}}`, "bad answer for input 3", 0},
+		{"negative", `{"i":-1,"result":{}}`, "bad answer for input -1", 0},
+		{"cut short", `{"i":1,"error":{"kind":"invalid","message":"x"}}` + "\n" + `{"i":0,"res`, "2 of 3 inputs unanswered", 1},
+		{"empty", ``, "3 of 3 inputs unanswered", 0},
+		{"not json", `<html>`, "reading the answer", 0},
+	} {
+		n := 0
+		err := readBatchStream(strings.NewReader(tc.body), 3, func(int, BatchOutcome) { n++ })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+		if n != tc.answered {
+			t.Errorf("%s: %d inputs answered, want %d", tc.name, n, tc.answered)
+		}
+	}
+	var got []BatchOutcome
+	err := readBatchStream(strings.NewReader(`{"i":1,"error":{"kind":"invalid","message":"x"}}`+"\n"+`{"i":0}`), 2,
+		func(_ int, o BatchOutcome) { got = append(got, o) })
+	if err != nil || !errors.Is(got[0].Err, store.ErrInvalid) || got[1].Err == nil {
+		t.Errorf("an error and an empty answer: %+v, %v", got, err)
 	}
 }
