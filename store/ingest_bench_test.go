@@ -16,8 +16,17 @@ import (
 // transaction, as the pipeline's writer does. It isolates the cost of the
 // roll-ups kept at ingest (the daily one and the per-source one) from
 // parsing and fsync noise: run it with the file on tmpfs (TMPDIR=/dev/shm).
-func BenchmarkIngestCommit(b *testing.B) {
-	const reports, records, perCommit = 2000, 50, 64
+func BenchmarkIngestCommit(b *testing.B) { benchIngestCommit(b, 2000, 50, 64) }
+
+// BenchmarkIngestCommitSmall is BenchmarkIngestCommit with the reports of
+// ingestbench's small scenario: 20,000 of 5 records, about 100 a commit,
+// where the per-report costs of the roll-ups (a report's segment entries,
+// a domain-day's segment and queue entry) weigh the most.
+func BenchmarkIngestCommitSmall(b *testing.B) { benchIngestCommit(b, 20000, 5, 100) }
+
+// benchIngestCommit stores reports drafts of records each, perCommit a
+// transaction.
+func benchIngestCommit(b *testing.B, reports, records, perCommit int) {
 	cc, org := "US", "Example Net"
 	asn := uint32(64500)
 	geo := &store.Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}
