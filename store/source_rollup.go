@@ -246,10 +246,12 @@ func (s *draftSource) merge(o *draftSource) {
 }
 
 // sourceEntries is the per-source roll-up of one or more reports,
-// encoded as a segment's entries (appendSourceEntry), not yet framed.
+// encoded as a segment's entries (appendSourceEntry). body starts with
+// codecVersion, so that a domain-day with one report in a commit (as when
+// reports arrive one by one) stores body as its segment without a copy.
 type sourceEntries struct {
 	n    int
-	body []byte
+	body []byte   // codecVersion, then entries
 	more [][]byte // the bodies of further reports of the same day
 }
 
@@ -260,7 +262,8 @@ func encodeSources(src sourceDraft, begin, end time.Time) sourceEntries {
 	if len(src) == 0 {
 		return sourceEntries{}
 	}
-	e := make(enc, 0, 80*len(src)) // about what an entry takes with two auth results
+	e := make(enc, 0, 1+80*len(src)) // about what an entry takes with two auth results
+	e = append(e, codecVersion)
 	e = appendBlockHeader(e, begin.Unix(), end.Unix(), len(src))
 	for _, g := range src {
 		e = appendSourceEntry(e, &g.SourceRollup)
@@ -301,16 +304,20 @@ func (sr sourceRollups) addKeyed(key string, src sourceEntries) {
 	sr[key] = &sourceEntries{n: src.n, body: src.body}
 }
 
-// frame returns the entries as a segment.
+// frame returns the entries as a segment: the body itself when there is
+// one report (the caller only reads it), else the bodies concatenated,
+// each without its leading codecVersion but the first.
 func (s *sourceEntries) frame() []byte {
-	size := 1 + len(s.body)
-	for _, b := range s.more {
-		size += len(b)
+	if len(s.more) == 0 {
+		return s.body
 	}
-	seg := append(make([]byte, 0, size), codecVersion)
-	seg = append(seg, s.body...)
+	size := len(s.body)
 	for _, b := range s.more {
-		seg = append(seg, b...)
+		size += len(b) - 1
+	}
+	seg := append(make([]byte, 0, size), s.body...)
+	for _, b := range s.more {
+		seg = append(seg, b[1:]...)
 	}
 	return seg
 }
