@@ -325,8 +325,18 @@ func (s *sourceEntries) frame() []byte {
 // put writes one segment per domain-day touched (merging the day's
 // segments when it has too many) and queues the days for reverse DNS.
 func (sr sourceRollups) put(tx *bolt.Tx) error {
+	if len(sr) == 0 {
+		return nil
+	}
 	b := tx.Bucket(bucketSourceRollups)
 	pending := tx.Bucket(bucketRDNSPending)
+	// One touch sequence for every day of the commit: it only needs to
+	// differ from what DonePendingSources compares with.
+	n, err := pending.NextSequence()
+	if err != nil {
+		return err
+	}
+	touch := binary.BigEndian.AppendUint64(nil, n)
 	for key, day := range sr {
 		prefix := []byte(key)
 		seq, err := nextSegment(b, prefix)
@@ -345,11 +355,7 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 		if err := b.Put(sourceSegKey(prefix, seq), seg); err != nil {
 			return err
 		}
-		n, err := pending.NextSequence()
-		if err != nil {
-			return err
-		}
-		if err := pending.Put(prefix, binary.BigEndian.AppendUint64(nil, n)); err != nil {
+		if err := pending.Put(prefix, touch); err != nil {
 			return err
 		}
 	}
