@@ -344,8 +344,9 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 	owners := map[string]string{} // domain id -> org id, "" when gone
 	var stored []*ReportDraft
 	sources := newSourceRollups()
+	orgAdds := map[string]int64{} // org id -> reports new to its index
 	for i, d := range b.Reports {
-		out, err := storeDraft(tx, records, d, owners)
+		out, err := storeDraft(tx, records, d, owners, orgAdds)
 		if err != nil {
 			return nil, err
 		}
@@ -377,6 +378,11 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 	}
 	if err := sources.put(tx); err != nil {
 		return nil, err
+	}
+	for orgID, n := range orgAdds {
+		if err := addOrgReportCount(tx, orgID, n); err != nil {
+			return nil, err
+		}
 	}
 	for domainID, t := range latest {
 		if err := touchDomain(tx, domainID, t); err != nil {
@@ -430,8 +436,9 @@ func putRecords(records *bolt.Bucket, report [16]byte, first uint32, buf []byte,
 }
 
 // storeDraft makes one report visible unless its domain is gone or its
-// identity is taken.
-func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[string]string) (ReportOutcome, error) {
+// identity is taken; it counts a report new to its organization's index in
+// orgAdds, which the commit adds to the stored counts once per organization.
+func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[string]string, orgAdds map[string]int64) (ReportOutcome, error) {
 	owner, ok := owners[d.rep.DomainID]
 	if !ok {
 		dom, err := getDomain(tx, d.rep.DomainID)
@@ -473,8 +480,10 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 			return ReportOutcome{}, err
 		}
 	}
-	if err := indexOrgReport(tx, d.rep.OrgID, d.key, d.index); err != nil {
+	if fresh, err := putOrgReport(tx, d.rep.OrgID, d.key, d.index); err != nil {
 		return ReportOutcome{}, err
+	} else if fresh {
+		orgAdds[d.rep.OrgID]++
 	}
 	if d.pending {
 		if err := tx.Bucket(bucketReportsPending).Delete(d.bin[:]); err != nil {

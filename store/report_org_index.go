@@ -42,19 +42,24 @@ func orgReportKey(orgID string, domainKey []byte) []byte {
 // with value v, to its organization's index and count. Storing the same key
 // again does not count it twice.
 func indexOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte) error {
+	fresh, err := putOrgReport(tx, orgID, domainKey, v)
+	if err != nil || !fresh {
+		return err
+	}
+	return addOrgReportCount(tx, orgID, 1)
+}
+
+// putOrgReport is indexOrgReport without the count: it reports whether the
+// report was new to the index, so that the ingest commit adds each
+// organization's new reports to its count once, not once a report.
+func putOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte) (fresh bool, err error) {
 	if len(domainKey) != reportKeyLen {
-		return errorf(ErrInvalid, "malformed report index key")
+		return false, errorf(ErrInvalid, "malformed report index key")
 	}
 	b := tx.Bucket(bucketReportsByOrg)
 	k := orgReportKey(orgID, domainKey)
-	fresh := b.Get(k) == nil
-	if err := b.Put(k, v); err != nil {
-		return err
-	}
-	if !fresh {
-		return nil
-	}
-	return addOrgReportCount(tx, orgID, 1)
+	fresh = b.Get(k) == nil
+	return fresh, b.Put(k, v)
 }
 
 // unindexOrgReport removes the report stored under domainKey from its

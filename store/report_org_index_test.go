@@ -245,14 +245,20 @@ func TestOrgReportIndexTotals(t *testing.T) {
 	check("after retention", 18)
 	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.doms[1], "again", reportDay(1), 1)}})
 	check("after a new report", 19)
+	// One commit of two organizations' new reports and a duplicate: the
+	// commit adds each organization's new reports to its count once.
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.doms[0], "b1", reportDay(5), 1),
+		mustDraft(t, e.otherDom, "b2", reportDay(5), 1), mustDraft(t, e.doms[1], "b3", reportDay(5), 1),
+		mustDraft(t, e.doms[1], "again", reportDay(1), 1)}})
+	check("after a batch of two organizations", 21)
 	if _, err := e.db.DeleteOrganization(e.org.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, total := orgListing(t, e.db, e.org.ID, store.ReportFilter{}, 8); total != 0 {
 		t.Errorf("deleted organization: total %d", total)
 	}
-	if _, total := orgListing(t, e.db, e.other.ID, store.ReportFilter{}, 8); total != 1 {
-		t.Errorf("other organization: total %d, want 1", total)
+	if _, total := orgListing(t, e.db, e.other.ID, store.ReportFilter{}, 8); total != 2 {
+		t.Errorf("other organization: total %d, want 2", total)
 	}
 	if err := e.db.Check(); err != nil {
 		t.Error(err)
