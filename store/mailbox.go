@@ -267,14 +267,7 @@ func (db *DB) UpdateMailbox(orgID, id string, u MailboxUpdate) (*Mailbox, error)
 			return err
 		}
 		before := rec.Mailbox
-		set(&rec.Host, u.Host)
-		set(&rec.Port, u.Port)
-		set(&rec.Security, u.Security)
-		set(&rec.Username, u.Username)
-		set(&rec.Auth, u.Auth)
-		set(&rec.Folder, u.Folder)
-		set(&rec.ArchiveFolder, u.ArchiveFolder)
-		set(&rec.IsActive, u.IsActive)
+		u.Apply(&rec.Mailbox)
 		if err := checkMailbox(&rec.Mailbox); err != nil {
 			return err
 		}
@@ -300,6 +293,20 @@ func (db *DB) UpdateMailbox(orgID, id string, u MailboxUpdate) (*Mailbox, error)
 		return nil, wrap("update mailbox", err)
 	}
 	return rec.mailbox(), nil
+}
+
+// Apply sets the fields of m that u gives (the non-nil ones), as
+// UpdateMailbox does; the IMAP service uses it to try a change before
+// storing it.
+func (u MailboxUpdate) Apply(m *Mailbox) {
+	set(&m.Host, u.Host)
+	set(&m.Port, u.Port)
+	set(&m.Security, u.Security)
+	set(&m.Username, u.Username)
+	set(&m.Auth, u.Auth)
+	set(&m.Folder, u.Folder)
+	set(&m.ArchiveFolder, u.ArchiveFolder)
+	set(&m.IsActive, u.IsActive)
 }
 
 func set[T any](dst *T, v *T) {

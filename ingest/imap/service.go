@@ -227,22 +227,12 @@ func (s *Service) changed() {
 	}
 }
 
+// apply sets the fields of m that sp gives, as the store's update does,
+// with the host name cleaned.
 func apply(m *store.Mailbox, sp Spec) {
-	set(&m.Host, sp.Host)
-	set(&m.Port, sp.Port)
-	set(&m.Security, sp.Security)
-	set(&m.Username, sp.Username)
-	set(&m.Auth, sp.Auth)
-	set(&m.Folder, sp.Folder)
-	set(&m.ArchiveFolder, sp.ArchiveFolder)
-	set(&m.IsActive, sp.IsActive)
+	store.MailboxUpdate{Host: sp.Host, Port: sp.Port, Security: sp.Security, Username: sp.Username,
+		Auth: sp.Auth, Folder: sp.Folder, ArchiveFolder: sp.ArchiveFolder, IsActive: sp.IsActive}.Apply(m)
 	m.Host = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(m.Host), "."))
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 func defaultPort(security string) int {
