@@ -28,13 +28,7 @@ import (
 // than a batch takes stored through the streamed route.
 func TestBatcher(t *testing.T) {
 	db, local, c := serveIntake(t)
-	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
-		t.Fatal(err)
-	}
+	org := mustAcmeExample(t, db)
 	ctx := context.Background()
 	b := c.NewBatcher(org.ID)
 	defer b.Close()
@@ -103,13 +97,7 @@ func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on f
 // problem are still answered for (stored, not lost).
 func TestBatchBadBodies(t *testing.T) {
 	db, _, c := serveIntake(t)
-	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
-		t.Fatal(err)
-	}
+	mustAcmeExample(t, db)
 	good := appendFrame(nil, "good.xml", reportgen.Generate(1, 2, reportgen.Options{Begin: time.Now().Add(-48 * time.Hour)}))
 	var many []byte
 	for i := 0; i <= MaxBatchInputs; i++ {
@@ -147,13 +135,7 @@ func TestBatchBadBodies(t *testing.T) {
 // batch route falls back to a request per input.
 func TestBatcherOldServer(t *testing.T) {
 	db, local, _ := serveIntake(t)
-	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
-		t.Fatal(err)
-	}
+	mustAcmeExample(t, db)
 	inner := Handler(local, slog.New(slog.DiscardHandler))
 	old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/ingest/batch" {
@@ -226,13 +208,7 @@ func TestBatchLogsOneLine(t *testing.T) {
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	c := serveHandler(t, Handler(&Local{DB: db, Pipeline: p}, log))
-	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
-		t.Fatal(err)
-	}
+	org := mustAcmeExample(t, db)
 	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
 	var in []BatchInput
 	for i := range 5 {
@@ -280,13 +256,7 @@ func (s *heldService) Ingest(ctx context.Context, r io.Reader, name, org string)
 // one input of a batch held back, the others' Ingest calls return.
 func TestBatchStreamsAnswers(t *testing.T) {
 	db, local, _ := serveIntake(t)
-	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
-		t.Fatal(err)
-	}
+	org := mustAcmeExample(t, db)
 	svc := &heldService{Service: local, held: "slow.xml", release: make(chan struct{})}
 	c := serveHandler(t, Handler(svc, slog.New(slog.DiscardHandler)))
 	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
@@ -333,13 +303,7 @@ func TestBatchStreamsAnswers(t *testing.T) {
 // that does not stream (the header dropped on the way) reads that answer.
 func TestBatchOldPeers(t *testing.T) {
 	db, local, c := serveIntake(t)
-	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
-		t.Fatal(err)
-	}
+	org := mustAcmeExample(t, db)
 	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
 	var body []byte
 	for i := range 3 {
@@ -418,4 +382,18 @@ func TestReadBatchStreamBad(t *testing.T) {
 	if err != nil || !errors.Is(got[0].Err, store.ErrInvalid) || got[1].Err == nil {
 		t.Errorf("an error and an empty answer: %+v, %v", got, err)
 	}
+}
+
+// mustAcmeExample creates the organization acme with the domain
+// example.com, reporting address abc@reports.test.
+func mustAcmeExample(t *testing.T, db *store.DB) *store.Organization {
+	t.Helper()
+	org, err := db.CreateOrganization("acme", store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateDomain(&store.Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "abc@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	return org
 }
