@@ -57,6 +57,7 @@ func putOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte) (fresh bool, e
 		return false, errorf(ErrInvalid, "malformed report index key")
 	}
 	b := tx.Bucket(bucketReportsByOrg)
+	b.FillPercent = 0.9 // keys grow with date_begin within each domain, as bucketReportsByDomain's
 	k := orgReportKey(orgID, domainKey)
 	fresh = b.Get(k) == nil
 	return fresh, b.Put(k, v)
