@@ -152,7 +152,9 @@ func (j *job) failureOf(rep *arf.Report, dom store.DomainRef) *store.FailureRepo
 	}
 	if rep.SourceIP.IsValid() {
 		r.SourceIP = new(rep.SourceIP.String())
-		r.Geo = j.locate(rep.SourceIP)
+		if g := j.locate(rep.SourceIP); g != nil {
+			r.Geo = new(*g) // the report keeps it: its own copy
+		}
 	}
 	d := &store.FailureReportDetail{FailureReport: r, DKIMDomain: nonEmpty(rep.DKIMDomain), DKIMSelector: nonEmpty(rep.DKIMSelector)}
 	if rep.Headers != nil {

@@ -39,9 +39,10 @@ type job struct {
 	expired  []Expired
 
 	rec      store.Record
-	geoCache map[netip.Addr]*store.Geo
-	producer bool // counted in p.parsing
-	slot     bool // holds one of p.slots
+	geoCache map[netip.Addr]located // nil without a database
+	geo      store.Geo              // the record's, which rec.Geo points to
+	producer bool                   // counted in p.parsing
+	slot     bool                   // holds one of p.slots
 }
 
 // place is a report's place in the result: found a duplicate before its
@@ -57,7 +58,7 @@ func newJob(ctx context.Context, p *Pipeline, r io.Reader, d Arrival, retry *sto
 	j := &job{ctx: ctx, p: p, d: d, retry: retry, in: newInput(r, p.cfg.QuarantineMaxBytes)}
 	j.route = &router{db: p.db, d: d}
 	if p.cfg.Geo.Enabled() {
-		j.geoCache = make(map[netip.Addr]*store.Geo)
+		j.geoCache = make(map[netip.Addr]located)
 	}
 	return j
 }
@@ -309,24 +310,36 @@ func optional(s *string) *string {
 	return s
 }
 
-// locate returns the geolocation of ip, nil without a database.
+// located is a cached lookup: found is false when the database had no
+// answer (the record then has no geo object at all).
+type located struct {
+	geo   store.Geo
+	found bool
+}
+
+// locate returns the geolocation of ip, nil without a database or an
+// answer. The value is the job's, valid until the next call: the cache
+// holds values, not one allocation per source.
 func (j *job) locate(ip netip.Addr) *store.Geo {
 	if j.geoCache == nil {
 		return nil
 	}
-	if g, ok := j.geoCache[ip]; ok {
-		return g
+	l, ok := j.geoCache[ip]
+	if !ok {
+		if len(j.geoCache) >= maxGeoCache {
+			clear(j.geoCache)
+		}
+		if info := j.p.cfg.Geo.Lookup(ip); info != nil {
+			l = located{found: true, geo: store.Geo{CountryCode: info.CountryCode, CountryName: info.CountryName,
+				City: info.City, Latitude: info.Latitude, Longitude: info.Longitude, ASN: info.ASN, ASOrg: info.ASOrg}}
+		}
+		j.geoCache[ip] = l
 	}
-	if len(j.geoCache) >= maxGeoCache {
-		clear(j.geoCache)
+	if !l.found {
+		return nil
 	}
-	var g *store.Geo
-	if info := j.p.cfg.Geo.Lookup(ip); info != nil {
-		g = &store.Geo{CountryCode: info.CountryCode, CountryName: info.CountryName, City: info.City,
-			Latitude: info.Latitude, Longitude: info.Longitude, ASN: info.ASN, ASOrg: info.ASOrg}
-	}
-	j.geoCache[ip] = g
-	return g
+	j.geo = l.geo
+	return &j.geo
 }
 
 // flush hands the draft's buffered records to the writer. It first waits
