@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -407,7 +408,7 @@ func (b *Batcher) Ingest(ctx context.Context, r io.Reader, name string) (*ingest
 		return b.c.Ingest(ctx, r, name, b.org)
 	}
 	src := &readErr{r: r}
-	data, err := io.ReadAll(io.LimitReader(src, MaxBatchInput+1))
+	data, err := readAll(io.LimitReader(src, MaxBatchInput+1), sizeHint(r))
 	if src.err != nil {
 		return nil, fmt.Errorf("reading the input: %w", src.err)
 	}
@@ -433,6 +434,43 @@ func (b *Batcher) Ingest(ctx context.Context, r io.Reader, name string) (*ingest
 		return out.Result, out.Err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// sizeHint is the size of r when it is known (a regular file, a
+// bytes.Reader), else 0.
+func sizeHint(r io.Reader) int {
+	switch r := r.(type) {
+	case interface{ Len() int }:
+		return r.Len()
+	case *os.File:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() && st.Size() <= MaxBatchInput {
+			return int(st.Size())
+		}
+	}
+	return 0
+}
+
+// readAll is io.ReadAll into a buffer of the expected size: a small report
+// file is read in one call (and one more to see its end), not grown from
+// 512 bytes in several.
+func readAll(r io.Reader, size int) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: the read that finds the end needs room
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // it grew since: let append find the room
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -396,4 +397,52 @@ func mustAcmeExample(t *testing.T, db *store.DB) *store.Organization {
 		t.Fatal(err)
 	}
 	return org
+}
+
+// TestReadAllSizeHint reads inputs whose size hint is right, too small
+// (a file that grew since its Stat), too large and absent: every byte is
+// read whatever the hint.
+func TestReadAllSizeHint(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789"), 1000)
+	for _, hint := range []int{0, 1, 9999, 10000, 10001, 50000} {
+		// iotest.OneByteReader-like short reads: the loop must keep going.
+		got, err := readAll(io.LimitReader(&shortReader{b: data}, int64(len(data))), hint)
+		if err != nil {
+			t.Fatalf("hint %d: %v", hint, err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("hint %d: read %d bytes, want %d", hint, len(got), len(data))
+		}
+	}
+	f, err := os.CreateTemp(t.TempDir(), "input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if got := sizeHint(f); got != len(data) {
+		t.Fatalf("sizeHint of a file: %d, want %d", got, len(data))
+	}
+	if got := sizeHint(bytes.NewReader(data[:7])); got != 7 {
+		t.Fatalf("sizeHint of a bytes.Reader: %d, want 7", got)
+	}
+	if got := sizeHint(io.MultiReader(bytes.NewReader(data))); got != 0 {
+		t.Fatalf("sizeHint of an unknown reader: %d, want 0", got)
+	}
+}
+
+// shortReader returns at most 3,000 bytes a call.
+type shortReader struct{ b []byte }
+
+func (r *shortReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 3000)], r.b)
+	r.b = r.b[n:]
+	return n, nil
 }
