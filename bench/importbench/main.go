@@ -50,6 +50,7 @@ func main() {
 		geoDir  = flag.String("geo", "testdata/geo", "directory of the MaxMind test databases (both imports geolocate)")
 		jsonOut = flag.String("json", "", "also write the results as JSON lines to this file")
 		only    = flag.String("mode", "both", "offline, socket or both")
+		prof    = flag.String("cpuprofile", "", "write CPU profiles of the first round's imports to PREFIX.SHAPE.MODE.client and, for the socket, PREFIX.SHAPE.socket.server (through DMARCD_CPUPROFILE)")
 	)
 	flag.Parse()
 	var all []result
@@ -59,7 +60,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "importbench: bad shape %q (want NxM)\n", sh)
 			os.Exit(2)
 		}
-		res, err := scenario(*bin, *geoDir, n, m, max(*rounds, 1), *only)
+		res, err := scenario(*bin, *geoDir, n, m, max(*rounds, 1), *only, *prof)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "importbench:", err)
 			os.Exit(1)
@@ -101,7 +102,7 @@ type run struct {
 	cpu     float64 // seconds of CPU: the import command, plus the server's for the socket
 }
 
-func scenario(bin, geoDir string, n, m, rounds int, only string) ([]result, error) {
+func scenario(bin, geoDir string, n, m, rounds int, only, prof string) ([]result, error) {
 	dir, err := os.MkdirTemp("", "importbench-")
 	if err != nil {
 		return nil, err
@@ -123,7 +124,11 @@ func scenario(bin, geoDir string, n, m, rounds int, only string) ([]result, erro
 			if only != "both" && only != mode {
 				continue
 			}
-			r, err := importOnce(bin, filepath.Join(dir, fmt.Sprintf("%s-%d", mode, i)), files, mode, geo)
+			profile := ""
+			if prof != "" && i == 0 {
+				profile = fmt.Sprintf("%s.%s.%s", prof, name, mode)
+			}
+			r, err := importOnce(bin, filepath.Join(dir, fmt.Sprintf("%s-%d", mode, i)), files, mode, geo, profile)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s round %d: %w", name, mode, i+1, err)
 			}
@@ -178,13 +183,19 @@ func scenario(bin, geoDir string, n, m, rounds int, only string) ([]result, erro
 
 // importOnce makes a fresh data dir with example.com registered, then
 // times one import of files: through the running server (socket), or with
-// the server stopped (offline).
-func importOnce(bin, dir, files, mode string, geo []string) (run, error) {
+// the server stopped (offline). With profile set, the import command
+// writes its CPU profile to profile+".client", and the server its own to
+// profile+".server" when it shuts down.
+func importOnce(bin, dir, files, mode string, geo []string, profile string) (run, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return run{}, err
 	}
 	defer os.RemoveAll(dir)
+	if profile != "" && mode == "socket" {
+		os.Setenv("DMARCD_CPUPROFILE", profile+".server")
+	}
 	srv, err := server.StartWith(bin, dir, "info", 1000000, geo...)
+	os.Unsetenv("DMARCD_CPUPROFILE")
 	if err != nil {
 		return run{}, err
 	}
@@ -207,6 +218,9 @@ func importOnce(bin, dir, files, mode string, geo []string) (run, error) {
 	serverCPU := srv.CPU()
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
+	if profile != "" {
+		cmd.Env = append(os.Environ(), "DMARCD_CPUPROFILE="+profile+".client")
+	}
 	start := time.Now()
 	outb, err := cmd.Output()
 	secs := time.Since(start).Seconds()

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,11 +50,14 @@ func main() {
 	jsonOut := flag.String("json", "", "also write the results as JSON lines to this file")
 	runs := flag.Int("runs", 3, "runs of each throughput scenario, each alternating pipeline, encoding/xml and floor; medians are reported (the machine may be shared)")
 	scatter := flag.Bool("scatter", false, "give consecutive reports days all over the year (worst case for the daily roll-ups) instead of in order")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of each scenario to this file (suffixed with its name)")
+	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of each run of the throughput scenarios to FILE.SCENARIO.pipeline.N and FILE.SCENARIO.floor.N (the ingest alone, without generating the inputs; go tool pprof merges the files it is given)")
 	flag.Parse()
 	cfg := config{runs: max(*runs, 1), scatter: *scatter, workers: *workers, geoDir: *geoDir, corpusDir: *corpusDir}
 	if *child {
-		os.Exit(runChild(*scenario, cfg, *cpuProfile))
+		if *cpuProfile != "" {
+			cfg.cpuProfile = *cpuProfile + "." + *scenario
+		}
+		os.Exit(runChild(*scenario, cfg))
 	}
 	list := scenarios
 	if *scenario != "all" {
@@ -86,21 +88,7 @@ func main() {
 
 // runChild runs one scenario in this process and prints its results as
 // JSON lines; it returns the exit code.
-func runChild(scenario string, cfg config, cpuProfile string) int {
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile + "." + scenario)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "ingestbench:", err)
-			return 1
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
-	}
+func runChild(scenario string, cfg config) int {
 	results, err := run(scenario, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ingestbench:", err)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,30 @@ type config struct {
 	workers   int
 	geoDir    string
 	corpusDir string
+	// cpuProfile, when set, names the files each run's pipeline and floor
+	// CPU profiles go to (suffixed .pipeline.N and .floor.N).
+	cpuProfile string
+}
+
+// profile starts a CPU profile into cfg.cpuProfile+"."+what+"."+run when
+// profiling is asked for; the returned function stops it. (go tool pprof
+// merges the runs' files when given them all.)
+func profile(cfg config, run int, what string) (func(), error) {
+	if cfg.cpuProfile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", cfg.cpuProfile, what, run))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func run(scenario string, cfg config) ([]result, error) {
@@ -185,8 +210,8 @@ func throughput(name string, cfg config, inputs [][]byte, target float64) ([]res
 	// floor, so that a shared machine's load falls on all three alike.
 	var rates, baseRates, floorRates, cpus, floorCPUs []float64
 	var best string
-	for range cfg.runs {
-		rate, cpu, note, err := ingestRun(cfg, inputs)
+	for i := range cfg.runs {
+		rate, cpu, note, err := ingestRun(cfg, i, inputs)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +224,12 @@ func throughput(name string, cfg config, inputs [][]byte, target float64) ([]res
 			return nil, err
 		}
 		baseRates = append(baseRates, float64(baseRecords)/baseSecs)
+		stop, err := profile(cfg, i, "floor")
+		if err != nil {
+			return nil, err
+		}
 		fr, fs, fcpu, err := floor(inputs, cfg.workers, g)
+		stop()
 		if err != nil {
 			return nil, err
 		}
@@ -224,15 +254,20 @@ func throughput(name string, cfg config, inputs [][]byte, target float64) ([]res
 // ingestRun ingests the inputs into a fresh database and returns the
 // records/s, the process CPU per record (microseconds) and a description
 // of the run.
-func ingestRun(cfg config, inputs [][]byte) (float64, float64, string, error) {
+func ingestRun(cfg config, run int, inputs [][]byte) (float64, float64, string, error) {
 	r, err := newRig(cfg)
 	if err != nil {
 		return 0, 0, "", err
+	}
+	stop, err := profile(cfg, run, "pipeline")
+	if err != nil {
+		return 0, 0, "", errors.Join(err, r.close())
 	}
 	before := r.db.Bolt().Stats().TxStats
 	cpu0 := cpuSeconds()
 	records, secs, err := r.ingestAll(inputs, cfg.workers)
 	cpu := cpuSeconds() - cpu0
+	stop()
 	st := r.p.Stats()
 	bs := r.db.Bolt().Stats().TxStats
 	if cerr := r.close(); err == nil {
