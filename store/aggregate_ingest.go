@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -64,7 +65,7 @@ type ReportDraft struct {
 
 	// srcDay is the report's per-source roll-up (source_rollup.go), which
 	// Finish encodes into srcEnc.
-	srcDay sourceDraft
+	srcDay reportSources
 	srcEnc sourceEntries
 
 	// Set by Finish.
@@ -104,7 +105,7 @@ func NewReportDraft(r Report) (*ReportDraft, error) {
 	}
 	r.DateBegin, r.DateEnd = r.DateBegin.UTC().Truncate(time.Second), r.DateEnd.UTC().Truncate(time.Second)
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount, r.RecordCount = 0, 0, 0, 0
-	d := &ReportDraft{rep: r, sum: newSummaryAcc(), srcDay: sourceDraft{}}
+	d := &ReportDraft{rep: r, sum: newSummaryAcc()}
 	d.bin, _ = binID(r.ID)
 	return d, nil
 }
@@ -120,9 +121,10 @@ func (d *ReportDraft) Report() Report { return d.rep }
 func (d *ReportDraft) Add(r *Record) {
 	if d.openN == 0 {
 		if d.buf == nil {
-			// A record takes 100-200 bytes: room for a small report's,
-			// without the dozen copies of growing from nothing.
-			d.buf = make([]byte, 0, 2048)
+			// Room for as many bytes as the last report finished took
+			// (reports of one import or reporter are alike), without the
+			// dozen copies of growing from nothing.
+			d.buf = make([]byte, 0, draftBufHint.Load())
 		}
 		d.buf = append(d.buf, codecVersion)
 	}
@@ -140,6 +142,14 @@ func (d *ReportDraft) Add(r *Record) {
 	// per-source roll-up at Finish: one map per record, not two.
 	d.srcDay.add(r)
 }
+
+// draftBufHint is the size a new draft's record buffer starts at: the
+// bytes of the last report finished in one piece, between 2 and 64 KiB.
+var draftBufHint atomic.Int64
+
+func init() { draftBufHint.Store(minDraftBuf) }
+
+const minDraftBuf, maxDraftBuf = 2 << 10, 64 << 10
 
 // closeBlock ends the open block, if any.
 func (d *ReportDraft) closeBlock() {
@@ -177,6 +187,9 @@ func (d *ReportDraft) TakeChunk() *RecordChunk {
 // the encoded values Commit writes. Add must not be called afterwards.
 func (d *ReportDraft) Finish() {
 	d.closeBlock()
+	if !d.pending {
+		draftBufHint.Store(int64(min(max(len(d.buf)+len(d.buf)/8, minDraftBuf), maxDraftBuf)))
+	}
 	r := &d.rep
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.sum.messages, d.sum.dmarcPass, d.sum.dmarcFail
 	r.RecordCount = int(d.n)
@@ -186,8 +199,9 @@ func (d *ReportDraft) Finish() {
 	d.ident = reportIdentityKey(r)
 	d.index = binary.BigEndian.AppendUint64([]byte(r.ID), unixKey(r.DateEnd))
 	d.day = dayNumber(r.DateBegin)
+	d.srcDay.compact()
 	d.src = d.srcDay.counts()
-	d.srcEnc, d.srcDay = encodeSources(d.srcDay, r.DateBegin, r.DateEnd), nil
+	d.srcEnc, d.srcDay = d.srcDay.encode(r.DateBegin, r.DateEnd), reportSources{}
 }
 
 // reportIndexKey is the key of a report in the date index of the listings.
@@ -525,7 +539,10 @@ func (in *Ingester) loadRollup(tx *bolt.Tx, key string) (*dayRollup, error) {
 // putRollup stores a day roll-up, its sources capped, and caches it.
 func (in *Ingester) putRollup(tx *bolt.Tx, key string, r *dayRollup) error {
 	r.src.prune(MaxDaySources)
-	raw := appendDayRollup(nil, r)
+	// Room for what it took last time and what the commit added: a day of
+	// a few hundred sources grew its buffer from nothing a dozen times.
+	raw := appendDayRollup(make(enc, 0, max(r.size+r.size/4, 64*len(r.src)+512)), r)
+	r.size = len(raw)
 	if err := tx.Bucket(bucketRollups).Put([]byte(key), raw); err != nil {
 		return err
 	}

@@ -461,6 +461,7 @@ type dayRollup struct {
 	reports int64
 	sum     *summaryAcc
 	src     sourceAcc
+	size    int // bytes of its last encoding, to size the next one
 }
 
 func newDayRollup() *dayRollup {
@@ -486,7 +487,7 @@ func decodeDayRollup(raw []byte) (*dayRollup, error) {
 	if d.byte() != codecVersion {
 		return nil, errCorrupt
 	}
-	r := &dayRollup{reports: d.varint()}
+	r := &dayRollup{reports: d.varint(), size: len(raw)}
 	s := decodeSummary(d)
 	r.sum = accOf(&s)
 	n := d.count()

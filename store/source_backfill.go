@@ -104,7 +104,7 @@ func backfillStep(tx *bolt.Tx, maxRecords int) (reports int, done bool, err erro
 		if !ok {
 			return 0, false, fmt.Errorf("report id %q: %w", k, errCorrupt)
 		}
-		src := sourceDraft{}
+		var src reportSources
 		rc := records.Cursor()
 		for bk, bv := rc.Seek(bin[:]); bk != nil && bytes.HasPrefix(bk, bin[:]); bk, bv = rc.Next() {
 			if err := decodeBlock(bv, func(r *Record) error {
@@ -115,7 +115,8 @@ func backfillStep(tx *bolt.Tx, maxRecords int) (reports int, done bool, err erro
 				return 0, false, fmt.Errorf("record block %x: %w", bk, err)
 			}
 		}
-		sources.addEntries(rep.DomainID, dayNumber(rep.DateBegin), encodeSources(src, rep.DateBegin, rep.DateEnd))
+		src.compact()
+		sources.addEntries(rep.DomainID, dayNumber(rep.DateBegin), src.encode(rep.DateBegin, rep.DateEnd))
 		last = k
 		reports++
 	}

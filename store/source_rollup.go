@@ -123,127 +123,8 @@ const (
 // with more than 16,384 distinct sources could not keep one by one.
 const OtherSources = ""
 
-// draftSource is a SourceRollup with room for its usual contents, so that
-// a new source costs one allocation: its geolocation values (its pointers
-// point into the struct) and the first few auth results.
-type draftSource struct {
-	SourceRollup
-	cc, asOrg string
-	asn       uint32
-	auth      [3]AuthDomainCount
-}
-
-// newDraftSource returns an empty source ip, its Auth backed by the struct.
-func newDraftSource(ip string) *draftSource {
-	s := &draftSource{}
-	s.SourceIP = ip
-	s.Auth = s.auth[:0]
-	return s
-}
-
-// setGeo copies the values of g (which the caller may reuse).
-func (s *draftSource) setGeo(g *Geo) {
-	if g.CountryCode != nil {
-		s.cc, s.CountryCode = *g.CountryCode, &s.cc
-	}
-	if g.ASN != nil {
-		s.asn, s.ASN = *g.ASN, &s.asn
-	}
-	if g.ASOrg != nil {
-		s.asOrg, s.ASOrg = *g.ASOrg, &s.asOrg
-	}
-}
-
-// sourceDraft accumulates a report's per-source roll-up while it is parsed.
-type sourceDraft map[string]*draftSource
-
-// add counts one record.
-func (s sourceDraft) add(r *Record) {
-	g := s[r.SourceIP]
-	if g == nil {
-		if len(s) >= maxDraftSourceIPs {
-			s.prune(keepDraftSourceIPs)
-		}
-		g = newDraftSource(r.SourceIP)
-		if r.Geo != nil {
-			g.setGeo(r.Geo)
-		}
-		s[r.SourceIP] = g
-	}
-	n := r.Count
-	g.Messages += n
-	spf, dkim := r.SPF == "pass", r.DKIM == "pass"
-	g.DMARCPass += ifPass(spf || dkim, n)
-	g.SPFAligned += ifPass(spf, n)
-	g.DKIMAligned += ifPass(dkim, n)
-	switch r.Disposition {
-	case "quarantine":
-		g.Disposition.Quarantine += n
-	case "reject":
-		g.Disposition.Reject += n
-	default:
-		g.Disposition.None += n
-	}
-	for i := range r.AuthResults.SPF {
-		a := &r.AuthResults.SPF[i]
-		g.addAuth("spf", a.Domain, a.Result, n)
-	}
-	for i := range r.AuthResults.DKIM {
-		a := &r.AuthResults.DKIM[i]
-		g.addAuth("dkim", a.Domain, a.Result, n)
-	}
-}
-
-// prune keeps the keep sources with the most messages (and the row of
-// other sources) and folds the rest into that row.
-func (s sourceDraft) prune(keep int) {
-	other := s[OtherSources]
-	if other == nil {
-		other = newDraftSource(OtherSources)
-	}
-	delete(s, OtherSources)
-	all := make([]*draftSource, 0, len(s))
-	for _, g := range s {
-		all = append(all, g)
-	}
-	slices.SortFunc(all, func(a, b *draftSource) int {
-		if a.Messages != b.Messages {
-			return cmp.Compare(b.Messages, a.Messages)
-		}
-		return cmp.Compare(a.SourceIP, b.SourceIP)
-	})
-	for _, g := range all[min(keep, len(all)):] {
-		other.merge(g)
-		delete(s, g.SourceIP)
-	}
-	s[OtherSources] = other
-}
-
-// counts returns the sources as the day roll-up counts them, at most
-// maxDraftSources of them (those with the most messages), without the row
-// of other sources. They share the geolocation values of s.
-func (s sourceDraft) counts() sourceAcc {
-	out := make(sourceAcc, min(len(s), maxDraftSources+1))
-	// One allocation for the counts of every source, not one each: a
-	// report's counts live as long as its draft and are only read.
-	vals := make([]sourceCount, 0, len(s))
-	for ip, g := range s {
-		if ip == OtherSources {
-			continue
-		}
-		vals = append(vals, sourceCount{messages: g.Messages, pass: g.DMARCPass, fail: g.Messages - g.DMARCPass,
-			cc: g.CountryCode, asn: g.ASN, asOrg: g.ASOrg})
-		out[ip] = &vals[len(vals)-1]
-	}
-	out.prune(maxDraftSources)
-	return out
-}
-
-// merge adds o into the row of other sources s, which has no geolocation.
-func (s *draftSource) merge(o *draftSource) {
-	s.Merge(&o.SourceRollup)
-	s.CountryCode, s.ASN, s.ASOrg = nil, nil, nil
-}
+// daySources is a domain-day's sources by IP, as segments are merged.
+type daySources map[string]*SourceRollup
 
 // sourceEntries is the per-source roll-up of one or more reports,
 // encoded as a segment's entries (appendSourceEntry). body starts with
@@ -253,22 +134,6 @@ type sourceEntries struct {
 	n    int
 	body []byte   // codecVersion, then entries
 	more [][]byte // the bodies of further reports of the same day
-}
-
-// encodeSources encodes a report's sources as one block of segment
-// entries, each seen from begin to end. Finish calls it in the parsing
-// goroutine, so that the single writer of Commit only concatenates bytes.
-func encodeSources(src sourceDraft, begin, end time.Time) sourceEntries {
-	if len(src) == 0 {
-		return sourceEntries{}
-	}
-	e := make(enc, 0, 1+80*len(src)) // about what an entry takes with two auth results
-	e = append(e, codecVersion)
-	e = appendBlockHeader(e, begin.Unix(), end.Unix(), len(src))
-	for _, g := range src {
-		e = appendSourceEntry(e, &g.SourceRollup)
-	}
-	return sourceEntries{n: len(src), body: e}
 }
 
 // sourceRollups gathers, during one commit, the encoded per-source
@@ -365,12 +230,12 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 // mergeSegments deletes the segments of the day prefix and returns one
 // segment of their sources and the new entries, one entry per source.
 func mergeSegments(b *bolt.Bucket, prefix []byte, add *sourceEntries) ([]byte, error) {
-	day := sourceDraft{}
+	day := daySources{}
 	merge := func(s *SourceRollup) {
 		if g := day[s.SourceIP]; g != nil {
 			g.Merge(s)
 		} else {
-			day[s.SourceIP] = &draftSource{SourceRollup: *s}
+			day[s.SourceIP] = s // decodeSourceSegment's to keep
 		}
 	}
 	if err := eachSegment(b, prefix, merge); err != nil {
@@ -421,12 +286,12 @@ func appendBlockHeader(e enc, first, last int64, n int) enc {
 
 // appendSourceSegment encodes the sources of a segment, in blocks of the
 // same first and last seen times, each in IP order.
-func appendSourceSegment(e enc, day sourceDraft) enc {
-	srcs := make([]*draftSource, 0, len(day))
+func appendSourceSegment(e enc, day daySources) enc {
+	srcs := make([]*SourceRollup, 0, len(day))
 	for _, s := range day {
 		srcs = append(srcs, s)
 	}
-	slices.SortFunc(srcs, func(a, b *draftSource) int {
+	slices.SortFunc(srcs, func(a, b *SourceRollup) int {
 		return cmp.Or(a.FirstSeen.Compare(b.FirstSeen), a.LastSeen.Compare(b.LastSeen), strings.Compare(a.SourceIP, b.SourceIP))
 	})
 	e = append(e, codecVersion)
@@ -437,7 +302,7 @@ func appendSourceSegment(e enc, day sourceDraft) enc {
 		}
 		e = appendBlockHeader(e, srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix(), n)
 		for _, s := range srcs[:n] {
-			e = appendSourceEntry(e, &s.SourceRollup)
+			e = appendSourceEntry(e, s)
 		}
 		srcs = srcs[n:]
 	}

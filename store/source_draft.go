@@ -1,0 +1,295 @@
+package store
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// reportSources accumulates one report's per-source roll-up while its
+// records are added. Each record appends a row; rows are summed by source
+// only when many have piled up (compact) and at the end. A report's
+// records mostly come from distinct sources, so a map of one object per
+// source cost an allocation, a hash and an insert per record for nothing:
+// rows live in one slice, and sorting a few thousand of them by IP once is
+// cheaper than that.
+//
+// Summing keeps what the incremental roll-up kept: a source's geolocation
+// is its first record's, its auth results are counted in the order they
+// first appear (at most maxSourceAuth of them), and past
+// maxDraftSourceIPs distinct sources the ones with the fewest messages are
+// folded into the row of OtherSources, down to keepDraftSourceIPs.
+type reportSources struct {
+	rows []srcRow
+	// auths holds the rows' auth results: row i's are auths[a0:a1].
+	auths []AuthDomainCount
+	// summed is how many leading rows are summed: one per source, in no
+	// particular order (the encoding and the counts need none).
+	summed int
+	perm   []int32 // scratch of compact
+}
+
+// srcRow is one record's contribution to its source, or (once compacted)
+// the sum of its source's records.
+type srcRow struct {
+	ip                        string
+	messages, pass, spf, dkim int64
+	none, quarantine, reject  int64
+	cc, asOrg                 string
+	asn                       uint32
+	hasCC, hasASN, hasASOrg   bool
+	a0, a1                    int32
+}
+
+// compactEvery is how many rows are appended before they are summed: it
+// bounds a large report's rows to that many past its distinct sources.
+const compactEvery = 4096
+
+// sourcesHint is how many rows a report's first record makes room for:
+// as many as the last report summed had sources (reports of one import or
+// reporter are alike), between 8 and compactEvery.
+var sourcesHint atomic.Int64
+
+func init() { sourcesHint.Store(8) }
+
+// add counts one record. r may be reused afterwards: only its strings,
+// which never change, are kept.
+func (s *reportSources) add(r *Record) {
+	if s.rows == nil {
+		n := sourcesHint.Load()
+		s.rows, s.auths = make([]srcRow, 0, n), make([]AuthDomainCount, 0, 2*n)
+	}
+	n := r.Count
+	spf, dkim := r.SPF == "pass", r.DKIM == "pass"
+	row := srcRow{ip: r.SourceIP, messages: n, pass: ifPass(spf || dkim, n), spf: ifPass(spf, n), dkim: ifPass(dkim, n)}
+	switch r.Disposition {
+	case "quarantine":
+		row.quarantine = n
+	case "reject":
+		row.reject = n
+	default:
+		row.none = n
+	}
+	if g := r.Geo; g != nil {
+		if g.CountryCode != nil {
+			row.cc, row.hasCC = *g.CountryCode, true
+		}
+		if g.ASN != nil {
+			row.asn, row.hasASN = *g.ASN, true
+		}
+		if g.ASOrg != nil {
+			row.asOrg, row.hasASOrg = *g.ASOrg, true
+		}
+	}
+	// A row alone is a summed source: its auth results are distinct and
+	// at most maxSourceAuth, as the sum of several would be.
+	row.a0 = int32(len(s.auths))
+	for i := range r.AuthResults.SPF {
+		a := &r.AuthResults.SPF[i]
+		s.auths = addAuth(s.auths, row.a0, AuthDomainCount{Kind: "spf", Domain: a.Domain, Result: a.Result, Messages: n})
+	}
+	for i := range r.AuthResults.DKIM {
+		a := &r.AuthResults.DKIM[i]
+		s.auths = addAuth(s.auths, row.a0, AuthDomainCount{Kind: "dkim", Domain: a.Domain, Result: a.Result, Messages: n})
+	}
+	row.a1 = int32(len(s.auths))
+	s.rows = append(s.rows, row)
+	if len(s.rows)-s.summed >= compactEvery {
+		s.compact()
+	}
+}
+
+// compact sums the rows by source and prunes them past maxDraftSourceIPs
+// sources. Rows are only moved when a source has several: a report's
+// sources are mostly distinct, and then sorting their indexes by IP is
+// all it costs.
+func (s *reportSources) compact() {
+	if s.summed == len(s.rows) {
+		return
+	}
+	perm := s.perm[:0]
+	for i := range s.rows {
+		perm = append(perm, int32(i))
+	}
+	// Stable: a source's rows stay in the order they came, the summed one
+	// first, so its first geolocation and auth order win.
+	slices.SortStableFunc(perm, func(a, b int32) int { return strings.Compare(s.rows[a].ip, s.rows[b].ip) })
+	s.perm = perm
+	dup := false
+	for i := 1; i < len(perm); i++ {
+		if s.rows[perm[i]].ip == s.rows[perm[i-1]].ip {
+			dup = true
+			break
+		}
+	}
+	if dup {
+		rows := make([]srcRow, 0, len(s.rows))
+		auths := make([]AuthDomainCount, 0, len(s.auths))
+		for i := 0; i < len(perm); {
+			j := i + 1
+			for j < len(perm) && s.rows[perm[j]].ip == s.rows[perm[i]].ip {
+				j++
+			}
+			out := s.rows[perm[i]]
+			out.a0 = int32(len(auths))
+			for _, k := range perm[i:j] {
+				if k != perm[i] {
+					out.sum(&s.rows[k])
+				}
+				for _, a := range s.auths[s.rows[k].a0:s.rows[k].a1] {
+					auths = addAuth(auths, out.a0, a)
+				}
+			}
+			out.a1 = int32(len(auths))
+			rows = append(rows, out)
+			i = j
+		}
+		s.rows, s.auths = rows, auths
+	}
+	s.summed = len(s.rows)
+	sourcesHint.Store(int64(min(max(len(s.rows), 8), compactEvery)))
+	if len(s.rows) > maxDraftSourceIPs {
+		s.prune(keepDraftSourceIPs)
+	}
+}
+
+// addAuth counts a in the auth results of a summed row, which start at
+// out[a0], keeping at most maxSourceAuth distinct ones.
+func addAuth(out []AuthDomainCount, a0 int32, a AuthDomainCount) []AuthDomainCount {
+	have := out[a0:]
+	for i := range have {
+		if have[i].Kind == a.Kind && have[i].Domain == a.Domain && have[i].Result == a.Result {
+			have[i].Messages += a.Messages
+			return out
+		}
+	}
+	if len(have) < maxSourceAuth {
+		out = append(out, a)
+	}
+	return out
+}
+
+// sum adds o's counts into r (not its auth results, nor its geolocation
+// when r has one).
+func (r *srcRow) sum(o *srcRow) {
+	r.messages += o.messages
+	r.pass += o.pass
+	r.spf += o.spf
+	r.dkim += o.dkim
+	r.none += o.none
+	r.quarantine += o.quarantine
+	r.reject += o.reject
+	if !r.hasCC && o.hasCC {
+		r.cc, r.hasCC = o.cc, true
+	}
+	if !r.hasASN && o.hasASN {
+		r.asn, r.hasASN, r.asOrg, r.hasASOrg = o.asn, true, o.asOrg, o.hasASOrg
+	}
+}
+
+// prune keeps the keep sources with the most messages (and the row of
+// other sources) and folds the rest into that row, which has no
+// geolocation. The rows must be summed; they stay so.
+func (s *reportSources) prune(keep int) {
+	var other srcRow
+	rest := make([]srcRow, 0, len(s.rows))
+	for _, r := range s.rows {
+		if r.ip == OtherSources {
+			other = r
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	slices.SortFunc(rest, func(a, b srcRow) int {
+		return cmp.Or(cmp.Compare(b.messages, a.messages), strings.Compare(a.ip, b.ip))
+	})
+	auths := make([]AuthDomainCount, 0, len(s.auths))
+	for _, a := range s.auths[other.a0:other.a1] {
+		auths = addAuth(auths, 0, a)
+	}
+	for _, o := range rest[min(keep, len(rest)):] {
+		other.sum(&o)
+		for _, a := range s.auths[o.a0:o.a1] {
+			auths = addAuth(auths, 0, a)
+		}
+	}
+	other.ip, other.cc, other.asOrg, other.asn = OtherSources, "", "", 0
+	other.hasCC, other.hasASN, other.hasASOrg = false, false, false
+	other.a0, other.a1 = 0, int32(len(auths))
+	kept := rest[:min(keep, len(rest))]
+	rows := make([]srcRow, 0, len(kept)+1)
+	rows = append(rows, other)
+	for _, r := range kept {
+		a := int32(len(auths))
+		auths = append(auths, s.auths[r.a0:r.a1]...)
+		r.a0, r.a1 = a, int32(len(auths))
+		rows = append(rows, r)
+	}
+	s.rows, s.auths, s.summed = rows, auths, len(rows)
+}
+
+// rollup returns row r as a SourceRollup for the encoder: it points into
+// r and the auth results, so it is only read while they are.
+func (s *reportSources) rollup(r *srcRow, out *SourceRollup) {
+	*out = SourceRollup{SourceIP: r.ip, Messages: r.messages, DMARCPass: r.pass, SPFAligned: r.spf, DKIMAligned: r.dkim,
+		Disposition: DispositionCount{None: r.none, Quarantine: r.quarantine, Reject: r.reject},
+		Auth:        s.auths[r.a0:r.a1]}
+	if r.hasCC {
+		out.CountryCode = &r.cc
+	}
+	if r.hasASN {
+		out.ASN = &r.asn
+	}
+	if r.hasASOrg {
+		out.ASOrg = &r.asOrg
+	}
+}
+
+// counts returns the sources as the day roll-up counts them, at most
+// maxDraftSources of them (those with the most messages), without the row
+// of other sources. The rows must be summed.
+func (s *reportSources) counts() sourceAcc {
+	out := make(sourceAcc, min(len(s.rows), maxDraftSources+1))
+	// One allocation for the counts of every source, not one each: a
+	// report's counts live as long as its draft and are only read.
+	vals := make([]sourceCount, 0, len(s.rows))
+	for i := range s.rows {
+		r := &s.rows[i]
+		if r.ip == OtherSources {
+			continue
+		}
+		c := sourceCount{messages: r.messages, pass: r.pass, fail: r.messages - r.pass}
+		if r.hasCC {
+			c.cc = &r.cc
+		}
+		if r.hasASN {
+			c.asn = &r.asn
+		}
+		if r.hasASOrg {
+			c.asOrg = &r.asOrg
+		}
+		vals = append(vals, c)
+		out[r.ip] = &vals[len(vals)-1]
+	}
+	out.prune(maxDraftSources)
+	return out
+}
+
+// encode encodes the sources as one block of segment entries, each seen
+// from begin to end (see encodeSources). The rows must be summed.
+func (s *reportSources) encode(begin, end time.Time) sourceEntries {
+	if len(s.rows) == 0 {
+		return sourceEntries{}
+	}
+	e := make(enc, 0, 16+112*len(s.rows)) // about what an entry takes with two auth results and its AS name
+	e = append(e, codecVersion)
+	e = appendBlockHeader(e, begin.Unix(), end.Unix(), len(s.rows))
+	var sr SourceRollup
+	for i := range s.rows {
+		s.rollup(&s.rows[i], &sr)
+		e = appendSourceEntry(e, &sr)
+	}
+	return sourceEntries{n: len(s.rows), body: e}
+}

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestReportSourcesMatchesOneRollupPerSource checks the rows of
+// reportSources, summed in batches, against the plain way of keeping a
+// report's sources: one SourceRollup per IP, each record merged into it as
+// it comes. Reports with every source distinct, with sources repeated
+// across compactions, with more auth results than a source keeps, and
+// with records without geolocation must give the same sources.
+func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
+	cc, org := "SE", "Example AB"
+	asn := uint32(64500)
+	for _, tc := range []struct {
+		name          string
+		records, ips  int
+		authDomains   int
+		geoEveryOther bool
+	}{
+		{"distinct", 50, 1 << 20, 2, false},
+		{"repeated", 500, 40, 3, false},
+		{"repeated across compactions", 3 * compactEvery, 700, 2, true},
+		{"many auth results", 300, 5, 30, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(tc.records)))
+			var s reportSources
+			want := map[string]*SourceRollup{}
+			for i := range tc.records {
+				ip := fmt.Sprintf("10.0.%d.%d", rng.IntN(tc.ips)>>8&255, rng.IntN(tc.ips)&255)
+				if tc.ips > 1<<16 {
+					ip = fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)
+				}
+				r := &Record{SourceIP: ip, Count: int64(1 + rng.IntN(9)), Disposition: []string{"none", "quarantine", "reject"}[rng.IntN(3)],
+					DKIM: []string{"pass", "fail"}[rng.IntN(2)], SPF: []string{"pass", "fail"}[rng.IntN(2)]}
+				if !tc.geoEveryOther || i%2 == 1 {
+					r.Geo = &Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}
+				}
+				for range 1 + rng.IntN(2) {
+					r.AuthResults.DKIM = append(r.AuthResults.DKIM, DKIMAuth{Domain: fmt.Sprintf("d%d.example", rng.IntN(tc.authDomains)), Result: "pass"})
+				}
+				r.AuthResults.SPF = append(r.AuthResults.SPF, SPFAuth{Domain: fmt.Sprintf("s%d.example", rng.IntN(tc.authDomains)), Result: "fail"})
+				s.add(r)
+				// The reference: the record as a one-record roll-up, merged.
+				one := &SourceRollup{SourceIP: ip}
+				n := r.Count
+				spf, dkim := r.SPF == "pass", r.DKIM == "pass"
+				one.Messages, one.DMARCPass, one.SPFAligned, one.DKIMAligned = n, ifPass(spf || dkim, n), ifPass(spf, n), ifPass(dkim, n)
+				switch r.Disposition {
+				case "quarantine":
+					one.Disposition.Quarantine = n
+				case "reject":
+					one.Disposition.Reject = n
+				default:
+					one.Disposition.None = n
+				}
+				if r.Geo != nil {
+					one.CountryCode, one.ASN, one.ASOrg = r.Geo.CountryCode, r.Geo.ASN, r.Geo.ASOrg
+				}
+				for _, a := range r.AuthResults.SPF {
+					one.addAuth("spf", a.Domain, a.Result, n)
+				}
+				for _, a := range r.AuthResults.DKIM {
+					one.addAuth("dkim", a.Domain, a.Result, n)
+				}
+				if g := want[ip]; g != nil {
+					g.Merge(one)
+				} else {
+					want[ip] = one
+				}
+			}
+			s.compact()
+			day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
+			got := map[string]*SourceRollup{}
+			if err := decodeSourceSegment(s.encode(day, day.Add(time.Hour)).body, func(r *SourceRollup) {
+				if got[r.SourceIP] != nil {
+					t.Fatalf("source %s encoded twice", r.SourceIP)
+				}
+				r.FirstSeen, r.LastSeen = time.Time{}, time.Time{}
+				got[r.SourceIP] = r
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d sources, want %d", len(got), len(want))
+			}
+			for ip, w := range want {
+				if !reflect.DeepEqual(got[ip], w) {
+					t.Fatalf("source %s:\n got %+v\nwant %+v", ip, got[ip], w)
+				}
+			}
+			counts := s.counts()
+			for ip, w := range want {
+				if c := counts[ip]; c == nil || c.messages != w.Messages || c.pass != w.DMARCPass {
+					t.Fatalf("counts of %s: %+v, want %d messages, %d passing", ip, c, w.Messages, w.DMARCPass)
+				}
+			}
+		})
+	}
+}
