@@ -29,13 +29,50 @@ var symbols = [...]string{
 	"r", "s", "unknown",
 }
 
-var symbolIndex = func() map[string]byte {
-	m := make(map[string]byte, len(symbols))
-	for i, s := range symbols {
-		m[s] = byte(i + 1)
+// symbolTable finds a symbol by its length and first letter, which tell
+// every one of them apart: a lookup per field of every record written
+// costs one comparison, not a map's hash. collision marks a slot two
+// symbols would share (none today), which then falls back to comparing
+// with each.
+var symbolTable = func() (t [24]['z' - 'a' + 1]byte) {
+	for i, s := range symbols[1:] {
+		slot := &t[len(s)][s[0]-'a']
+		if *slot != 0 {
+			*slot = collision
+			continue
+		}
+		*slot = byte(i + 2)
 	}
-	return m
+	return t
 }()
+
+const collision = 0xff
+
+// symbolOf returns the index of s in symbols plus one, or 0 when s is no
+// symbol.
+func symbolOf(s string) byte {
+	if s == "" {
+		return 1
+	}
+	if len(s) >= len(symbolTable) || s[0] < 'a' || s[0] > 'z' {
+		return 0
+	}
+	i := symbolTable[len(s)][s[0]-'a']
+	switch {
+	case i == 0:
+		return 0
+	case i == collision:
+		for k, sym := range symbols {
+			if sym == s {
+				return byte(k + 1)
+			}
+		}
+		return 0
+	case symbols[i-1] == s:
+		return i
+	}
+	return 0
+}
 
 // errCorrupt reports a stored value that does not decode.
 var errCorrupt = errors.New("store: corrupt stored value")
@@ -58,7 +95,7 @@ func (e enc) opt(s *string) enc {
 }
 
 func (e enc) sym(s string) enc {
-	if i, ok := symbolIndex[s]; ok {
+	if i := symbolOf(s); i != 0 {
 		return append(e, i)
 	}
 	return append(e, 0).str(s)
