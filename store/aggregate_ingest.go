@@ -51,7 +51,7 @@ type ReportDraft struct {
 	rep     Report
 	bin     [16]byte
 	sum     *summaryAcc
-	src     sourceAcc
+	src     []ipCount
 	buf     []byte // encoded record blocks not yet handed out, back to back
 	ends    []int  // end offset in buf of each closed block
 	open    int    // offset in buf of the open block
@@ -144,12 +144,13 @@ func (d *ReportDraft) Add(r *Record) {
 }
 
 // draftBufHint is the size a new draft's record buffer starts at: the
-// bytes of the last report finished in one piece, between 2 and 64 KiB.
+// bytes of the last report finished in one piece, between 512 bytes and
+// 64 KiB.
 var draftBufHint atomic.Int64
 
 func init() { draftBufHint.Store(minDraftBuf) }
 
-const minDraftBuf, maxDraftBuf = 2 << 10, 64 << 10
+const minDraftBuf, maxDraftBuf = 512, 64 << 10
 
 // closeBlock ends the open block, if any.
 func (d *ReportDraft) closeBlock() {
@@ -385,7 +386,7 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 		}
 		day.reports++
 		day.sum.merge(d.sum)
-		day.src.merge(d.src)
+		day.src.mergeCounts(d.src)
 		if t, ok := latest[d.rep.DomainID]; !ok || d.rep.ReceivedAt.After(t) {
 			latest[d.rep.DomainID] = d.rep.ReceivedAt
 		}

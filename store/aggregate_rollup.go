@@ -433,6 +433,19 @@ func (s sourceAcc) merge(o sourceAcc) {
 	}
 }
 
+// mergeCounts adds a report's sources into s.
+func (s sourceAcc) mergeCounts(o []ipCount) {
+	for i := range o {
+		c := &o[i]
+		if g := s[c.ip]; g != nil {
+			g.messages, g.pass, g.fail = g.messages+c.messages, g.pass+c.pass, g.fail+c.fail
+			continue
+		}
+		g := c.sourceCount
+		s[c.ip] = &g
+	}
+}
+
 // sortedSources returns the sources, most messages first, ties by IP.
 func (s sourceAcc) sorted() []SourceStats {
 	out := make([]SourceStats, 0, len(s))

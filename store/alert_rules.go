@@ -135,8 +135,8 @@ func (e *ruleEval) report(d *ReportDraft) error {
 	}
 	if e.rules.KeepsSources(d.day, e.today) {
 		hs := make([]uint64, 0, len(d.src))
-		for ip := range d.src {
-			hs = append(hs, hashIP(ip))
+		for i := range d.src {
+			hs = append(hs, hashIP(d.src[i].ip))
 		}
 		e.idx.learn(d.rep.DomainID, d.day, hs)
 	}
@@ -154,9 +154,10 @@ func ruleReport(d *ReportDraft) alert.Report {
 	rep := alert.Report{ID: r.ID, DomainID: r.DomainID, Domain: r.Domain, Reporter: r.OrgName,
 		ReporterEmail: r.OrgEmail, ExternalReportID: r.ExternalReportID, DateBegin: r.DateBegin, DateEnd: r.DateEnd,
 		Messages: r.MessageCount, DMARCPass: r.DMARCPassCount, DMARCFail: r.DMARCFailCount}
-	for ip, c := range d.src {
+	for i := range d.src {
+		c := &d.src[i]
 		if c.fail > 0 {
-			rep.FailingSources = append(rep.FailingSources, alert.Source{IP: ip, Messages: c.messages,
+			rep.FailingSources = append(rep.FailingSources, alert.Source{IP: c.ip, Messages: c.messages,
 				DMARCPass: c.pass, DMARCFail: c.fail, Origin: alert.Origin{CountryCode: c.cc, ASN: c.asn, ASOrg: c.asOrg}})
 		}
 	}

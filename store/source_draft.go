@@ -49,10 +49,10 @@ const compactEvery = 4096
 
 // sourcesHint is how many rows a report's first record makes room for:
 // as many as the last report summed had sources (reports of one import or
-// reporter are alike), between 8 and compactEvery.
+// reporter are alike), between 4 and compactEvery.
 var sourcesHint atomic.Int64
 
-func init() { sourcesHint.Store(8) }
+func init() { sourcesHint.Store(4) }
 
 // add counts one record. r may be reused afterwards: only its strings,
 // which never change, are kept.
@@ -149,7 +149,7 @@ func (s *reportSources) compact() {
 		s.rows, s.auths = rows, auths
 	}
 	s.summed = len(s.rows)
-	sourcesHint.Store(int64(min(max(len(s.rows), 8), compactEvery)))
+	sourcesHint.Store(int64(min(max(len(s.rows), 4), compactEvery)))
 	if len(s.rows) > maxDraftSourceIPs {
 		s.prune(keepDraftSourceIPs)
 	}
@@ -247,20 +247,25 @@ func (s *reportSources) rollup(r *srcRow, out *SourceRollup) {
 	}
 }
 
+// ipCount is one source of a report as the day roll-up and the alert
+// rules count it.
+type ipCount struct {
+	ip string
+	sourceCount
+}
+
 // counts returns the sources as the day roll-up counts them, at most
-// maxDraftSources of them (those with the most messages), without the row
-// of other sources. The rows must be summed.
-func (s *reportSources) counts() sourceAcc {
-	out := make(sourceAcc, min(len(s.rows), maxDraftSources+1))
-	// One allocation for the counts of every source, not one each: a
-	// report's counts live as long as its draft and are only read.
-	vals := make([]sourceCount, 0, len(s.rows))
+// maxDraftSources of them (those with the most messages, ties by IP),
+// without the row of other sources. The rows must be summed. A slice, not
+// a map: its readers only go through it.
+func (s *reportSources) counts() []ipCount {
+	out := make([]ipCount, 0, len(s.rows))
 	for i := range s.rows {
 		r := &s.rows[i]
 		if r.ip == OtherSources {
 			continue
 		}
-		c := sourceCount{messages: r.messages, pass: r.pass, fail: r.messages - r.pass}
+		c := ipCount{ip: r.ip, sourceCount: sourceCount{messages: r.messages, pass: r.pass, fail: r.messages - r.pass}}
 		if r.hasCC {
 			c.cc = &r.cc
 		}
@@ -270,10 +275,14 @@ func (s *reportSources) counts() sourceAcc {
 		if r.hasASOrg {
 			c.asOrg = &r.asOrg
 		}
-		vals = append(vals, c)
-		out[r.ip] = &vals[len(vals)-1]
+		out = append(out, c)
 	}
-	out.prune(maxDraftSources)
+	if len(out) > maxDraftSources {
+		slices.SortFunc(out, func(a, b ipCount) int {
+			return cmp.Or(cmp.Compare(b.messages, a.messages), strings.Compare(a.ip, b.ip))
+		})
+		out = out[:maxDraftSources]
+	}
 	return out
 }
 

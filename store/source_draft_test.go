@@ -95,9 +95,15 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 					t.Fatalf("source %s:\n got %+v\nwant %+v", ip, got[ip], w)
 				}
 			}
-			counts := s.counts()
+			counts := map[string]sourceCount{}
+			for _, c := range s.counts() {
+				counts[c.ip] = c.sourceCount
+			}
+			if len(counts) != len(want) {
+				t.Fatalf("%d sources counted, want %d", len(counts), len(want))
+			}
 			for ip, w := range want {
-				if c := counts[ip]; c == nil || c.messages != w.Messages || c.pass != w.DMARCPass {
+				if c, ok := counts[ip]; !ok || c.messages != w.Messages || c.pass != w.DMARCPass || c.fail != w.Messages-w.DMARCPass {
 					t.Fatalf("counts of %s: %+v, want %d messages, %d passing", ip, c, w.Messages, w.DMARCPass)
 				}
 			}
