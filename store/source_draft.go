@@ -113,9 +113,10 @@ func (s *reportSources) compact() {
 	for i := range s.rows {
 		perm = append(perm, int32(i))
 	}
-	// Stable: a source's rows stay in the order they came, the summed one
-	// first, so its first geolocation and auth order win.
-	slices.SortStableFunc(perm, func(a, b int32) int { return strings.Compare(s.rows[a].ip, s.rows[b].ip) })
+	// Ties by index: a source's rows stay in the order they came, the
+	// summed one first, so its first geolocation and auth order win.
+	rows := s.rows
+	slices.SortFunc(perm, func(a, b int32) int { return cmp.Or(strings.Compare(rows[a].ip, rows[b].ip), cmp.Compare(a, b)) })
 	s.perm = perm
 	dup := false
 	for i := 1; i < len(perm); i++ {
