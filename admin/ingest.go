@@ -82,6 +82,7 @@ func (l *Local) DeleteQuarantineBefore(_ context.Context, t time.Time) (int, err
 func (h *handler) ingestRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/ingest", h.ingest)
 	mux.HandleFunc("POST /v1/ingest/batch", h.ingestBatch)
+	mux.HandleFunc("POST /v1/ingest/files", h.ingestFiles)
 	mux.HandleFunc("GET /v1/quarantine", h.listQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}", h.findQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}/raw", h.quarantineRaw)

@@ -376,6 +376,8 @@ type Batcher struct {
 	done     chan struct{}
 	mu       sync.Mutex
 	disabled bool // the server takes no batches
+	files    *fileStream
+	noFiles  bool // the server takes no file streams, or one could not be opened
 }
 
 type batched struct {
@@ -401,6 +403,11 @@ func (c *Client) NewBatcher(orgRef string) *Batcher {
 // Ingest stores one input as Client.Ingest does (same result, same
 // errors), in a batch with others when it is small.
 func (b *Batcher) Ingest(ctx context.Context, r io.Reader, name string) (*ingest.Result, error) {
+	if f, ok := r.(*os.File); ok {
+		if s := b.fileStream(ctx, f); s != nil {
+			return s.Ingest(ctx, f, name)
+		}
+	}
 	b.mu.Lock()
 	disabled := b.disabled
 	b.mu.Unlock()
@@ -435,6 +442,28 @@ func (b *Batcher) Ingest(ctx context.Context, r io.Reader, name string) (*ingest
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// fileStream returns the stream a regular file f goes through (see
+// ingest_files.go), opening it on first use, or nil when f is no regular
+// file or the server takes no files: f is then sent as bytes.
+func (b *Batcher) fileStream(ctx context.Context, f *os.File) *fileStream {
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.files == nil && !b.noFiles {
+		s, err := b.c.openFileStream(ctx, b.org)
+		if err != nil {
+			// A server from before file streams, or none to be had: bytes
+			// work everywhere.
+			b.noFiles = true
+			return nil
+		}
+		b.files = s
+	}
+	return b.files
 }
 
 // sizeHint is the size of r when it is known (a regular file, a
@@ -546,4 +575,10 @@ func (b *Batcher) send(batch []*batched) {
 func (b *Batcher) Close() {
 	close(b.stop)
 	<-b.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.files != nil {
+		b.files.Close()
+		b.files = nil
+	}
 }

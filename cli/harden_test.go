@@ -236,6 +236,12 @@ func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
 		var n atomic.Int32
 		srv := &http.Server{}
 		srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/ingest/files" {
+				// Files go as bytes here, a request per input or a batch
+				// (admin's TestFileStreamServerGone drops a file stream).
+				http.NotFound(w, r)
+				return
+			}
 			if strings.HasPrefix(r.URL.Path, "/v1/ingest") && int(n.Add(1)) == dropAt { // one input a request, or a batch
 				ln.Close() // the server is gone: no new connections
 				panic(http.ErrAbortHandler)
