@@ -48,8 +48,9 @@ const (
 	// maxFilesPerMessage is how many files one message carries at most.
 	maxFilesPerMessage = 64
 	// maxFilesInFlight is how many received files a stream ingests at
-	// once; past it the server reads no further message until one is done.
-	maxFilesInFlight = 4096
+	// once (as many as an import keeps in flight by default); past it the
+	// server reads no further message until one is done.
+	maxFilesInFlight = 1024
 	maxFilesMessage  = maxFilesPerMessage * (maxFrameName + binary.MaxVarintLen64)
 )
 
@@ -105,30 +106,42 @@ func (h *handler) serveFiles(uc *net.UnixConn, org string) {
 		}
 		_ = bw.Flush()
 	}()
-	slots := make(chan struct{}, maxFilesInFlight)
+	// Long-lived workers, as an offline import has: a goroutine per file
+	// grew its stack to the pipeline's depth every time.
+	type fileJob struct {
+		i    int
+		it   *batchItem
+		f    *os.File
+		name string
+	}
+	jobs := make(chan fileJob)
+	for range maxFilesInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				res, err := h.ingestFile(ctx, j.f, j.name, org)
+				mu.Lock()
+				j.it.Result = res
+				if err != nil {
+					we, _ := wireErrorOf(err)
+					j.it.Result, j.it.Error = nil, &we
+				}
+				line := batchLine{I: j.i, batchItem: *j.it}
+				mu.Unlock()
+				answers <- line
+			}
+		}()
+	}
 	err := readFileMessages(uc, func(name string, f *os.File) {
 		mu.Lock()
 		i := len(items)
 		it := &batchItem{}
 		items = append(items, it)
 		mu.Unlock()
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			res, err := h.ingestFile(ctx, f, name, org)
-			mu.Lock()
-			it.Result = res
-			if err != nil {
-				we, _ := wireErrorOf(err)
-				it.Result, it.Error = nil, &we
-			}
-			line := batchLine{I: i, batchItem: *it}
-			mu.Unlock()
-			answers <- line
-		}()
+		jobs <- fileJob{i: i, it: it, f: f, name: name}
 	})
+	close(jobs)
 	if err != nil && !errors.Is(err, io.EOF) {
 		h.log.Warn("admin file stream ended early", "error", err)
 	}
