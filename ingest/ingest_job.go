@@ -161,6 +161,7 @@ func (j *job) payload(pl container.Payload) error {
 	if err != nil {
 		return j.problem(pl.Name, err)
 	}
+	defer ar.Release()
 	h := ar.Header()
 	// Routing and the dedup check share one read transaction: a small
 	// report pays for its transactions as much as for its records.

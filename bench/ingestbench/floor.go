@@ -101,6 +101,7 @@ func floor(inputs [][]byte, workers int, g *geo.DB) (int, float64, float64, erro
 					if err != nil {
 						return nil
 					}
+					defer ar.Release() // as the pipeline does
 					buf := make([]byte, 4, 4096)
 					n := uint32(0)
 					for {

@@ -1,9 +1,12 @@
 package aggregate
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
@@ -108,6 +111,43 @@ type Reader struct {
 	err      error
 	skipped  int
 	warnings []string
+	bufs     *readerBufs // returned to readerPool by Release
+}
+
+// readerBufs are a Reader's read buffers: about 8 KB that every report,
+// however small, needed anew. Release hands them to the next Reader.
+type readerBufs struct {
+	br  *bufio.Reader
+	buf []byte
+}
+
+var readerPool = sync.Pool{New: func() any { return &readerBufs{br: bufio.NewReaderSize(nil, 4096)} }}
+
+// maxPooledBuf is the largest scanner buffer kept for the next Reader: one
+// grown for a huge token is dropped.
+const maxPooledBuf = 64 << 10
+
+// errReleased is what a Reader returns once released.
+var errReleased = errors.New("dmarc: aggregate reader used after Release")
+
+// Release hands the Reader's buffers to the next NewReader. The Header and
+// the records returned stay valid; the Reader itself must not be used
+// again (Next then fails). Calling it is optional: a Reader not released
+// is collected as any other value.
+func (a *Reader) Release() {
+	b := a.bufs
+	if b == nil {
+		return
+	}
+	a.bufs = nil
+	b.br.Reset(nil)
+	b.buf = nil
+	if buf := a.d.s.buf; cap(buf) <= maxPooledBuf {
+		b.buf = buf[:cap(buf)]
+	}
+	a.d.s.buf, a.d.s.r = nil, nil
+	a.err = errReleased
+	readerPool.Put(b)
 }
 
 // aggMaxWarnings bounds the warnings kept by an Reader.
@@ -125,15 +165,20 @@ const aggMaxWarnings = 20
 // r itself are returned wrapped.
 func NewReader(r io.Reader, lim container.Limits) (*Reader, error) {
 	lim = lim.WithDefaults()
-	a := &Reader{}
-	a.d.init(xsDecodeCharset(container.CapReader(r, lim.MaxDecompressed, "XML")), lim)
+	b := readerPool.Get().(*readerBufs)
+	a := &Reader{bufs: b}
+	a.d.s.buf = b.buf
+	b.br.Reset(container.CapReader(r, lim.MaxDecompressed, "XML"))
+	a.d.init(xsDecodeCharset(b.br), lim)
 	for !a.d.recordStarted && !a.d.done {
 		if err := a.d.step(); err != nil {
+			a.Release()
 			return nil, err
 		}
 	}
 	h, err := aggBuildHeader(a.d.version, a.d.namespace, &a.d.meta, &a.d.policy)
 	if err != nil {
+		a.Release()
 		return nil, err
 	}
 	a.hdr = h
@@ -203,6 +248,7 @@ func Parse(r io.Reader, lim container.Limits) (*Header, []Record, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	defer a.Release()
 	var recs []Record
 	for {
 		rec, err := a.Next()

@@ -38,9 +38,8 @@ import (
 // xsDeclPeek is how far into the input we look for the XML declaration.
 const xsDeclPeek = 1024
 
-// xsDecodeCharset returns a reader of r's XML as UTF-8 (see above).
-func xsDecodeCharset(r io.Reader) io.Reader {
-	br := bufio.NewReaderSize(r, 4096)
+// xsDecodeCharset returns a reader of br's XML as UTF-8 (see above).
+func xsDecodeCharset(br *bufio.Reader) io.Reader {
 	head, _ := br.Peek(4)
 	switch {
 	case bytes.HasPrefix(head, []byte{0xEF, 0xBB, 0xBF}):
