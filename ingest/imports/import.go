@@ -252,10 +252,12 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 		send(&importJob{name: name, err: err})
 		return
 	}
-	head := make([]byte, 5)
-	n, err := io.ReadFull(f, head)
-	if err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		_, err = f.Seek(0, io.SeekStart)
+	// ReadAt leaves the offset at the start: one call, not a read and a
+	// seek back.
+	var head [5]byte
+	n, err := f.ReadAt(head[:], 0)
+	if err == io.EOF {
+		err = nil
 	}
 	if err != nil {
 		f.Close()
