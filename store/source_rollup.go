@@ -210,10 +210,18 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 		}
 		var seg []byte
 		if seq >= maxSourceSegments {
-			if seg, err = mergeSegments(b, prefix, day); err != nil {
+			// The newer segments are merged alone while they hold less
+			// than the first, as an LSM tree's levels are: a busy day's
+			// big first segment is rewritten when the others have grown
+			// as large, not every maxSourceSegments commits.
+			from := uint32(0)
+			if first := b.Get(sourceSegKey(prefix, 0)); first != nil && segmentBytes(b, prefix, 1)+len(day.body) < len(first) {
+				from = 1
+			}
+			if seg, err = mergeSegments(b, prefix, from, day); err != nil {
 				return err
 			}
-			seq = 0
+			seq = from
 		} else {
 			seg = day.frame()
 		}
@@ -227,9 +235,10 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 	return nil
 }
 
-// mergeSegments deletes the segments of the day prefix and returns one
-// segment of their sources and the new entries, one entry per source.
-func mergeSegments(b *bolt.Bucket, prefix []byte, add *sourceEntries) ([]byte, error) {
+// mergeSegments deletes the segments of the day prefix from seq from on
+// and returns one segment of their sources and the new entries, one entry
+// per source.
+func mergeSegments(b *bolt.Bucket, prefix []byte, from uint32, add *sourceEntries) ([]byte, error) {
 	day := daySources{}
 	merge := func(s *SourceRollup) {
 		if g := day[s.SourceIP]; g != nil {
@@ -238,16 +247,32 @@ func mergeSegments(b *bolt.Bucket, prefix []byte, add *sourceEntries) ([]byte, e
 			day[s.SourceIP] = s // decodeSourceSegment's to keep
 		}
 	}
-	if err := eachSegment(b, prefix, merge); err != nil {
-		return nil, err
+	start := sourceSegKey(prefix, from)
+	c := b.Cursor()
+	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if err := decodeSourceSegment(v, merge); err != nil {
+			return nil, fmt.Errorf("source roll-up %x: %w", k, err)
+		}
 	}
 	if err := decodeSourceSegment(add.frame(), merge); err != nil {
 		return nil, fmt.Errorf("new source roll-up entries: %w", err)
 	}
-	if _, err := deletePrefix(b, prefix, -1); err != nil {
-		return nil, err
+	for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(start) {
+		if err := c.Delete(); err != nil {
+			return nil, err
+		}
 	}
 	return appendSourceSegment(make(enc, 0, 64*len(day)), day), nil
+}
+
+// segmentBytes is the size of the day prefix's segments from seq from on.
+func segmentBytes(b *bolt.Bucket, prefix []byte, from uint32) int {
+	n := 0
+	c := b.Cursor()
+	for k, v := c.Seek(sourceSegKey(prefix, from)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		n += len(v)
+	}
+	return n
 }
 
 // sourceSegKey is rollupKey(domain, day) | seq (big-endian).
