@@ -473,7 +473,8 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 	if owner == "" || owner != d.rep.OrgID {
 		return ReportOutcome{DomainGone: true}, nil
 	}
-	if v := tx.Bucket(bucketReportsByIdentity).Get(d.ident); v != nil {
+	v := tx.Bucket(bucketReportsByIdentity).Get(d.ident)
+	if v != nil {
 		existing, _, err := getReport(tx, string(v), false)
 		if err == nil {
 			return ReportOutcome{Duplicate: existing}, nil
@@ -505,7 +506,7 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 			return ReportOutcome{}, err
 		}
 	}
-	if fresh, err := putOrgReport(tx, d.rep.OrgID, d.key, d.index); err != nil {
+	if fresh, err := putOrgReport(tx, d.rep.OrgID, d.key, d.index, v == nil); err != nil {
 		return ReportOutcome{}, err
 	} else if fresh {
 		orgAdds[d.rep.OrgID]++
