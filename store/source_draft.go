@@ -293,13 +293,9 @@ func (s *reportSources) encode(begin, end time.Time) sourceEntries {
 	if len(s.rows) == 0 {
 		return sourceEntries{}
 	}
-	e := make(enc, 0, 16+112*len(s.rows)) // about what an entry takes with two auth results and its AS name
-	e = append(e, codecVersion)
-	e = appendBlockHeader(e, begin.Unix(), end.Unix(), len(s.rows))
-	var sr SourceRollup
-	for i := range s.rows {
-		s.rollup(&s.rows[i], &sr)
-		e = appendSourceEntry(e, &sr)
-	}
+	e := make(enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
+	e = append(e, segV2)
+	var t strTable
+	e = appendBlockV2(e, &t, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
 	return sourceEntries{n: len(s.rows), body: e}
 }

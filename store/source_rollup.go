@@ -128,11 +128,11 @@ type daySources map[string]*SourceRollup
 
 // sourceEntries is the per-source roll-up of one or more reports,
 // encoded as a segment's entries (appendSourceEntry). body starts with
-// codecVersion, so that a domain-day with one report in a commit (as when
+// its version byte (segV2), so that a domain-day with one report in a commit (as when
 // reports arrive one by one) stores body as its segment without a copy.
 type sourceEntries struct {
 	n    int
-	body []byte   // codecVersion, then entries
+	body []byte   // segV2, then a block
 	more [][]byte // the bodies of further reports of the same day
 }
 
@@ -171,7 +171,7 @@ func (sr sourceRollups) addKeyed(key string, src sourceEntries) {
 
 // frame returns the entries as a segment: the body itself when there is
 // one report (the caller only reads it), else the bodies concatenated,
-// each without its leading codecVersion but the first.
+// each without its leading version byte but the first.
 func (s *sourceEntries) frame() []byte {
 	if len(s.more) == 0 {
 		return s.body
@@ -300,9 +300,11 @@ func nextSegment(b *bolt.Bucket, prefix []byte) (uint32, error) {
 	return binary.BigEndian.Uint32(k[len(prefix):]) + 1, nil
 }
 
-// A segment is codecVersion and then blocks until its end: a block is
+// A segment is its version and then blocks until its end: a block is
 // the first and last seen times (Unix seconds, the second as a delta),
-// the number of entries, and the entries, which share those times.
+// the number of entries, and the entries, which share those times (see
+// source_codec.go for version 2, which every segment is written in now;
+// version 1, codecVersion, is still read).
 
 // appendBlockHeader starts a block of n entries seen from first to last.
 func appendBlockHeader(e enc, first, last int64, n int) enc {
@@ -319,29 +321,16 @@ func appendSourceSegment(e enc, day daySources) enc {
 	slices.SortFunc(srcs, func(a, b *SourceRollup) int {
 		return cmp.Or(a.FirstSeen.Compare(b.FirstSeen), a.LastSeen.Compare(b.LastSeen), strings.Compare(a.SourceIP, b.SourceIP))
 	})
-	e = append(e, codecVersion)
+	e = append(e, segV2)
+	var t strTable
 	for len(srcs) > 0 {
 		n := 1
 		for n < len(srcs) && srcs[n].FirstSeen.Equal(srcs[0].FirstSeen) && srcs[n].LastSeen.Equal(srcs[0].LastSeen) {
 			n++
 		}
-		e = appendBlockHeader(e, srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix(), n)
-		for _, s := range srcs[:n] {
-			e = appendSourceEntry(e, s)
-		}
+		block := srcs[:n]
+		e = appendBlockV2(e, &t, srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix(), n, func(i int, s *SourceRollup) { *s = *block[i] })
 		srcs = srcs[n:]
-	}
-	return e
-}
-
-// appendSourceEntry encodes one source of a block (not its times).
-func appendSourceEntry(e enc, s *SourceRollup) enc {
-	e = e.str(s.SourceIP).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
-	e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
-	e = e.opt(s.CountryCode).optU32(s.ASN).opt(s.ASOrg)
-	e = e.uvarint(uint64(len(s.Auth)))
-	for _, a := range s.Auth {
-		e = e.sym(a.Kind).str(a.Domain).sym(a.Result).varint(a.Messages)
 	}
 	return e
 }
@@ -350,7 +339,19 @@ func appendSourceEntry(e enc, s *SourceRollup) enc {
 // gets a new SourceRollup the caller may keep.
 func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	switch d.byte() {
+	case segV2:
+		for d.ok() && len(d.b) > 0 {
+			if err := decodeBlockV2(d, fn); err != nil {
+				return err
+			}
+		}
+		if !d.ok() {
+			return errCorrupt
+		}
+		return nil
+	case codecVersion:
+	default:
 		return errCorrupt
 	}
 	for d.ok() && len(d.b) > 0 {

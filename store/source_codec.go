@@ -1,0 +1,196 @@
+package store
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Segments of version 2 (segV2, its first byte) write each block with a
+// table of its strings: a block's sources mostly share a few AS names
+// and auth domains, which version 1 (codecVersion) repeated in every
+// entry, and an address takes its 4 or 16 bytes, not its text. Half the
+// bytes per source: the segments were two thirds again of what a commit
+// of 50-record reports wrote beside the records themselves. Version 1
+// segments, written before, are read as they are; a merge rewrites them
+// as version 2.
+//
+// A version 2 block is the first and last seen times (Unix seconds, the
+// second as a delta), the number of entries n, the number of strings and
+// the strings, then n entries: the address (a tag byte: 0 for the row of
+// other sources, 4 or 16 followed by as many bytes, 0xff followed by the
+// text of one that is not in canonical form), the seven counts, the
+// country code and AS name as string references (0: none, k: the k-th
+// string), the AS number, and the auth results, each a kind symbol, a
+// domain reference, a result symbol and a count.
+const segV2 = 2
+
+// strTable numbers the strings of a block, in the order first used.
+type strTable struct {
+	idx  map[string]uint64
+	list []string
+}
+
+func (t *strTable) reset() {
+	if t.idx == nil {
+		t.idx = make(map[string]uint64)
+	}
+	clear(t.idx)
+	t.list = t.list[:0]
+}
+
+// ref returns the reference of s, adding it.
+func (t *strTable) ref(s string) uint64 {
+	if i, ok := t.idx[s]; ok {
+		return i
+	}
+	t.list = append(t.list, s)
+	i := uint64(len(t.list))
+	t.idx[s] = i
+	return i
+}
+
+func (t *strTable) opt(s *string) uint64 {
+	if s == nil {
+		return 0
+	}
+	return t.ref(*s)
+}
+
+// appendBlockV2 appends a block of the n sources get gives, seen from
+// first to last. get is called twice for each: for the table, then for
+// the entry; what it fills in must stay the same.
+func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) enc {
+	t.reset()
+	var s SourceRollup
+	for i := range n {
+		get(i, &s)
+		t.opt(s.CountryCode)
+		t.opt(s.ASOrg)
+		for _, a := range s.Auth {
+			t.ref(a.Domain)
+		}
+	}
+	e = appendBlockHeader(e, first, last, n)
+	e = e.uvarint(uint64(len(t.list)))
+	for _, str := range t.list {
+		e = e.str(str)
+	}
+	for i := range n {
+		get(i, &s)
+		e = appendAddr(e, s.SourceIP)
+		e = e.varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
+		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
+		e = e.uvarint(t.opt(s.CountryCode)).optU32(s.ASN).uvarint(t.opt(s.ASOrg))
+		e = e.uvarint(uint64(len(s.Auth)))
+		for _, a := range s.Auth {
+			e = e.sym(a.Kind).uvarint(t.ref(a.Domain)).sym(a.Result).varint(a.Messages)
+		}
+	}
+	return e
+}
+
+// appendAddr writes a source address: its bytes when it is an address in
+// the form netip writes it (as every one stored is), else its text.
+func appendAddr(e enc, ip string) enc {
+	if ip == OtherSources {
+		return append(e, 0)
+	}
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil || a.Zone() != "":
+	case a.Is4():
+		b := a.As4()
+		return append(append(e, 4), b[:]...)
+	case a.String() == ip:
+		b := a.As16()
+		return append(append(e, 16), b[:]...)
+	}
+	return append(e, 0xff).str(ip)
+}
+
+func (d *dec) addr() string {
+	switch d.byte() {
+	case 0:
+		return OtherSources
+	case 4:
+		if len(d.b) < 4 {
+			d.fail()
+			return ""
+		}
+		a := netip.AddrFrom4([4]byte(d.b[:4]))
+		d.b = d.b[4:]
+		return a.String()
+	case 16:
+		if len(d.b) < 16 {
+			d.fail()
+			return ""
+		}
+		a := netip.AddrFrom16([16]byte(d.b[:16]))
+		d.b = d.b[16:]
+		return a.String()
+	case 0xff:
+		return d.str()
+	}
+	d.fail()
+	return ""
+}
+
+// decodeBlockV2 reads one version 2 block and calls fn with each of its
+// sources, which share their strings (the caller may keep them).
+func decodeBlockV2(d *dec, fn func(*SourceRollup)) error {
+	f := d.varint()
+	first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.varint(), 0).UTC()
+	n := d.count()
+	table := make([]string, d.count())
+	for i := range table {
+		table[i] = d.str()
+	}
+	if !d.ok() {
+		return errCorrupt
+	}
+	ptrs := make([]*string, len(table))
+	ref := func() *string {
+		k := d.uvarint()
+		switch {
+		case k == 0:
+			return nil
+		case k > uint64(len(table)):
+			d.fail()
+			return nil
+		}
+		if ptrs[k-1] == nil {
+			ptrs[k-1] = &table[k-1]
+		}
+		return ptrs[k-1]
+	}
+	for range n {
+		s := &SourceRollup{SourceIP: d.addr(), Messages: d.varint(), DMARCPass: d.varint(),
+			SPFAligned: d.varint(), DKIMAligned: d.varint(), FirstSeen: first, LastSeen: last}
+		s.Disposition = DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
+		s.CountryCode = ref()
+		s.ASN = d.optU32()
+		s.ASOrg = ref()
+		na := d.count()
+		if na > maxSourceAuth {
+			return errCorrupt
+		}
+		if na > 0 {
+			s.Auth = make([]AuthDomainCount, na)
+			for i := range s.Auth {
+				a := &s.Auth[i]
+				a.Kind = d.sym()
+				if p := ref(); p != nil {
+					a.Domain = *p
+				} else {
+					d.fail()
+				}
+				a.Result, a.Messages = d.sym(), d.varint()
+			}
+		}
+		if !d.ok() {
+			return errCorrupt
+		}
+		fn(s)
+	}
+	return nil
+}
