@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -29,6 +29,11 @@ var migrations = []migration{
 	migrateOrgReportIndex,
 	// 3 -> 4: the compact day totals of every roll-up (day_totals.go).
 	migrateDayTotals,
+	// 4 -> 5: per-source segments may be written in version 2
+	// (source_codec.go), which programs of schema 4 cannot read; those of
+	// version 1 stay as they are. Nothing to rewrite: the bump makes an
+	// older dmarcd refuse the file instead of failing on its segments.
+	func(*bolt.Tx) error { return nil },
 }
 
 // upgrade creates missing buckets and runs the migrations the file lacks.
