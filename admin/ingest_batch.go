@@ -103,15 +103,7 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 		go func() {
 			defer wg.Done()
 			res, err := h.svc.Ingest(ctx, bytes.NewReader(data), name, org)
-			it.Result = res
-			if err != nil {
-				we, _ := wireErrorOf(err)
-				it.Result, it.Error = nil, &we
-				var se *store.Error
-				if !errors.As(err, &se) {
-					h.log.Error("admin batch input failed", "name", name, "error", err)
-				}
-			}
+			h.setOutcome(it, name, res, err)
 			done <- i
 		}()
 	}
@@ -134,6 +126,21 @@ func (h *handler) ingestBatch(w http.ResponseWriter, r *http.Request) {
 		ans.Results[i] = *it
 	}
 	reply(w, ans)
+}
+
+// setOutcome fills in an input's answer; an error that is not the input's
+// (not a store.Error) is logged.
+func (h *handler) setOutcome(it *batchItem, name string, res *ingest.Result, err error) {
+	it.Result = res
+	if err == nil {
+		return
+	}
+	we, _ := wireErrorOf(err)
+	it.Result, it.Error = nil, &we
+	var se *store.Error
+	if !errors.As(err, &se) {
+		h.log.Error("admin input failed", "name", name, "error", err)
+	}
 }
 
 // streamBatch writes each input's answer line as its index arrives on

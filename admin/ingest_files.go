@@ -115,31 +115,37 @@ func (h *handler) serveFiles(uc *net.UnixConn, org string) {
 		name string
 	}
 	jobs := make(chan fileJob)
-	for range maxFilesInFlight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				res, err := h.ingestFile(ctx, j.f, j.name, org)
-				mu.Lock()
-				j.it.Result = res
-				if err != nil {
-					we, _ := wireErrorOf(err)
-					j.it.Result, j.it.Error = nil, &we
-				}
-				line := batchLine{I: j.i, batchItem: *j.it}
-				mu.Unlock()
-				answers <- line
-			}
-		}()
+	worker := func() {
+		defer wg.Done()
+		for j := range jobs {
+			res, err := h.ingestFile(ctx, j.f, j.name, org)
+			mu.Lock()
+			h.setOutcome(j.it, j.name, res, err)
+			line := batchLine{I: j.i, batchItem: *j.it}
+			mu.Unlock()
+			answers <- line
+		}
 	}
+	workers := 0
 	err := readFileMessages(uc, func(name string, f *os.File) {
 		mu.Lock()
 		i := len(items)
 		it := &batchItem{}
 		items = append(items, it)
 		mu.Unlock()
-		jobs <- fileJob{i: i, it: it, f: f, name: name}
+		j := fileJob{i: i, it: it, f: f, name: name}
+		select {
+		case jobs <- j: // an idle worker took it
+			return
+		default:
+		}
+		// Workers are started as files come, up to maxFilesInFlight.
+		if workers < maxFilesInFlight {
+			workers++
+			wg.Add(1)
+			go worker()
+		}
+		jobs <- j
 	})
 	close(jobs)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -162,14 +168,7 @@ func (h *handler) ingestFile(ctx context.Context, f *os.File, name, org string) 
 	if !st.Mode().IsRegular() {
 		return nil, &store.Error{Kind: store.ErrInvalid, Msg: fmt.Sprintf("%s is not a regular file", name)}
 	}
-	res, err := h.svc.Ingest(ctx, io.NewSectionReader(f, 0, st.Size()), name, org)
-	if err != nil {
-		var se *store.Error
-		if !errors.As(err, &se) {
-			h.log.Error("admin file stream input failed", "name", name, "error", err)
-		}
-	}
-	return res, err
+	return h.svc.Ingest(ctx, io.NewSectionReader(f, 0, st.Size()), name, org)
 }
 
 // readFileMessages reads the client's messages and calls each with every

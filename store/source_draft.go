@@ -126,7 +126,7 @@ func (s *reportSources) compact() {
 		}
 	}
 	if dup {
-		rows := make([]srcRow, 0, len(s.rows))
+		summed := make([]srcRow, 0, len(s.rows))
 		auths := make([]AuthDomainCount, 0, len(s.auths))
 		for i := 0; i < len(perm); {
 			j := i + 1
@@ -144,10 +144,10 @@ func (s *reportSources) compact() {
 				}
 			}
 			out.a1 = int32(len(auths))
-			rows = append(rows, out)
+			summed = append(summed, out)
 			i = j
 		}
-		s.rows, s.auths = rows, auths
+		s.rows, s.auths = summed, auths
 	}
 	s.summed = len(s.rows)
 	sourcesHint.Store(int64(min(max(len(s.rows), 4), compactEvery)))

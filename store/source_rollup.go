@@ -127,9 +127,10 @@ const OtherSources = ""
 type daySources map[string]*SourceRollup
 
 // sourceEntries is the per-source roll-up of one or more reports,
-// encoded as a segment's entries (appendSourceEntry). body starts with
-// its version byte (segV2), so that a domain-day with one report in a commit (as when
-// reports arrive one by one) stores body as its segment without a copy.
+// encoded as a segment's blocks (appendBlockV2). body starts with its
+// version byte (segV2), so that a domain-day with one report in a commit
+// (as when reports arrive one by one) stores body as its segment without
+// a copy.
 type sourceEntries struct {
 	n    int
 	body []byte   // segV2, then a block
@@ -167,6 +168,15 @@ func (sr sourceRollups) addKeyed(key string, src sourceEntries) {
 		return
 	}
 	sr[key] = &sourceEntries{n: src.n, body: src.body}
+}
+
+// size is how many bytes the entries take.
+func (s *sourceEntries) size() int {
+	n := len(s.body)
+	for _, b := range s.more {
+		n += len(b)
+	}
+	return n
 }
 
 // frame returns the entries as a segment: the body itself when there is
@@ -215,7 +225,7 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 			// big first segment is rewritten when the others have grown
 			// as large, not every maxSourceSegments commits.
 			from := uint32(0)
-			if first := b.Get(sourceSegKey(prefix, 0)); first != nil && segmentBytes(b, prefix, 1)+len(day.body) < len(first) {
+			if first := b.Get(sourceSegKey(prefix, 0)); first != nil && segmentBytes(b, prefix, 1)+day.size() < len(first) {
 				from = 1
 			}
 			if seg, err = mergeSegments(b, prefix, from, day); err != nil {
@@ -247,16 +257,14 @@ func mergeSegments(b *bolt.Bucket, prefix []byte, from uint32, add *sourceEntrie
 			day[s.SourceIP] = s // decodeSourceSegment's to keep
 		}
 	}
-	start := sourceSegKey(prefix, from)
-	c := b.Cursor()
-	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if err := decodeSourceSegment(v, merge); err != nil {
-			return nil, fmt.Errorf("source roll-up %x: %w", k, err)
-		}
+	if err := eachSegment(b, prefix, from, merge); err != nil {
+		return nil, err
 	}
 	if err := decodeSourceSegment(add.frame(), merge); err != nil {
 		return nil, fmt.Errorf("new source roll-up entries: %w", err)
 	}
+	start := sourceSegKey(prefix, from)
+	c := b.Cursor()
 	for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(start) {
 		if err := c.Delete(); err != nil {
 			return nil, err
@@ -385,10 +393,10 @@ func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 	return nil
 }
 
-// eachSegment decodes every segment of the day prefix.
-func eachSegment(b *bolt.Bucket, prefix []byte, fn func(*SourceRollup)) error {
+// eachSegment decodes the segments of the day prefix from seq from on.
+func eachSegment(b *bolt.Bucket, prefix []byte, from uint32, fn func(*SourceRollup)) error {
 	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+	for k, v := c.Seek(sourceSegKey(prefix, from)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		if err := decodeSourceSegment(v, fn); err != nil {
 			return fmt.Errorf("source roll-up %x: %w", k, err)
 		}
@@ -453,7 +461,7 @@ func (db *DB) PendingSourceIPs(maxDays int) (*PendingSources, error) {
 		c := tx.Bucket(bucketRDNSPending).Cursor()
 		for k, v := c.First(); k != nil && len(p.days) < maxDays; k, v = c.Next() {
 			p.days[string(k)] = bytes.Clone(v)
-			if err := eachSegment(b, k, func(s *SourceRollup) {
+			if err := eachSegment(b, k, 0, func(s *SourceRollup) {
 				if s.SourceIP != OtherSources && !seen[s.SourceIP] {
 					seen[s.SourceIP] = true
 					p.IPs = append(p.IPs, s.SourceIP)
