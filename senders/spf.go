@@ -262,6 +262,19 @@ func (c *compiler) voidLookup() (SPFResult, string) {
 	return "", ""
 }
 
+// lookupStop tells whether a term's DNS answer ends the evaluation: a
+// temporary failure, or a void lookup (no such name) past the limit. An
+// empty result means go on.
+func (c *compiler) lookupStop(err error) (SPFResult, string) {
+	switch {
+	case errors.Is(err, dnscheck.ErrNotFound):
+		return c.voidLookup()
+	case err != nil:
+		return SPFTempError, err.Error()
+	}
+	return "", ""
+}
+
 func (c *compiler) term(domain string, m mechanism, depth int) spfTerm {
 	t := spfTerm{qual: m.qual}
 	stop := func(r SPFResult, why string) spfTerm { return spfTerm{kind: termStop, stop: r, why: why} }
@@ -290,39 +303,25 @@ func (c *compiler) term(domain string, m mechanism, depth int) spfTerm {
 		return t
 	case "exists":
 		_, err := c.dns.LookupAddrs(c.ctx, target)
-		switch {
-		case errors.Is(err, dnscheck.ErrNotFound):
-			if r, why := c.voidLookup(); r != "" {
-				return stop(r, why)
-			}
+		if r, why := c.lookupStop(err); r != "" {
+			return stop(r, why)
+		}
+		t.kind = termAll
+		if err != nil { // no such name: matches nothing
 			t.kind = termNever
-		case err != nil:
-			return stop(SPFTempError, err.Error())
-		default:
-			t.kind = termAll
 		}
 		return t
 	case "a":
 		addrs, err := c.dns.LookupAddrs(c.ctx, target)
-		switch {
-		case errors.Is(err, dnscheck.ErrNotFound):
-			if r, why := c.voidLookup(); r != "" {
-				return stop(r, why)
-			}
-		case err != nil:
-			return stop(SPFTempError, err.Error())
+		if r, why := c.lookupStop(err); r != "" {
+			return stop(r, why)
 		}
 		t.kind, t.nets = termNets, m.prefixes(addrs)
 		return t
 	case "mx":
 		hosts, err := c.dns.LookupMX(c.ctx, target)
-		switch {
-		case errors.Is(err, dnscheck.ErrNotFound):
-			if r, why := c.voidLookup(); r != "" {
-				return stop(r, why)
-			}
-		case err != nil:
-			return stop(SPFTempError, err.Error())
+		if r, why := c.lookupStop(err); r != "" {
+			return stop(r, why)
 		}
 		if len(hosts) > spfMaxMXNames {
 			return stop(SPFPermError, fmt.Sprintf("mx:%s has more than %d names", target, spfMaxMXNames))

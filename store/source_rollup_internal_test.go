@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,24 +13,12 @@ import (
 // does not change the drafts' encoded sources: the pipeline commits the
 // same drafts again, one by one, when a group fails.
 func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "x.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	org, err := db.CreateOrganization("acme", PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dom := &Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "r@reports.test", DMARCRecord: "v=DMARC1; p=none"}
-	if err := db.CreateDomain(dom); err != nil {
-		t.Fatal(err)
-	}
+	db, dom := openDomainDB(t)
 	day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 	var drafts []*ReportDraft
 	var before [][]byte
 	for i := range 3 {
-		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: org.ID, OrgName: "google.com",
+		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
 			ExternalReportID: fmt.Sprint(i), DateBegin: day, DateEnd: day.Add(time.Hour), ReceivedAt: day})
 		if err != nil {
 			t.Fatal(err)
@@ -59,19 +46,7 @@ func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
 // maxSourceSegments segments, its sources always sum to what was stored,
 // and the big first segment is not rewritten by every merge.
 func TestSourceSegmentsMergeInLevels(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "x.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	org, err := db.CreateOrganization("acme", PlanUnlimited)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dom := &Domain{OrgID: org.ID, Name: "example.com", ReportingEmail: "r@reports.test", DMARCRecord: "v=DMARC1; p=none"}
-	if err := db.CreateDomain(dom); err != nil {
-		t.Fatal(err)
-	}
+	db, dom := openDomainDB(t)
 	day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 	prefix := rollupKey(dom.ID, dayNumber(day))
 	in := db.NewIngester()
@@ -79,7 +54,7 @@ func TestSourceSegmentsMergeInLevels(t *testing.T) {
 	var firstKept, merges, prevSegs int
 	var first []byte
 	for i := range 400 {
-		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: org.ID, OrgName: "google.com",
+		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
 			ExternalReportID: fmt.Sprint(i), DateBegin: day, DateEnd: day.Add(time.Hour), ReceivedAt: day})
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +94,7 @@ func TestSourceSegmentsMergeInLevels(t *testing.T) {
 		first, prevSegs = now, segs
 	}
 	got := map[string]int64{}
-	if err := db.EachSourceDay(org.ID, dom.ID, day, day, func(_ time.Time, s *SourceRollup) { got[s.SourceIP] += s.Messages }); err != nil {
+	if err := db.EachSourceDay(dom.OrgID, dom.ID, day, day, func(_ time.Time, s *SourceRollup) { got[s.SourceIP] += s.Messages }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != len(want) {
@@ -133,4 +108,16 @@ func TestSourceSegmentsMergeInLevels(t *testing.T) {
 	if merges == 0 || firstKept == 0 {
 		t.Errorf("%d merges, %d of them left the first segment alone: want merges of the newer segments only", merges, firstKept)
 	}
+}
+
+// openDomainDB opens a new store with organization acme and its domain
+// example.com.
+func openDomainDB(t *testing.T) (*DB, *Domain) {
+	t.Helper()
+	db, orgID := openFailureDB(t)
+	dom := &Domain{OrgID: orgID, Name: "example.com", ReportingEmail: "r@reports.test", DMARCRecord: "v=DMARC1; p=none"}
+	if err := db.CreateDomain(dom); err != nil {
+		t.Fatal(err)
+	}
+	return db, dom
 }
