@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/admin"
-	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
@@ -212,21 +210,7 @@ func fileSize(t *testing.T, path string) int64 {
 // instead of a failure per remaining file; re-running then stores the
 // rest, nothing twice.
 func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
-	dataDir := newDataDir(t)
-	g := &globalOptions{DataDir: dataDir}
-	db, err := g.openStore(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := ingest.New(ingest.Config{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	dataDir, g, db, p := runningPipeline(t)
 	serve := func(dropAt int) *http.Server {
 		ln, err := admin.Listen(g.socketPath())
 		if err != nil {

@@ -169,21 +169,7 @@ func TestImportOfflineGeolocates(t *testing.T) {
 // socket: the test holds the database file, so an offline fallback could
 // not open it.
 func TestImportThroughSocket(t *testing.T) {
-	dataDir := newDataDir(t)
-	g := &globalOptions{DataDir: dataDir}
-	db, err := g.openStore(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := ingest.New(ingest.Config{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	dataDir, g, db, p := runningPipeline(t)
 	ln, err := admin.Listen(g.socketPath())
 	if err != nil {
 		t.Fatal(err)
@@ -214,4 +200,26 @@ func TestImportThroughSocket(t *testing.T) {
 	if raw.String() != "these are my reports\n" {
 		t.Errorf("raw bytes over the socket: %q", raw.String())
 	}
+}
+
+// runningPipeline opens a new data directory's store and runs an ingest
+// pipeline on it until the test ends, as serve does.
+func runningPipeline(t *testing.T) (string, *globalOptions, *store.DB, *ingest.Pipeline) {
+	t.Helper()
+	dataDir := newDataDir(t)
+	g := &globalOptions{DataDir: dataDir}
+	db, err := g.openStore(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p, err := ingest.New(ingest.Config{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return dataDir, g, db, p
 }
