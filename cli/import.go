@@ -119,10 +119,12 @@ counted as a duplicate and not stored again, so an import can be re-run.
 An input without a usable report is kept in the quarantine ('dmarcd
 quarantine list') with the reason.
 
-While 'dmarcd serve' runs, the files are read here and their bytes sent
-through the admin socket to the server, which stores them (its --geoip-*
-databases apply). Otherwise this command opens the database file itself;
---geoip-city and --geoip-asn then add geolocation.
+While 'dmarcd serve' runs, the files are opened here and handed open to
+the server through the admin socket (messages of an mbox go as their
+bytes); the server reads and stores them (its --geoip-* databases apply)
+and never needs the right to open them itself. Otherwise this command
+opens the database file itself; --geoip-city and --geoip-asn then add
+geolocation.
 
 On a terminal a progress bar is shown, otherwise one line per input. The
 summary counts reports imported, duplicates, inputs quarantined and inputs
@@ -172,8 +174,8 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		return svc.Ingest(ctx, r, name, orgID)
 	}
 	if c, ok := svc.(*admin.Client); ok {
-		// A running server: many small inputs per request, so that they
-		// share its commits as they do offline.
+		// A running server: files handed over open, other inputs many
+		// to a request, so that they share its commits as offline.
 		b := c.NewBatcher(orgID)
 		defer b.Close()
 		send = b.Ingest
