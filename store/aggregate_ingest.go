@@ -202,7 +202,8 @@ func (d *ReportDraft) Finish() {
 	d.day = dayNumber(r.DateBegin)
 	d.srcDay.compact()
 	d.src = d.srcDay.counts()
-	d.srcEnc, d.srcDay = d.srcDay.encode(r.DateBegin, r.DateEnd), reportSources{}
+	d.srcEnc = d.srcDay.encode(r.DateBegin, r.DateEnd)
+	d.srcDay.release()
 }
 
 // reportIndexKey is the key of a report in the date index of the listings.

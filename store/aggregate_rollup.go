@@ -433,16 +433,22 @@ func (s sourceAcc) merge(o sourceAcc) {
 	}
 }
 
-// mergeCounts adds a report's sources into s.
+// mergeCounts adds a report's sources into s. The counts of its new
+// sources are allocated together: the single writer made an object per
+// source of every report.
 func (s sourceAcc) mergeCounts(o []ipCount) {
+	var slab []sourceCount
 	for i := range o {
 		c := &o[i]
 		if g := s[c.ip]; g != nil {
 			g.messages, g.pass, g.fail = g.messages+c.messages, g.pass+c.pass, g.fail+c.fail
 			continue
 		}
-		g := c.sourceCount
-		s[c.ip] = &g
+		if slab == nil {
+			slab = make([]sourceCount, 0, len(o)-i)
+		}
+		slab = append(slab, c.sourceCount)
+		s[c.ip] = &slab[len(slab)-1]
 	}
 }
 

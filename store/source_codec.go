@@ -24,28 +24,51 @@ import (
 // domain reference, a result symbol and a count.
 const segV2 = 2
 
-// strTable numbers the strings of a block, in the order first used.
+// strTable numbers the strings of a block, in the order first used. A
+// block mostly has a handful (a country, an AS name, two auth domains), so
+// they are looked up in the list itself; a map is made only past
+// strTableScan of them, as a merged segment of a busy day may have
+// hundreds.
 type strTable struct {
-	idx  map[string]uint64
 	list []string
+	idx  map[string]uint64 // nil until the list grows past strTableScan
+	s    SourceRollup      // appendBlockV2's scratch, which get fills in
 }
 
+// strTableScan is how many strings are looked up by going through them.
+const strTableScan = 16
+
 func (t *strTable) reset() {
-	if t.idx == nil {
-		t.idx = make(map[string]uint64)
-	}
-	clear(t.idx)
 	t.list = t.list[:0]
+	if t.idx != nil {
+		clear(t.idx)
+	}
 }
 
 // ref returns the reference of s, adding it.
 func (t *strTable) ref(s string) uint64 {
-	if i, ok := t.idx[s]; ok {
+	if len(t.list) <= strTableScan {
+		for i, have := range t.list {
+			if have == s {
+				return uint64(i + 1)
+			}
+		}
+	} else if i, ok := t.idx[s]; ok {
 		return i
 	}
 	t.list = append(t.list, s)
 	i := uint64(len(t.list))
-	t.idx[s] = i
+	switch {
+	case len(t.list) == strTableScan+1:
+		if t.idx == nil {
+			t.idx = make(map[string]uint64, 2*strTableScan)
+		}
+		for k, have := range t.list {
+			t.idx[have] = uint64(k + 1)
+		}
+	case len(t.list) > strTableScan+1:
+		t.idx[s] = i
+	}
 	return i
 }
 
@@ -61,9 +84,9 @@ func (t *strTable) opt(s *string) uint64 {
 // the entry; what it fills in must stay the same.
 func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) enc {
 	t.reset()
-	var s SourceRollup
+	s := &t.s
 	for i := range n {
-		get(i, &s)
+		get(i, s)
 		t.opt(s.CountryCode)
 		t.opt(s.ASOrg)
 		for _, a := range s.Auth {
@@ -76,7 +99,7 @@ func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int,
 		e = e.str(str)
 	}
 	for i := range n {
-		get(i, &s)
+		get(i, s)
 		e = appendAddr(e, s.SourceIP)
 		e = e.varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
 		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)

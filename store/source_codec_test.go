@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -139,5 +140,32 @@ func TestMergeReadsVersion1(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStrTableRefs: a string keeps its reference whether the table looks
+// it up in its list (the first strTableScan strings) or in its map (past
+// them), and a reset table numbers from 1 again.
+func TestStrTableRefs(t *testing.T) {
+	var tab strTable
+	for round := range 2 {
+		tab.reset()
+		n := 3*strTableScan + round // past the list, and a different count each round
+		for i := range n {
+			if got := tab.ref(fmt.Sprint("s", i)); got != uint64(i+1) {
+				t.Fatalf("round %d: new string %d got reference %d, want %d", round, i, got, i+1)
+			}
+		}
+		for i := range n {
+			if got := tab.ref(fmt.Sprint("s", i)); got != uint64(i+1) {
+				t.Fatalf("round %d: string %d seen again got reference %d, want %d", round, i, got, i+1)
+			}
+		}
+		if len(tab.list) != n {
+			t.Fatalf("round %d: %d strings in the table, want %d", round, len(tab.list), n)
+		}
+	}
+	if tab.opt(nil) != 0 {
+		t.Fatal("no string must have reference 0")
 	}
 }

@@ -110,3 +110,41 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 		})
 	}
 }
+
+// TestReportSourcesReusedAfterFinish: a finished report hands its rows to
+// the next one, so what it keeps for the day roll-up (counts) must not
+// point into them: the next report's sources, written over the same rows,
+// must leave the first report's counts as they were.
+func TestReportSourcesReusedAfterFinish(t *testing.T) {
+	mk := func(prefix, cc, org string, asn uint32) []ipCount {
+		var s reportSources
+		for i := range 50 {
+			s.add(&Record{SourceIP: fmt.Sprintf("%s.%d", prefix, i), Count: int64(i + 1), Disposition: "none", DKIM: "pass",
+				Geo: &Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}})
+		}
+		s.compact()
+		out := s.counts()
+		s.release()
+		return out
+	}
+	first := mk("192.0.2", "SE", "First AB", 64500)
+	for range 3 {
+		mk("198.51.100", "US", "Second Inc", 64501)
+	}
+	if len(first) != 50 {
+		t.Fatalf("%d sources, want 50", len(first))
+	}
+	for _, c := range first {
+		if c.cc == nil || *c.cc != "SE" || c.asOrg == nil || *c.asOrg != "First AB" || c.asn == nil || *c.asn != 64500 ||
+			len(c.ip) < 8 || c.ip[:8] != "192.0.2." {
+			t.Fatalf("first report's source changed by the next ones: %s %v %v %v", c.ip, deref(c.cc), deref(c.asOrg), deref(c.asn))
+		}
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
