@@ -2,6 +2,8 @@ package store
 
 import (
 	"cmp"
+	"hash/maphash"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +32,7 @@ type reportSources struct {
 	// particular order (the encoding and the counts need none).
 	summed int
 	perm   []int32 // scratch of compact
+	tab    []int32 // scratch of distinct
 }
 
 // srcRow is one record's contribution to its source, or (once compacted)
@@ -59,9 +62,9 @@ func init() { sourcesHint.Store(4) }
 // report: a report of 50 records took 12 KB of them, which made a fifth of
 // the bytes the store allocated per record.
 type sourceBufs struct {
-	rows  []srcRow
-	auths []AuthDomainCount
-	perm  []int32
+	rows      []srcRow
+	auths     []AuthDomainCount
+	perm, tab []int32
 }
 
 var sourceBufPool sync.Pool // of *sourceBufs
@@ -71,7 +74,7 @@ var sourceBufPool sync.Pool // of *sourceBufs
 func (s *reportSources) take() {
 	n := int(sourcesHint.Load())
 	if b, _ := sourceBufPool.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
-		s.rows, s.auths, s.perm = b.rows[:0], b.auths[:0], b.perm[:0]
+		s.rows, s.auths, s.perm, s.tab = b.rows[:0], b.auths[:0], b.perm[:0], b.tab
 		*b = sourceBufs{}
 		sourceBufPool.Put(b)
 		return
@@ -89,7 +92,7 @@ func (s *reportSources) release() {
 		}
 		clear(s.rows[:cap(s.rows)]) // the strings of the report go with it
 		clear(s.auths[:cap(s.auths)])
-		b.rows, b.auths, b.perm = s.rows[:0], s.auths[:0], s.perm[:0]
+		b.rows, b.auths, b.perm, b.tab = s.rows[:0], s.auths[:0], s.perm[:0], s.tab
 		sourceBufPool.Put(b)
 	}
 	*s = reportSources{}
@@ -143,12 +146,24 @@ func (s *reportSources) add(r *Record) {
 
 // compact sums the rows by source and prunes them past maxDraftSourceIPs
 // sources. Rows are only moved when a source has several: a report's
-// sources are mostly distinct, and then sorting their indexes by IP is
-// all it costs.
+// sources are mostly distinct, and then a look-up per row in a table of
+// their hashes is all it costs.
 func (s *reportSources) compact() {
 	if s.summed == len(s.rows) {
 		return
 	}
+	if !s.distinct() {
+		s.sum()
+	}
+	s.summed = len(s.rows)
+	sourcesHint.Store(int64(min(max(len(s.rows), 4), compactEvery)))
+	if len(s.rows) > maxDraftSourceIPs {
+		s.prune(keepDraftSourceIPs)
+	}
+}
+
+// sum replaces the rows by one per source, in IP order.
+func (s *reportSources) sum() {
 	perm := s.perm[:0]
 	for i := range s.rows {
 		perm = append(perm, int32(i))
@@ -158,43 +173,60 @@ func (s *reportSources) compact() {
 	rows := s.rows
 	slices.SortFunc(perm, func(a, b int32) int { return cmp.Or(strings.Compare(rows[a].ip, rows[b].ip), cmp.Compare(a, b)) })
 	s.perm = perm
-	dup := false
-	for i := 1; i < len(perm); i++ {
-		if s.rows[perm[i]].ip == s.rows[perm[i-1]].ip {
-			dup = true
-			break
+	summed := make([]srcRow, 0, len(s.rows))
+	auths := make([]AuthDomainCount, 0, len(s.auths))
+	for i := 0; i < len(perm); {
+		j := i + 1
+		for j < len(perm) && s.rows[perm[j]].ip == s.rows[perm[i]].ip {
+			j++
 		}
-	}
-	if dup {
-		summed := make([]srcRow, 0, len(s.rows))
-		auths := make([]AuthDomainCount, 0, len(s.auths))
-		for i := 0; i < len(perm); {
-			j := i + 1
-			for j < len(perm) && s.rows[perm[j]].ip == s.rows[perm[i]].ip {
-				j++
+		out := s.rows[perm[i]]
+		out.a0 = int32(len(auths))
+		for _, k := range perm[i:j] {
+			if k != perm[i] {
+				out.sum(&s.rows[k])
 			}
-			out := s.rows[perm[i]]
-			out.a0 = int32(len(auths))
-			for _, k := range perm[i:j] {
-				if k != perm[i] {
-					out.sum(&s.rows[k])
-				}
-				for _, a := range s.auths[s.rows[k].a0:s.rows[k].a1] {
-					auths = addAuth(auths, out.a0, a)
-				}
+			for _, a := range s.auths[s.rows[k].a0:s.rows[k].a1] {
+				auths = addAuth(auths, out.a0, a)
 			}
-			out.a1 = int32(len(auths))
-			summed = append(summed, out)
-			i = j
 		}
-		s.rows, s.auths = summed, auths
+		out.a1 = int32(len(auths))
+		summed = append(summed, out)
+		i = j
 	}
-	s.summed = len(s.rows)
-	sourcesHint.Store(int64(min(max(len(s.rows), 4), compactEvery)))
-	if len(s.rows) > maxDraftSourceIPs {
-		s.prune(keepDraftSourceIPs)
-	}
+	s.rows, s.auths = summed, auths
 }
+
+// distinct tells whether every row has its own source, with an open
+// addressing table of row numbers keyed by a hash of the IP.
+func (s *reportSources) distinct() bool {
+	size := 1 << bits.Len(uint(2*len(s.rows))) // at most half full
+	tab := s.tab
+	if cap(tab) < size {
+		tab = make([]int32, size)
+	} else {
+		tab = tab[:size]
+		clear(tab)
+	}
+	s.tab = tab
+	mask := size - 1
+	for i := range s.rows {
+		ip := s.rows[i].ip
+		for h := int(maphash.String(sourceSeed, ip)) & mask; ; h = (h + 1) & mask {
+			k := tab[h]
+			if k == 0 {
+				tab[h] = int32(i + 1)
+				break
+			}
+			if s.rows[k-1].ip == ip {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+var sourceSeed = maphash.MakeSeed()
 
 // addAuth counts a in the auth results of a summed row, which start at
 // out[a0], keeping at most maxSourceAuth distinct ones.

@@ -148,3 +148,26 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
+
+// TestReportSourcesDistinct: the hash table finds a source repeated
+// anywhere among many distinct ones, and none where there is none, also
+// when its table is reused at another size.
+func TestReportSourcesDistinct(t *testing.T) {
+	var s reportSources
+	for _, n := range []int{1, 2, 50, 5000, 3} {
+		s.rows = s.rows[:0]
+		for i := range n {
+			s.rows = append(s.rows, srcRow{ip: fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)})
+		}
+		if !s.distinct() {
+			t.Fatalf("%d distinct sources taken for repeated", n)
+		}
+		for _, at := range []int{0, n / 2, n - 1} {
+			s.rows = append(s.rows, srcRow{ip: s.rows[at].ip})
+			if s.distinct() {
+				t.Fatalf("%d sources: row %d repeated at the end not found", n, at)
+			}
+			s.rows = s.rows[:n]
+		}
+	}
+}
