@@ -39,6 +39,7 @@ type strTable struct {
 const strTableScan = 16
 
 func (t *strTable) reset() {
+	clear(t.list) // a pooled table keeps no strings of the last block
 	t.list = t.list[:0]
 	if t.idx != nil {
 		clear(t.idx)

@@ -31,8 +31,9 @@ type reportSources struct {
 	// summed is how many leading rows are summed: one per source, in no
 	// particular order (the encoding and the counts need none).
 	summed int
-	perm   []int32 // scratch of compact
-	tab    []int32 // scratch of distinct
+	perm   []int32  // scratch of compact
+	tab    []int32  // scratch of distinct
+	strs   strTable // scratch of encode
 }
 
 // srcRow is one record's contribution to its source, or (once compacted)
@@ -65,6 +66,7 @@ type sourceBufs struct {
 	rows      []srcRow
 	auths     []AuthDomainCount
 	perm, tab []int32
+	strs      strTable
 }
 
 var sourceBufPool sync.Pool // of *sourceBufs
@@ -74,7 +76,7 @@ var sourceBufPool sync.Pool // of *sourceBufs
 func (s *reportSources) take() {
 	n := int(sourcesHint.Load())
 	if b, _ := sourceBufPool.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
-		s.rows, s.auths, s.perm, s.tab = b.rows[:0], b.auths[:0], b.perm[:0], b.tab
+		s.rows, s.auths, s.perm, s.tab, s.strs = b.rows[:0], b.auths[:0], b.perm[:0], b.tab, b.strs
 		*b = sourceBufs{}
 		sourceBufPool.Put(b)
 		return
@@ -92,7 +94,9 @@ func (s *reportSources) release() {
 		}
 		clear(s.rows[:cap(s.rows)]) // the strings of the report go with it
 		clear(s.auths[:cap(s.auths)])
-		b.rows, b.auths, b.perm, b.tab = s.rows[:0], s.auths[:0], s.perm[:0], s.tab
+		s.strs.reset()
+		s.strs.s = SourceRollup{}
+		b.rows, b.auths, b.perm, b.tab, b.strs = s.rows[:0], s.auths[:0], s.perm[:0], s.tab, s.strs
 		sourceBufPool.Put(b)
 	}
 	*s = reportSources{}
@@ -407,7 +411,6 @@ func (s *reportSources) encode(begin, end time.Time) sourceEntries {
 	}
 	e := make(enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
 	e = append(e, segV2)
-	var t strTable
-	e = appendBlockV2(e, &t, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
+	e = appendBlockV2(e, &s.strs, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
 	return sourceEntries{n: len(s.rows), body: e}
 }
