@@ -16,8 +16,8 @@ import (
 // only when many have piled up (compact) and at the end. A report's
 // records mostly come from distinct sources, so a map of one object per
 // source cost an allocation, a hash and an insert per record for nothing:
-// rows live in one slice, and sorting a few thousand of them by IP once is
-// cheaper than that.
+// rows live in one slice, and grouping a few thousand of them by source
+// once, through a scratch hash table of row numbers, is cheaper than that.
 //
 // Summing keeps what the incremental roll-up kept: a source's geolocation
 // is its first record's, its auth results are counted in the order they
@@ -166,22 +166,51 @@ func (s *reportSources) compact() {
 	}
 }
 
-// sum replaces the rows by one per source, in IP order.
+// sum replaces the rows by one per source, in the order the sources first
+// came. The rows are grouped by source with a hash table of the sources
+// and a counting sort, which keeps each source's rows in the order they
+// came (the first one's geolocation and auth order win), the summed row
+// first.
 func (s *reportSources) sum() {
-	perm := s.perm[:0]
+	n := len(s.rows)
+	tab := s.table(n)
+	mask := len(tab) - 1
+	grp := make([]int32, n)   // each row's source, from 0
+	first := make([]int32, 0) // each source's first row
 	for i := range s.rows {
-		perm = append(perm, int32(i))
+		ip := s.rows[i].ip
+		for h := int(maphash.String(sourceSeed, ip)) & mask; ; h = (h + 1) & mask {
+			g := tab[h] - 1
+			if g < 0 {
+				g = int32(len(first))
+				first = append(first, int32(i))
+				tab[h] = g + 1
+			} else if s.rows[first[g]].ip != ip {
+				continue
+			}
+			grp[i] = g
+			break
+		}
 	}
-	// Ties by index: a source's rows stay in the order they came, the
-	// summed one first, so its first geolocation and auth order win.
-	rows := s.rows
-	slices.SortFunc(perm, func(a, b int32) int { return cmp.Or(strings.Compare(rows[a].ip, rows[b].ip), cmp.Compare(a, b)) })
+	// Each source's place in perm: its rows, counted, then summed up.
+	at := make([]int32, len(first)+1)
+	for _, g := range grp {
+		at[g+1]++
+	}
+	for g := 1; g < len(at); g++ {
+		at[g] += at[g-1]
+	}
+	perm := append(s.perm[:0], make([]int32, n)...)
+	for i, g := range grp {
+		perm[at[g]] = int32(i)
+		at[g]++
+	}
 	s.perm = perm
-	summed := make([]srcRow, 0, len(s.rows))
+	summed := make([]srcRow, 0, len(first))
 	auths := make([]AuthDomainCount, 0, len(s.auths))
 	for i := 0; i < len(perm); {
 		j := i + 1
-		for j < len(perm) && s.rows[perm[j]].ip == s.rows[perm[i]].ip {
+		for j < len(perm) && grp[perm[j]] == grp[perm[i]] {
 			j++
 		}
 		out := s.rows[perm[i]]
@@ -201,19 +230,24 @@ func (s *reportSources) sum() {
 	s.rows, s.auths = summed, auths
 }
 
+// table returns the scratch hash table for n rows, empty: a power of two
+// of at least 2n entries, so it is at most half full.
+func (s *reportSources) table(n int) []int32 {
+	size := 1 << bits.Len(uint(2*n))
+	if cap(s.tab) < size {
+		s.tab = make([]int32, size)
+	} else {
+		s.tab = s.tab[:size]
+		clear(s.tab)
+	}
+	return s.tab
+}
+
 // distinct tells whether every row has its own source, with an open
 // addressing table of row numbers keyed by a hash of the IP.
 func (s *reportSources) distinct() bool {
-	size := 1 << bits.Len(uint(2*len(s.rows))) // at most half full
-	tab := s.tab
-	if cap(tab) < size {
-		tab = make([]int32, size)
-	} else {
-		tab = tab[:size]
-		clear(tab)
-	}
-	s.tab = tab
-	mask := size - 1
+	tab := s.table(len(s.rows))
+	mask := len(tab) - 1
 	for i := range s.rows {
 		ip := s.rows[i].ip
 		for h := int(maphash.String(sourceSeed, ip)) & mask; ; h = (h + 1) & mask {
