@@ -17,6 +17,11 @@ import (
 // sources, and a lookup costs about a microsecond.
 const maxGeoCache = 4096
 
+// geoCacheAfter is how many sources an input looks up before it keeps a
+// cache: a small report's sources are mostly distinct, and filling a map
+// for them cost a third again of their lookups.
+const geoCacheAfter = 64
+
 // job is one input going through the pipeline.
 type job struct {
 	ctx   context.Context
@@ -39,7 +44,11 @@ type job struct {
 	expired  []Expired
 
 	rec      store.Record
-	geoCache map[netip.Addr]located // nil without a database
+	geoOn    bool                   // a database is configured
+	geoCache map[netip.Addr]located // made after geoCacheAfter lookups
+	geoN     int                    // lookups before the cache
+	geoLast  netip.Addr             // the source geo was last looked up for
+	geoFound bool                   // whether that lookup had an answer
 	geo      store.Geo              // the record's, which rec.Geo points to
 	producer bool                   // counted in p.parsing
 	slot     bool                   // holds one of p.slots
@@ -57,9 +66,7 @@ type place struct {
 func newJob(ctx context.Context, p *Pipeline, r io.Reader, d Arrival, retry *store.QuarantineEntry) *job {
 	j := &job{ctx: ctx, p: p, d: d, retry: retry, in: newInput(r, p.cfg.QuarantineMaxBytes)}
 	j.route = &router{db: p.db, d: d}
-	if p.cfg.Geo.Enabled() {
-		j.geoCache = make(map[netip.Addr]located)
-	}
+	j.geoOn = p.cfg.Geo.Enabled()
 	return j
 }
 
@@ -319,27 +326,55 @@ type located struct {
 }
 
 // locate returns the geolocation of ip, nil without a database or an
-// answer. The value is the job's, valid until the next call: the cache
-// holds values, not one allocation per source.
+// answer. The value is the job's, valid until the next call. A source
+// repeated by the next record is not looked up again; past geoCacheAfter
+// lookups, a cache of values (not one allocation per source) answers the
+// sources seen before.
 func (j *job) locate(ip netip.Addr) *store.Geo {
-	if j.geoCache == nil {
+	if !j.geoOn {
 		return nil
+	}
+	if ip == j.geoLast && j.geoN > 0 {
+		return j.found()
+	}
+	j.geoLast = ip
+	if j.geoCache == nil && j.geoN < geoCacheAfter {
+		j.geoN++
+		j.geoFound = j.lookup(ip, &j.geo)
+		return j.found()
+	}
+	if j.geoCache == nil {
+		j.geoCache = make(map[netip.Addr]located, 4*geoCacheAfter)
 	}
 	l, ok := j.geoCache[ip]
 	if !ok {
 		if len(j.geoCache) >= maxGeoCache {
 			clear(j.geoCache)
 		}
-		if info := j.p.cfg.Geo.Lookup(ip); info != nil {
-			l = located{found: true, geo: store.Geo{CountryCode: info.CountryCode, CountryName: info.CountryName,
-				City: info.City, Latitude: info.Latitude, Longitude: info.Longitude, ASN: info.ASN, ASOrg: info.ASOrg}}
-		}
+		l.found = j.lookup(ip, &l.geo)
 		j.geoCache[ip] = l
 	}
-	if !l.found {
+	j.geo, j.geoFound = l.geo, l.found
+	return j.found()
+}
+
+// lookup fills g with the database's answer for ip, and tells whether it
+// had one.
+func (j *job) lookup(ip netip.Addr, g *store.Geo) bool {
+	info := j.p.cfg.Geo.Lookup(ip)
+	if info == nil {
+		*g = store.Geo{}
+		return false
+	}
+	*g = store.Geo{CountryCode: info.CountryCode, CountryName: info.CountryName,
+		City: info.City, Latitude: info.Latitude, Longitude: info.Longitude, ASN: info.ASN, ASOrg: info.ASOrg}
+	return true
+}
+
+func (j *job) found() *store.Geo {
+	if !j.geoFound {
 		return nil
 	}
-	j.geo = l.geo
 	return &j.geo
 }
 

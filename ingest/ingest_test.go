@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -826,5 +828,70 @@ func TestLogLine(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "secret-reporter") {
 		t.Errorf("report contents logged:\n%s", buf.String())
+	}
+}
+
+// TestGeolocationOfRepeatedSources: every record gets its own source's
+// location, from a direct look-up in the database, whether its source is
+// the previous record's, one seen many records before (once the input
+// keeps a cache, past geoCacheAfter sources), or one the databases do not
+// know, in an input with more sources than that.
+func TestGeolocationOfRepeatedSources(t *testing.T) {
+	g := openGeo(t)
+	known := reportgen.GeoTestIPs()
+	var ips []string
+	for i := range 3 * geoCacheAfter {
+		switch {
+		case i%7 == 0:
+			ips = append(ips, known[i%len(known)])
+		case i%5 == 0:
+			ips = append(ips, ips[len(ips)-1]) // the previous record's source
+		case i%3 == 0:
+			ips = append(ips, ips[i/2]) // one seen long before
+		default:
+			ips = append(ips, fmt.Sprintf("198.51.%d.%d", i/250, i%250)) // unknown to the databases
+		}
+	}
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0"?><feedback><report_metadata><org_name>geo.example</org_name><email>d@geo.example</email>` +
+		`<report_id>repeat-1</report_id><date_range><begin>1763683200</begin><end>1763769599</end></date_range></report_metadata>` +
+		`<policy_published><domain>example.com</domain><p>none</p></policy_published>`)
+	for _, ip := range ips {
+		fmt.Fprintf(&b, `<record><row><source_ip>%s</source_ip><count>1</count><policy_evaluated><disposition>none</disposition>`+
+			`<dkim>pass</dkim><spf>pass</spf></policy_evaluated></row><identifiers><header_from>example.com</header_from></identifiers>`+
+			`<auth_results><spf><domain>example.com</domain><result>pass</result></spf></auth_results></record>`, ip)
+	}
+	b.WriteString(`</feedback>`)
+	e := newEnv(t, func(c *Config) { c.Geo = g })
+	e.domain(t, "example.com")
+	res := e.ingest(t, []byte(b.String()), importOf("repeat.xml"))
+	if len(res.Reports) != 1 || res.Reports[0].Records != len(ips) {
+		t.Fatalf("result %+v, want one report of %d records", res, len(ips))
+	}
+	recs := allRecords(t, e.db, e.org.ID, res.Reports[0].ReportID)
+	if len(recs) != len(ips) {
+		t.Fatalf("%d records stored, want %d", len(recs), len(ips))
+	}
+	located := 0
+	for i, r := range recs {
+		if r.SourceIP != netip.MustParseAddr(ips[i]).String() {
+			t.Fatalf("record %d is %s, want %s", i, r.SourceIP, ips[i])
+		}
+		want := g.Lookup(netip.MustParseAddr(ips[i]))
+		if want == nil {
+			if r.Geo != nil && (r.Geo.CountryCode != nil || r.Geo.ASN != nil) {
+				t.Errorf("record %d (%s): located at %+v, the databases do not know it", i, r.SourceIP, r.Geo)
+			}
+			continue
+		}
+		located++
+		if r.Geo == nil || strOf(r.Geo.CountryCode) != strOf(want.CountryCode) || strOf(r.Geo.City) != strOf(want.City) ||
+			strOf(r.Geo.ASOrg) != strOf(want.ASOrg) {
+			t.Errorf("record %d (%s): geo %+v, want country %q city %q AS %q", i, r.SourceIP, r.Geo,
+				strOf(want.CountryCode), strOf(want.City), strOf(want.ASOrg))
+		}
+	}
+	if located < 2*len(known) {
+		t.Fatalf("only %d records of known sources", located)
 	}
 }
