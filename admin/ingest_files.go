@@ -52,6 +52,9 @@ const (
 	// server reads no further message until one is done.
 	maxFilesInFlight = 1024
 	maxFilesMessage  = maxFilesPerMessage * (maxFrameName + binary.MaxVarintLen64)
+	// fileLinger is how long the client waits for more files to fill a
+	// message once it has one to send.
+	fileLinger = 200 * time.Microsecond
 )
 
 // ingestFiles switches the connection to the file stream and serves it.
@@ -380,6 +383,8 @@ func (s *fileStream) send() {
 	defer close(s.sent)
 	next := 0
 	var msg []byte
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		var batch []*streamed
 		select {
@@ -389,15 +394,23 @@ func (s *fileStream) send() {
 			_, _ = s.conn.Write([]byte{0}) // the end message
 			return
 		}
+		// The files queued meanwhile go along, and those that come
+		// within fileLinger: an import's jobs queue their next files as
+		// answers come, a few at a time, and a message per few files
+		// cost a sendmsg each.
+		linger.Reset(fileLinger)
 	fill:
 		for len(batch) < maxFilesPerMessage {
 			select {
 			case it := <-s.queue:
 				batch = append(batch, it)
-			default:
+			case <-linger.C:
+				break fill
+			case <-s.stop:
 				break fill
 			}
 		}
+		linger.Stop()
 		msg = binary.AppendUvarint(msg[:0], uint64(len(batch)))
 		fds := make([]int, len(batch))
 		s.mu.Lock()
