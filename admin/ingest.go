@@ -83,6 +83,7 @@ func (h *handler) ingestRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/ingest", h.ingest)
 	mux.HandleFunc("POST /v1/ingest/batch", h.ingestBatch)
 	mux.HandleFunc("POST /v1/ingest/files", h.ingestFiles)
+	mux.HandleFunc("POST /v1/ingest/import", h.importPaths)
 	mux.HandleFunc("GET /v1/quarantine", h.listQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}", h.findQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}/raw", h.quarantineRaw)

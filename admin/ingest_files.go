@@ -59,29 +59,53 @@ const (
 
 // ingestFiles switches the connection to the file stream and serves it.
 func (h *handler) ingestFiles(w http.ResponseWriter, r *http.Request) {
-	if !strings.EqualFold(r.Header.Get("Upgrade"), filesProtocol) {
-		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: want Upgrade: " + filesProtocol})
+	uc, ok := switchUnix(w, r, filesProtocol, nil)
+	if !ok {
 		return
 	}
-	org := r.URL.Query().Get("org")
+	defer uc.Close()
+	h.serveFiles(uc, r.URL.Query().Get("org"))
+}
+
+// switchUnix switches the connection of r to protocol (its Upgrade token),
+// a Unix socket's only. Before answering 101 it calls allow, when not nil,
+// with the connection: an error refuses the switch with that error's
+// status. It answers every failure itself (ok false).
+func switchUnix(w http.ResponseWriter, r *http.Request, protocol string, allow func(*net.UnixConn) error) (uc *net.UnixConn, ok bool) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), protocol) {
+		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: want Upgrade: " + protocol})
+		return nil, false
+	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		writeErr(w, &store.Error{Kind: store.ErrInvalid, Msg: "bad request: the connection cannot be switched"})
-		return
+		return nil, false
 	}
-	defer conn.Close()
-	uc, ok := conn.(*net.UnixConn)
+	uc, ok = conn.(*net.UnixConn)
 	if !ok || brw.Reader.Buffered() > 0 {
-		// Files travel only over a Unix socket, after the switch.
+		// Only over a Unix socket, and nothing sent before the switch.
 		_, _ = brw.WriteString("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 		_ = brw.Flush()
-		return
+		conn.Close()
+		return nil, false
 	}
-	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + filesProtocol + "\r\n\r\n")
+	if allow != nil {
+		if err := allow(uc); err != nil {
+			we, status := wireErrorOf(err)
+			body, _ := json.Marshal(we)
+			fmt.Fprintf(brw, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+				status, http.StatusText(status), len(body), body)
+			_ = brw.Flush()
+			conn.Close()
+			return nil, false
+		}
+	}
+	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol + "\r\n\r\n")
 	if err := brw.Flush(); err != nil {
-		return
+		conn.Close()
+		return nil, false
 	}
-	h.serveFiles(uc, org)
+	return uc, true
 }
 
 // serveFiles reads the inputs of a file stream, ingests each received file
@@ -290,50 +314,61 @@ type streamed struct {
 	reply chan BatchOutcome
 }
 
-// errNoFiles means the server takes no file streams (one from before
-// them): the caller sends bytes instead.
-var errNoFiles = errors.New("admin socket: the server takes no files")
+// errNoRoute means the server does not know the route asked (one from
+// before it): the caller does the same another way.
+var errNoRoute = errors.New("admin socket: the server does not know this route")
 
 // openFileStream switches a new connection to the admin socket to a file
 // stream for organization orgRef ("" for none).
 func (c *Client) openFileStream(ctx context.Context, orgRef string) (*fileStream, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.path)
+	uc, br, err := c.upgrade(ctx, "/v1/ingest/files", orgRef, filesProtocol)
 	if err != nil {
-		return nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
-	}
-	uc := conn.(*net.UnixConn)
-	path := "/v1/ingest/files"
-	if orgRef != "" {
-		path += "?" + url.Values{"org": {orgRef}}.Encode()
-	}
-	req := "POST " + path + " HTTP/1.1\r\nHost: dmarcd\r\nContent-Length: 0\r\nConnection: Upgrade\r\nUpgrade: " + filesProtocol + "\r\n\r\n"
-	if _, err := io.WriteString(uc, req); err != nil {
-		uc.Close()
-		return nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
-	}
-	br := bufio.NewReaderSize(uc, 32<<10)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		uc.Close()
-		return nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		defer uc.Close()
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-			return nil, errNoFiles
-		}
-		var we wireError
-		if err := json.NewDecoder(resp.Body).Decode(&we); err != nil {
-			return nil, fmt.Errorf("admin socket: status %s", resp.Status)
-		}
-		return nil, we.err()
+		return nil, err
 	}
 	s := &fileStream{conn: uc, queue: make(chan *streamed, maxFilesPerMessage), stop: make(chan struct{}),
 		sent: make(chan struct{}), broken: make(chan struct{}), pending: map[int]*streamed{}}
 	go s.send()
 	go s.read(br)
 	return s, nil
+}
+
+// upgrade opens a new connection to the admin socket and switches it to
+// protocol with a POST of path for organization orgRef ("" for none). A
+// server that does not know path gives errNoRoute; one that refuses the
+// switch, its error.
+func (c *Client) upgrade(ctx context.Context, path, orgRef, protocol string) (*net.UnixConn, *bufio.Reader, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
+	}
+	uc := conn.(*net.UnixConn)
+	if orgRef != "" {
+		path += "?" + url.Values{"org": {orgRef}}.Encode()
+	}
+	req := "POST " + path + " HTTP/1.1\r\nHost: dmarcd\r\nContent-Length: 0\r\nConnection: Upgrade\r\nUpgrade: " + protocol + "\r\n\r\n"
+	if _, err := io.WriteString(uc, req); err != nil {
+		uc.Close()
+		return nil, nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
+	}
+	br := bufio.NewReaderSize(uc, 32<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		uc.Close()
+		return nil, nil, fmt.Errorf("admin socket %s: %w: %w", c.path, ErrServerGone, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer uc.Close()
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return nil, nil, errNoRoute
+		}
+		var we wireError
+		if err := json.NewDecoder(resp.Body).Decode(&we); err != nil {
+			return nil, nil, fmt.Errorf("admin socket: status %s", resp.Status)
+		}
+		return nil, nil, we.err()
+	}
+	return uc, br, nil
 }
 
 // Ingest stores f, a regular file, as Client.Ingest does, and returns its

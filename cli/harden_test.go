@@ -220,9 +220,10 @@ func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
 		var n atomic.Int32
 		srv := &http.Server{}
 		srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/v1/ingest/files" {
+			if r.URL.Path == "/v1/ingest/files" || r.URL.Path == "/v1/ingest/import" {
 				// Files go as bytes here, a request per input or a batch
-				// (admin's TestFileStreamServerGone drops a file stream).
+				// (admin's TestFileStreamServerGone drops a file stream,
+				// TestImportServerGone an import the server reads).
 				http.NotFound(w, r)
 				return
 			}

@@ -89,7 +89,10 @@ func (g *globalOptions) openIntakeWith(ctx context.Context, geoCfg geo.Config, t
 type importOptions struct {
 	Org  string
 	Jobs int
-	Geo  geoOptions
+	// HandOver sends the files open to a running server even when it
+	// could read them itself.
+	HandOver bool
+	Geo      geoOptions
 	// Retention and FailureRetention apply when no server runs (a running
 	// server applies its own): reports older are not stored.
 	Retention, FailureRetention time.Duration
@@ -119,12 +122,16 @@ counted as a duplicate and not stored again, so an import can be re-run.
 An input without a usable report is kept in the quarantine ('dmarcd
 quarantine list') with the reason.
 
-While 'dmarcd serve' runs, the files are opened here and handed open to
-the server through the admin socket (messages of an mbox go as their
-bytes); the server reads and stores them (its --geoip-* databases apply)
-and never needs the right to open them itself. Otherwise this command
-opens the database file itself; --geoip-city and --geoip-asn then add
-geolocation.
+While 'dmarcd serve' runs, the server stores the inputs (its --geoip-*
+databases and limits apply), through the admin socket. When this command
+runs as the server's user and the server sees the same files at the
+paths given, the server reads them itself, as an offline import would,
+and tells each outcome here. Otherwise (root importing into a server that
+runs as dmarcd, a server with a private /tmp or a protected home, or
+--hand-over) the files are opened here and handed to the server open
+(messages of an mbox go as their bytes): the server never needs the right
+to open them. With no server running, this command opens the database
+file itself; --geoip-city and --geoip-asn then add geolocation.
 
 On a terminal a progress bar is shown, otherwise one line per input. The
 summary counts reports imported, duplicates, inputs quarantined and inputs
@@ -145,6 +152,7 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 	}
 	cmd.Flags().StringVar(&o.Org, "org", "", "only match domains of this organization (name or id)")
 	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs in flight at once (each waits for its commit; more share a commit)")
+	cmd.Flags().BoolVar(&o.HandOver, "hand-over", false, "with a server running, open the files here and hand them over open, even when the server could read them itself")
 	o.Geo.AddFlags(cmd, "(only used when no server runs)")
 	durationVar(cmd.Flags(), &o.Retention, "retention", worker.DefaultRetention, "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; a running server applies its own)")
 	durationVar(cmd.Flags(), &o.FailureRetention, "failure-retention", 90*24*time.Hour, "do not store failure reports that arrived longer ago (0 keeps all; a running server applies its own)")
@@ -173,14 +181,22 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	send := func(ctx context.Context, r io.Reader, name string) (*ingest.Result, error) {
 		return svc.Ingest(ctx, r, name, orgID)
 	}
+	pr := newImportProgress(g.stdout, g.JSON)
 	if c, ok := svc.(*admin.Client); ok {
-		// A running server: files handed over open, other inputs many
-		// to a request, so that they share its commits as offline.
+		// A running server of the same user that sees the same files
+		// reads them itself, as an offline import does; otherwise files
+		// are handed over open, other inputs many to a request, so that
+		// they share its commits as offline.
+		if !o.HandOver {
+			sum, err := c.Import(ctx, orgID, paths, o.Jobs, pr.update)
+			if !errors.Is(err, admin.ErrImportRefused) {
+				return importDone(g, pr, sum, err)
+			}
+		}
 		b := c.NewBatcher(orgID)
 		defer b.Close()
 		send = b.Ingest
 	}
-	pr := newImportProgress(g.stdout, g.JSON)
 	sum, err := imports.Run(ctx, paths, imports.Options{
 		Jobs:     o.Jobs,
 		Progress: pr.update,
@@ -189,6 +205,12 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 			return send(ctx, r, d.Name)
 		},
 	})
+	return importDone(g, pr, sum, err)
+}
+
+// importDone shows the end of an import: the summary, and the error that
+// makes the exit code.
+func importDone(g *globalOptions, pr *importProgress, sum *imports.Summary, err error) error {
 	pr.finish(sum)
 	if sum != nil {
 		if g.JSON {

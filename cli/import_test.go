@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,38 +168,59 @@ func TestImportOfflineGeolocates(t *testing.T) {
 
 // TestImportThroughSocket ensures import goes through a running server's
 // socket: the test holds the database file, so an offline fallback could
-// not open it.
+// not open it. The server reads the files itself (the same user, the same
+// files), or, with --hand-over, gets them open; the outcome is the same.
 func TestImportThroughSocket(t *testing.T) {
-	dataDir, g, db, p := runningPipeline(t)
-	ln, err := admin.Listen(g.socketPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: admin.Handler(&admin.Local{DB: db, Pipeline: p}, slog.New(slog.DiscardHandler))}
-	go srv.Serve(ln)
-	defer srv.Close()
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		route string
+	}{
+		{"the server reads the files", nil, "/v1/ingest/import"},
+		{"files handed over", []string{"--hand-over"}, "/v1/ingest/files"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, g, db, p := runningPipeline(t)
+			ln, err := admin.Listen(g.socketPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := admin.Handler(&admin.Local{DB: db, Pipeline: p}, slog.New(slog.DiscardHandler))
+			var routes sync.Map
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				routes.Store(r.URL.Path, true)
+				h.ServeHTTP(w, r)
+			})}
+			go srv.Serve(ln)
+			defer srv.Close()
 
-	files, junk := reportFiles(t)
-	code, out, errOut := run(t, nil, "--data-dir", dataDir, "import", "--org", "acme", "--jobs", "2", files)
-	if code != 0 || !strings.Contains(out, "Imported 2 aggregate reports") {
-		t.Fatalf("import through the socket: exit %d\n%s%s", code, out, errOut)
-	}
-	entries, _, err := db.ListQuarantine(store.Page{Page: 1, Limit: 10})
-	if err != nil || len(entries) != 1 || entries[0].Name != junk {
-		t.Fatalf("quarantine after import: %v %+v", err, entries)
-	}
-	var raw bytes.Buffer
-	code, out, _ = run(t, nil, "--data-dir", dataDir, "quarantine", "show", entries[0].ID, "--raw", "--json")
-	var shown struct {
-		ID        string `json:"id"`
-		RawBase64 []byte `json:"raw_base64"`
-	}
-	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || shown.ID != entries[0].ID {
-		t.Fatalf("show --raw --json: exit %d\n%s", code, out)
-	}
-	raw.Write(shown.RawBase64)
-	if raw.String() != "these are my reports\n" {
-		t.Errorf("raw bytes over the socket: %q", raw.String())
+			files, junk := reportFiles(t)
+			args := append([]string{"--data-dir", dataDir, "import", "--org", "acme", "--jobs", "2"}, tc.flags...)
+			code, out, errOut := run(t, nil, append(args, files)...)
+			if code != 0 || !strings.Contains(out, "Imported 2 aggregate reports") {
+				t.Fatalf("import through the socket: exit %d\n%s%s", code, out, errOut)
+			}
+			if _, ok := routes.Load(tc.route); !ok {
+				t.Errorf("the import did not go through %s", tc.route)
+			}
+			entries, _, err := db.ListQuarantine(store.Page{Page: 1, Limit: 10})
+			if err != nil || len(entries) != 1 || entries[0].Name != junk {
+				t.Fatalf("quarantine after import: %v %+v", err, entries)
+			}
+			var raw bytes.Buffer
+			code, out, _ = run(t, nil, "--data-dir", dataDir, "quarantine", "show", entries[0].ID, "--raw", "--json")
+			var shown struct {
+				ID        string `json:"id"`
+				RawBase64 []byte `json:"raw_base64"`
+			}
+			if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || shown.ID != entries[0].ID {
+				t.Fatalf("show --raw --json: exit %d\n%s", code, out)
+			}
+			raw.Write(shown.RawBase64)
+			if raw.String() != "these are my reports\n" {
+				t.Errorf("raw bytes over the socket: %q", raw.String())
+			}
+		})
 	}
 }
 

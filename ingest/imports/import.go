@@ -69,6 +69,9 @@ type Item struct {
 	Name   string
 	Result *ingest.Result // nil when Err is set
 	Err    error
+	// Root is the index in Run's paths of the path the input was found
+	// under (a file may be under several).
+	Root int
 }
 
 // Summary counts what an import did. The lists are in input order.
@@ -169,6 +172,7 @@ type importJob struct {
 	file *os.File
 	err  error
 	fs   *importFile
+	root int // index of the path given it was found under
 
 	result *ingest.Result
 }
@@ -177,6 +181,7 @@ type importJob struct {
 type importFile struct {
 	pending  int
 	produced bool
+	root     int
 }
 
 type importer struct {
@@ -210,11 +215,11 @@ func (im *importer) produce(ctx context.Context, files []collected, jobs chan<- 
 			return
 		}
 		if c.fail != "" {
-			im.record(&importJob{seq: im.nextSeq(), name: c.name, err: errors.New(c.fail)})
+			im.record(&importJob{seq: im.nextSeq(), name: c.name, err: errors.New(c.fail), root: c.root})
 			continue
 		}
 		name := c.name
-		st := &importFile{}
+		st := &importFile{root: c.root}
 		im.produceFile(ctx, name, st, jobs)
 		im.mu.Lock()
 		st.produced = true
@@ -231,7 +236,7 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 		abs = name
 	}
 	send := func(j *importJob) bool {
-		j.seq, j.fs = im.nextSeq(), st
+		j.seq, j.fs, j.root = im.nextSeq(), st, st.root
 		im.mu.Lock()
 		st.pending++
 		im.mu.Unlock()
@@ -330,36 +335,14 @@ func (im *importer) record(j *importJob) {
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	s := im.sum
-	s.Inputs++
-	item := Item{Name: j.name, Result: j.result, Err: j.err}
-	if j.err != nil {
-		s.Failed++
-		s.Failures = append(s.Failures, FailedInput{File: j.name, Reason: reason(j.err)})
+	item := Item{Name: j.name, Result: j.result, Err: j.err, Root: j.root}
+	nf, nq := len(s.Failures), len(s.Quarantine)
+	s.Add(item)
+	if len(s.Failures) > nf {
 		im.fSeq = append(im.fSeq, j.seq)
-	} else {
-		for _, o := range j.result.Reports {
-			switch {
-			case o.Duplicate:
-				s.Duplicates++
-			case o.Kind == ingest.KindFailure:
-				s.FailureReports++
-			case o.Kind == ingest.KindTLS:
-				s.TLSReports++
-			default:
-				s.Imported++
-				s.Records += o.Records
-			}
-		}
-		s.RecordsSkipped += j.result.RecordsSkipped
-		for _, x := range j.result.Expired {
-			s.Expired++
-			s.ExpiredReports = append(s.ExpiredReports, ExpiredReport{File: j.name, Expired: x})
-		}
-		if j.result.Quarantined != "" {
-			s.Quarantined++
-			s.Quarantine = append(s.Quarantine, Quarantined{File: j.name, ID: j.result.Quarantined, Reason: j.result.Reason})
-			im.qSeq = append(im.qSeq, j.seq)
-		}
+	}
+	if len(s.Quarantine) > nq {
+		im.qSeq = append(im.qSeq, j.seq)
 	}
 	if j.fs != nil {
 		j.fs.pending--
@@ -382,6 +365,56 @@ func (im *importer) record(j *importJob) {
 	}
 }
 
+// Add counts one finished input: its reports, duplicates and records, and
+// the lists of failures, quarantined inputs and expired reports, which
+// take it at their end. An import adds its inputs as they finish; a client
+// shown the inputs of an import in their order gets the same summary by
+// adding them so (but Files and FilesDone, which it is told).
+func (s *Summary) Add(it Item) {
+	s.Inputs++
+	if it.Err != nil {
+		s.Failed++
+		s.Failures = append(s.Failures, FailedInput{File: it.Name, Reason: reason(it.Err)})
+		return
+	}
+	for _, o := range it.Result.Reports {
+		switch {
+		case o.Duplicate:
+			s.Duplicates++
+		case o.Kind == ingest.KindFailure:
+			s.FailureReports++
+		case o.Kind == ingest.KindTLS:
+			s.TLSReports++
+		default:
+			s.Imported++
+			s.Records += o.Records
+		}
+	}
+	s.RecordsSkipped += it.Result.RecordsSkipped
+	for _, x := range it.Result.Expired {
+		s.Expired++
+		s.ExpiredReports = append(s.ExpiredReports, ExpiredReport{File: it.Name, Expired: x})
+	}
+	if it.Result.Quarantined != "" {
+		s.Quarantined++
+		s.Quarantine = append(s.Quarantine, Quarantined{File: it.Name, ID: it.Result.Quarantined, Reason: it.Result.Reason})
+	}
+}
+
+// EmptyLists gives the summary's lists that are nil an empty one, as Run
+// returns them (JSON [] rather than null).
+func (s *Summary) EmptyLists() {
+	if s.Quarantine == nil {
+		s.Quarantine = []Quarantined{}
+	}
+	if s.Failures == nil {
+		s.Failures = []FailedInput{}
+	}
+	if s.ExpiredReports == nil {
+		s.ExpiredReports = []ExpiredReport{}
+	}
+}
+
 // reason is an error message without the package prefixes that mean
 // nothing to the person reading the summary.
 func reason(err error) string {
@@ -399,15 +432,7 @@ func reason(err error) string {
 func (im *importer) finish() {
 	sortBy(im.sum.Quarantine, im.qSeq)
 	sortBy(im.sum.Failures, im.fSeq)
-	if im.sum.Quarantine == nil {
-		im.sum.Quarantine = []Quarantined{}
-	}
-	if im.sum.Failures == nil {
-		im.sum.Failures = []FailedInput{}
-	}
-	if im.sum.ExpiredReports == nil {
-		im.sum.ExpiredReports = []ExpiredReport{}
-	}
+	im.sum.EmptyLists()
 }
 
 func sortBy[T any](items []T, seqs []int) {
@@ -425,21 +450,26 @@ func sortBy[T any](items []T, seqs []int) {
 
 // collected is a file to import, or a path that cannot be read (fail
 // says why).
-type collected struct{ name, fail string }
+type collected struct {
+	name, fail string
+	root       int // index of the path given
+}
 
 // collectFiles expands paths into the files to import and the paths that
 // cannot be read, all in the order given (folders in name order).
 func collectFiles(paths []string) []collected {
 	var out []collected
-	fail := func(name, reason string) { out = append(out, collected{name: name, fail: reason}) }
-	for _, p := range paths {
+	root := 0
+	fail := func(name, reason string) { out = append(out, collected{name: name, fail: reason, root: root}) }
+	for i, p := range paths {
+		root = i
 		fi, err := os.Stat(p)
 		if err != nil {
 			fail(p, reason(err))
 			continue
 		}
 		if fi.Mode().IsRegular() {
-			out = append(out, collected{name: p})
+			out = append(out, collected{name: p, root: i})
 			continue
 		}
 		if !fi.IsDir() {
@@ -462,10 +492,10 @@ func collectFiles(paths []string) []collected {
 			}
 			switch {
 			case d.Type().IsRegular():
-				out = append(out, collected{name: path})
+				out = append(out, collected{name: path, root: i})
 			case d.Type()&fs.ModeSymlink != 0:
 				if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-					out = append(out, collected{name: path})
+					out = append(out, collected{name: path, root: i})
 				}
 			}
 			return nil
