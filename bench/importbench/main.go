@@ -49,7 +49,7 @@ func main() {
 		rounds  = flag.Int("rounds", 3, "rounds; each runs offline and socket imports once, alternating which goes first")
 		geoDir  = flag.String("geo", "testdata/geo", "directory of the MaxMind test databases (both imports geolocate)")
 		jsonOut = flag.String("json", "", "also write the results as JSON lines to this file")
-		only    = flag.String("mode", "both", "offline, socket or both")
+		only    = flag.String("mode", "both", "offline, socket (the server reads the files), handover (the import command opens them and hands them to the server, as for another user), both (offline and socket) or all")
 		prof    = flag.String("cpuprofile", "", "write CPU profiles of the first round's imports to PREFIX.SHAPE.MODE.client and, for the socket, PREFIX.SHAPE.socket.server (through DMARCD_CPUPROFILE)")
 	)
 	flag.Parse()
@@ -117,12 +117,12 @@ func scenario(bin, geoDir string, n, m, rounds int, only, prof string) ([]result
 	geo := []string{"--geoip-city", filepath.Join(geoDir, "GeoIP2-City-Test.mmdb"), "--geoip-asn", filepath.Join(geoDir, "GeoLite2-ASN-Test.mmdb")}
 	runs := map[string][]run{}
 	for i := range rounds {
-		modes := []string{"offline", "socket"}
+		modes := []string{"offline", "socket", "handover"}
 		if i%2 == 1 {
-			modes = []string{"socket", "offline"}
+			modes = []string{"handover", "socket", "offline"}
 		}
 		for _, mode := range modes {
-			if only != "both" && only != mode {
+			if only != "all" && only != mode && (only != "both" || mode == "handover") {
 				continue
 			}
 			profile := ""
@@ -138,7 +138,7 @@ func scenario(bin, geoDir string, n, m, rounds int, only, prof string) ([]result
 			}
 			runs[mode] = append(runs[mode], r)
 			split := ""
-			if mode == "socket" {
+			if mode != "offline" {
 				split = fmt.Sprintf(" (import command %.2f, server %.2f)", r.client/float64(r.records)*1e6, (r.cpu-r.client)/float64(r.records)*1e6)
 			}
 			fmt.Fprintf(os.Stderr, "importbench: %s %-7s round %d: %.0f records/s, %.2f us CPU/record%s\n",
@@ -183,12 +183,21 @@ func scenario(bin, geoDir string, n, m, rounds int, only, prof string) ([]result
 		}
 		out = append(out, r, result{Scenario: name, Metric: "CPU socket (client+server)", Value: cpu(sock), Unit: "us/record"})
 	}
+	if ho := runs["handover"]; len(ho) > 0 {
+		r := result{Scenario: name, Metric: "into a server, files handed over", Value: rate(ho), Unit: "records/s",
+			Note: "--hand-over: the import command opens the files and passes them to the server, as for an import by another user"}
+		if len(off) > 0 {
+			r.Baseline, r.Ratio = rate(off), r.Value/rate(off)
+		}
+		out = append(out, r, result{Scenario: name, Metric: "CPU handed over (client+server)", Value: cpu(ho), Unit: "us/record"})
+	}
 	return out, nil
 }
 
 // importOnce makes a fresh data dir with example.com registered, then
-// times one import of files: through the running server (socket), or with
-// the server stopped (offline). With profile set, the import command
+// times one import of files: through the running server, which reads them
+// (socket) or gets them open (handover), or with the server stopped
+// (offline). With profile set, the import command
 // writes its CPU profile to profile+".client", and the server its own to
 // profile+".server" when it shuts down.
 func importOnce(bin, dir, files, mode string, geo []string, profile string) (run, error) {
@@ -196,7 +205,7 @@ func importOnce(bin, dir, files, mode string, geo []string, profile string) (run
 		return run{}, err
 	}
 	defer os.RemoveAll(dir)
-	if profile != "" && mode == "socket" {
+	if profile != "" && mode != "offline" {
 		os.Setenv("DMARCD_CPUPROFILE", profile+".server")
 	}
 	srv, err := server.StartWith(bin, dir, "info", 1000000, geo...)
@@ -214,10 +223,13 @@ func importOnce(bin, dir, files, mode string, geo []string, profile string) (run
 		return run{}, err
 	}
 	args := []string{"import", "--data-dir", filepath.Join(dir, "data"), "--json", "--retention", "0"}
-	if mode == "offline" {
+	switch mode {
+	case "offline":
 		srv.Stop()
 		stopped = true
 		args = append(args, geo...)
+	case "handover":
+		args = append(args, "--hand-over")
 	}
 	args = append(args, files)
 	serverCPU := srv.CPU()
@@ -241,7 +253,7 @@ func importOnce(bin, dir, files, mode string, geo []string, profile string) (run
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	client := tv(ru.Utime) + tv(ru.Stime)
 	cpu := client
-	if mode == "socket" {
+	if mode != "offline" {
 		cpu += srv.CPU() - serverCPU
 	}
 	return run{records: sum.Records, secs: secs, cpu: cpu, client: client}, nil
