@@ -7,7 +7,7 @@
 #   bench/run.sh api        # only the API throughput benchmark
 #   bench/run.sh smtp       # only SMTP intake over 8 and 64 connections (MAILS=3000 SMTP_CONNS="8 64")
 #   bench/run.sh ingest     # only the ingest pipeline, beside encoding/xml and the parse+geo+append floor (INGEST_WORKERS=1024)
-#   bench/run.sh import     # dmarcd import offline vs into a running server (IMPORT_SHAPES=2000x50,20000x5 IMPORT_ROUNDS=3)
+#   bench/run.sh import     # dmarcd import offline vs into a running server, which reads the files or gets them handed over (IMPORT_SHAPES=2000x50,20000x5 IMPORT_ROUNDS=3 IMPORT_MODE=all)
 #   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
 #   bench/run.sh tls        # only TLS reports: parse, import through the pipeline, HTTPS POST (TLS_REPORTS=20000)
@@ -57,7 +57,7 @@ fi
 
 if [[ $what == all || $what == import ]]; then
   echo "== dmarcd import: offline (baseline) vs into a running server through the admin socket, alternating rounds, medians"
-  "$out/bin/importbench" -dmarcd "$out/bin/dmarcd" -shape "${IMPORT_SHAPES:-2000x50,20000x5}" -rounds "${IMPORT_ROUNDS:-3}" \
+  "$out/bin/importbench" -dmarcd "$out/bin/dmarcd" -shape "${IMPORT_SHAPES:-2000x50,20000x5}" -rounds "${IMPORT_ROUNDS:-3}" -mode "${IMPORT_MODE:-all}" \
     -json "$out/import-$stamp.json"
   echo
 fi
