@@ -47,8 +47,11 @@ import (
 // importProtocol is the Upgrade token of imports the server reads.
 const importProtocol = "dmarcd-import/1"
 
-// maxImportPaths bounds the paths of one import request.
-const maxImportPaths = 1 << 16
+// Bounds of an import request: its paths, and its bytes.
+const (
+	maxImportPaths   = 1 << 16
+	maxImportRequest = 16 << 20
+)
 
 // serverUID is the user the server runs as (a test sets another).
 var serverUID = os.Geteuid
@@ -145,11 +148,7 @@ func (h *handler) importPaths(w http.ResponseWriter, r *http.Request) {
 		_ = bw.Flush()
 	}
 	var req importRequest
-	line, err := br.ReadSlice('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &req)
-	}
-	if err != nil {
+	if err := json.NewDecoder(io.LimitReader(br, maxImportRequest)).Decode(&req); err != nil {
 		fail(&store.Error{Kind: store.ErrInvalid, Msg: "bad request: want one JSON line of paths: " + err.Error()})
 		return
 	}

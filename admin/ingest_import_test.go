@@ -339,3 +339,31 @@ func TestMapImportName(t *testing.T) {
 		}
 	}
 }
+
+// TestImportManyPaths ensures a request larger than any read buffer (1,500
+// files named one by one, 150 KB of paths and ids) is read whole.
+func TestImportManyPaths(t *testing.T) {
+	db, _, c := serveIntake(t)
+	org := mustAcmeExample(t, db)
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("reports-of-a-long-folder-name-", 2))
+	if err := os.Mkdir(long, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i := range 1500 {
+		p := filepath.Join(long, fmt.Sprintf("not-a-report-%04d.txt", i))
+		if err := os.WriteFile(p, []byte("nothing here\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	sum, err := c.Import(context.Background(), org.ID, paths, 64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Files != len(paths) || sum.Inputs != len(paths) || sum.Quarantined != len(paths) || sum.Quarantine[7].File != paths[7] {
+		t.Errorf("summary: %d files, %d inputs, %d quarantined (first %+v), want %d each",
+			sum.Files, sum.Inputs, sum.Quarantined, sum.Quarantine[:1], len(paths))
+	}
+}
