@@ -410,31 +410,26 @@ type geoRefs struct {
 // geoRefsScan is how many of the last values are compared with a new one.
 const geoRefsScan = 8
 
-func (g *geoRefs) str(v string) *string {
-	for i := len(g.strs) - 1; i >= max(0, len(g.strs)-geoRefsScan); i-- {
-		if g.strs[i] == v {
-			return &g.strs[i]
-		}
-	}
-	if len(g.strs) == cap(g.strs) {
-		// A new array: the pointers given stay valid in the old one.
-		g.strs = make([]string, 0, max(8, 2*cap(g.strs)))
-	}
-	g.strs = append(g.strs, v)
-	return &g.strs[len(g.strs)-1]
-}
+func (g *geoRefs) str(v string) *string { return refTo(&g.strs, v) }
 
-func (g *geoRefs) num(v uint32) *uint32 {
-	for i := len(g.nums) - 1; i >= max(0, len(g.nums)-geoRefsScan); i-- {
-		if g.nums[i] == v {
-			return &g.nums[i]
+func (g *geoRefs) num(v uint32) *uint32 { return refTo(&g.nums, v) }
+
+// refTo returns a pointer to v in *list, one of the last geoRefsScan
+// values or a new one.
+func refTo[T comparable](list *[]T, v T) *T {
+	l := *list
+	for i := len(l) - 1; i >= max(0, len(l)-geoRefsScan); i-- {
+		if l[i] == v {
+			return &l[i]
 		}
 	}
-	if len(g.nums) == cap(g.nums) {
-		g.nums = make([]uint32, 0, max(8, 2*cap(g.nums)))
+	if len(l) == cap(l) {
+		// A new array: the pointers given stay valid in the old one.
+		l = make([]T, 0, max(8, 2*cap(l)))
 	}
-	g.nums = append(g.nums, v)
-	return &g.nums[len(g.nums)-1]
+	l = append(l, v)
+	*list = l
+	return &l[len(l)-1]
 }
 
 // encode encodes the sources as one block of segment entries, each seen
