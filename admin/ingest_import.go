@@ -29,17 +29,22 @@ import (
 // import as an offline one would (imports.Run over its own pipeline),
 // telling the command each input's outcome: nothing is read that the
 // command could not read, since the server opens with the same rights.
-// For another user (root importing into a server that runs as dmarcd) the
-// server refuses, and the command hands over open files as before.
+// For another user (root importing into a server that runs as dmarcd), or
+// a server that finds other files at the paths (another mount namespace),
+// the server refuses, and the command hands over open files as before.
 //
 // POST /v1/ingest/import with "Connection: Upgrade" and "Upgrade:
-// dmarcd-import/1" switches the connection (101) to this protocol:
+// dmarcd-import/1" switches the connection (101) to this protocol, for a
+// client of the server's user only (else 400, kind conflict):
 //
-//   - client to server, one JSON line: {"paths": [absolute paths], "jobs": N}.
+//   - client to server, one JSON line: {"paths": [absolute paths], "ids":
+//     [{"dev", "ino"} of each], "jobs": N}.
 //   - server to client, one JSON line per input, in input order, as its
-//     outcome is known: {"item": {"name", "result" or "error"}, "files": N,
-//     "files_done": M}; then a last line {"summary": {...}} (imports.Summary),
-//     or {"error": {...}} when the import could not go on.
+//     outcome is known: {"item": {"name", "root" (index of the path it was
+//     found under), "result" or "error"}, "files": N, "files_done": M}; then
+//     a last line {"summary": {...}} (imports.Summary), or {"error": {...}}
+//     when the import could not start (kind conflict: a path names another
+//     file here) or go on.
 //
 // Closing the connection stops the import: inputs in flight are stored,
 // no other is started.

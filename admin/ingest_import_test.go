@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,47 +19,8 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
-	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 )
-
-// importFolder writes a folder of the kinds of input an import meets: a
-// report as xml, gz and zip, one in a sub-folder, a hidden file, a file
-// without a report, a report of an unregistered domain, an mbox file of a
-// report mail, a message without a report and another report mail.
-func importFolder(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	begin := time.Now().Add(-48 * time.Hour).UTC().Truncate(24 * time.Hour)
-	rep := func(seed int64, domain string) []byte {
-		return reportgen.Generate(seed, 5, reportgen.Options{Domain: domain, Begin: begin})
-	}
-	write := func(name string, data []byte) {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("a.xml", rep(1, "example.com"))
-	write("sub dir/b.xml.gz", reportgen.Gzip(rep(2, "example.com")))
-	write("sub dir/c.zip", reportgen.Zip("c.xml", rep(3, "example.com")))
-	write(".hidden.xml", rep(9, "example.com"))
-	write("notes.txt", []byte("not a report\n"))
-	write("other.xml", rep(6, "unregistered.test"))
-	m4, _ := ingesttest.ReportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com", Begin: begin})
-	m5, _ := ingesttest.ReportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com", Begin: begin})
-	var mbox bytes.Buffer
-	for _, m := range [][]byte{m4, []byte("Subject: hi\n\n>From me, hello\n"), m5} {
-		mbox.WriteString("From a@google.com Thu Nov 20 10:00:00 2026\n")
-		mbox.Write(m)
-		mbox.WriteString("\n\n")
-	}
-	write("inbox.mbox", mbox.Bytes())
-	return dir
-}
 
 // TestImportServerReads ensures an import the server reads itself gives
 // what an offline import of the same paths gives: the same inputs in the
@@ -73,7 +33,7 @@ func TestImportServerReads(t *testing.T) {
 	org := mustAcmeExample(t, db)
 	offDB, offLocal, _ := serveIntake(t)
 	offOrg := mustAcmeExample(t, offDB)
-	dir := importFolder(t)
+	dir := ingesttest.ImportTree(t)
 	t.Chdir(filepath.Dir(dir))
 	rel := filepath.Base(dir) + string(filepath.Separator) // relative, with a trailing slash
 	paths := []string{filepath.Join(dir, "inbox.mbox"), rel, filepath.Join(dir, "a.xml")}
@@ -158,7 +118,7 @@ func TestImportRefusedForAnotherUser(t *testing.T) {
 	uid := serverUID
 	serverUID = func() int { return os.Geteuid() + 1 }
 	t.Cleanup(func() { serverUID = uid })
-	dir := importFolder(t)
+	dir := ingesttest.ImportTree(t)
 	sum, err := c.Import(context.Background(), org.ID, []string{dir}, 4, nil)
 	if !errors.Is(err, ErrImportRefused) || sum != nil {
 		t.Fatalf("Import as another user: %+v, %v; want ErrImportRefused", sum, err)

@@ -24,30 +24,7 @@ func writeFile(t *testing.T, path string, data []byte) {
 }
 
 // importTree writes a folder of every kind of input and returns it.
-func importTree(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	rep := func(seed int64, domain string) []byte {
-		return reportgen.Generate(seed, 5, reportgen.Options{Domain: domain})
-	}
-	writeFile(t, filepath.Join(dir, "a.xml"), rep(1, "example.com"))
-	writeFile(t, filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), reportgen.Gzip(rep(2, "example.com")))
-	writeFile(t, filepath.Join(dir, "sub dir", "c.zip"), reportgen.Zip("c.xml", rep(3, "example.com")))
-	writeFile(t, filepath.Join(dir, ".hidden.xml"), rep(9, "example.com"))
-	writeFile(t, filepath.Join(dir, ".git", "x.xml"), rep(10, "example.com"))
-	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("not a report\n"))
-	writeFile(t, filepath.Join(dir, "other.xml"), rep(6, "unregistered.test"))
-	m4, _ := ingesttest.ReportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
-	m5, _ := ingesttest.ReportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com"})
-	var mbox bytes.Buffer
-	for _, m := range [][]byte{m4, []byte("Subject: hi\n\n>From me, hello\n"), m5} {
-		mbox.WriteString("From a@google.com Thu Nov 20 10:00:00 2026\n")
-		mbox.Write(m)
-		mbox.WriteString("\n\n")
-	}
-	writeFile(t, filepath.Join(dir, "inbox.mbox"), mbox.Bytes())
-	return dir
-}
+func importTree(t *testing.T) string { return ingesttest.ImportTree(t) }
 
 // TestImportFolder ensures a folder import walks files, mbox messages and
 // odd names, counts each outcome, lists failures and quarantined inputs in

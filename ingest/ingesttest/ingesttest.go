@@ -9,6 +9,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -122,4 +124,43 @@ func MailWith(from, to string, attachment []byte, ctype, name string) []byte {
 	}
 	b.WriteString(enc + "\r\n--b1--\r\n")
 	return b.Bytes()
+}
+
+// ImportTree writes a folder of every kind of input an import meets and
+// returns it: a report of example.com as xml, gz and zip (two in a
+// sub-folder with an odd name), hidden files and folders an import
+// skips, a file without a report, a report of an unregistered domain, and
+// an mbox file of two report mails around a message without a report.
+func ImportTree(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name string, data []byte) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := func(seed int64, domain string) []byte {
+		return reportgen.Generate(seed, 5, reportgen.Options{Domain: domain})
+	}
+	write("a.xml", rep(1, "example.com"))
+	write(filepath.Join("sub dir", "b [1] (x)!=.xml.gz"), reportgen.Gzip(rep(2, "example.com")))
+	write(filepath.Join("sub dir", "c.zip"), reportgen.Zip("c.xml", rep(3, "example.com")))
+	write(".hidden.xml", rep(9, "example.com"))
+	write(filepath.Join(".git", "x.xml"), rep(10, "example.com"))
+	write("notes.txt", []byte("not a report\n"))
+	write("other.xml", rep(6, "unregistered.test"))
+	m4, _ := ReportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
+	m5, _ := ReportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com"})
+	var mbox bytes.Buffer
+	for _, m := range [][]byte{m4, []byte("Subject: hi\n\n>From me, hello\n"), m5} {
+		mbox.WriteString("From a@google.com Thu Nov 20 10:00:00 2026\n")
+		mbox.Write(m)
+		mbox.WriteString("\n\n")
+	}
+	write("inbox.mbox", mbox.Bytes())
+	return dir
 }
