@@ -171,7 +171,7 @@ func (j *job) failureOf(rep *arf.Report, dom store.DomainRef) *store.FailureRepo
 // stored or found stored (their domains were deleted meanwhile).
 func (j *job) commitFailures(drafts []*store.FailureDraft) (*Result, error) {
 	j.doneProducing()
-	w := newWork(store.IngestBatch{Failures: drafts}, len(drafts), false)
+	w := j.newWork(store.IngestBatch{Failures: drafts}, len(drafts), false)
 	if err := j.p.submit(j.ctx, w); err != nil {
 		return nil, err
 	}

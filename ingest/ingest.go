@@ -40,6 +40,7 @@ import (
 const (
 	DefaultBatchRecords       = 20000
 	DefaultBatchDelay         = 5 * time.Millisecond
+	DefaultImportBatchDelay   = 20 * time.Millisecond
 	DefaultQuarantineMaxBytes = 32 << 20
 	// DefaultQuarantineTotalBytes caps the whole quarantine (1 GiB).
 	DefaultQuarantineTotalBytes = 1 << 30
@@ -74,6 +75,13 @@ type Config struct {
 	// parsing before it commits; 0 means 5ms. It never waits when no other
 	// call is parsing.
 	BatchDelay time.Duration
+	// ImportBatchDelay replaces BatchDelay for a group that holds imports
+	// only (SourceImport); 0 means 20ms. An import keeps many inputs in
+	// flight and nobody waits on one of them, so a longer wait costs it
+	// nothing and larger groups write fewer pages per report; mail and
+	// HTTPS senders wait on their acknowledgement, and a group that one of
+	// them joins commits within BatchDelay.
+	ImportBatchDelay time.Duration
 	// QuarantineMaxBytes is how many raw bytes a quarantine entry keeps;
 	// 0 means 32 MiB. A larger input keeps its first bytes, and the reason
 	// says so.
@@ -248,6 +256,9 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	if cfg.BatchDelay <= 0 {
 		cfg.BatchDelay = DefaultBatchDelay
+	}
+	if cfg.ImportBatchDelay <= 0 {
+		cfg.ImportBatchDelay = DefaultImportBatchDelay
 	}
 	if cfg.Retention < 0 || cfg.FailureRetention < 0 {
 		return nil, errors.New("ingest: retention must not be negative")

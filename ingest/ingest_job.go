@@ -388,7 +388,7 @@ func (j *job) flush(d *store.ReportDraft) error {
 	if err := j.waitInflight(); err != nil {
 		return err
 	}
-	w := newWork(store.IngestBatch{Chunks: []*store.RecordChunk{c}}, c.Len(), true)
+	w := j.newWork(store.IngestBatch{Chunks: []*store.RecordChunk{c}}, c.Len(), true)
 	if err := j.p.submit(j.ctx, w); err != nil {
 		return err
 	}
@@ -422,7 +422,7 @@ func (j *job) commitReports() (*Result, error) {
 	}
 	var outs []store.ReportOutcome
 	if len(j.drafts) > 0 || len(j.tls) > 0 {
-		w := newWork(store.IngestBatch{Reports: j.drafts, TLS: j.tls}, j.buffered+len(j.tls), false)
+		w := j.newWork(store.IngestBatch{Reports: j.drafts, TLS: j.tls}, j.buffered+len(j.tls), false)
 		j.doneProducing()
 		if err := j.p.submit(j.ctx, w); err != nil {
 			j.cleanup()
@@ -498,7 +498,7 @@ func (j *job) quarantine() (*Result, error) {
 		item.Entry.ID = j.retry.ID
 	}
 	j.doneProducing()
-	w := newWork(store.IngestBatch{Quarantine: []*store.QuarantineItem{item}}, 0, false)
+	w := j.newWork(store.IngestBatch{Quarantine: []*store.QuarantineItem{item}}, 0, false)
 	if err := j.p.submit(j.ctx, w); err != nil {
 		return nil, err
 	}

@@ -17,14 +17,16 @@ type work struct {
 	batch   store.IngestBatch
 	records int
 	chunk   bool // chunks only: the job is still parsing
+	bulk    bool // an import's: its group may wait ImportBatchDelay
 	off     int  // index of batch.Reports in the commit's outcomes
 	outs    []store.ReportOutcome
 	err     error
 	done    chan struct{}
 }
 
-func newWork(b store.IngestBatch, records int, chunk bool) *work {
-	return &work{batch: b, records: records, chunk: chunk, done: make(chan struct{})}
+// newWork is work of j's input.
+func (j *job) newWork(b store.IngestBatch, records int, chunk bool) *work {
+	return &work{batch: b, records: records, chunk: chunk, bulk: j.d.Source == SourceImport, done: make(chan struct{})}
 }
 
 // pendingBudget is how many records may wait for the writer (handed to it,
@@ -86,9 +88,9 @@ func (p *Pipeline) submit(ctx context.Context, w *work) error {
 // Run is the single writer: it takes the work of concurrent Ingest calls
 // and commits it in groups, one bbolt transaction per group. After taking
 // work it keeps collecting while other calls are still parsing, until
-// BatchRecords records are pending or BatchDelay has passed; with nobody
-// else parsing it commits at once, and work that arrives during a commit
-// joins the next one. When ctx ends it commits what was queued and returns
+// BatchRecords records are pending or BatchDelay (ImportBatchDelay for a
+// group of imports only) has passed; with nobody else parsing it commits
+// at once, and work that arrives during a commit joins the next one. When ctx ends it commits what was queued and returns
 // nil; Ingest calls made afterwards fail with ErrStopped. Run may be called
 // only once; a second call returns an error.
 func (p *Pipeline) Run(ctx context.Context) error {
@@ -130,7 +132,11 @@ func (p *Pipeline) gather(first *work, stopped <-chan struct{}) []*work {
 	if first.chunk {
 		parsingInBatch++
 	}
+	// A group of imports only waits longer; one that a sender waiting on
+	// its acknowledgement joins commits within BatchDelay of that.
+	bulk := first.bulk
 	var timer *time.Timer
+	var deadline time.Time
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -148,7 +154,11 @@ func (p *Pipeline) gather(first *work, stopped <-chan struct{}) []*work {
 				break
 			}
 			if timer == nil {
-				timer = time.NewTimer(p.cfg.BatchDelay)
+				delay := p.cfg.BatchDelay
+				if bulk {
+					delay = p.cfg.ImportBatchDelay
+				}
+				deadline, timer = time.Now().Add(delay), time.NewTimer(delay)
 			}
 			select {
 			case w = <-p.queue:
@@ -162,6 +172,12 @@ func (p *Pipeline) gather(first *work, stopped <-chan struct{}) []*work {
 		records += w.records
 		if w.chunk {
 			parsingInBatch++
+		}
+		if bulk && !w.bulk {
+			bulk = false
+			if timer != nil && time.Until(deadline) > p.cfg.BatchDelay {
+				timer.Reset(p.cfg.BatchDelay)
+			}
 		}
 	}
 	return batch

@@ -112,3 +112,80 @@ func TestCrashChild(t *testing.T) {
 	fmt.Println("chunks committed")
 	time.Sleep(time.Hour) // until killed
 }
+
+// TestImportGroupWaitsLonger ensures that a group of imports waits up to
+// ImportBatchDelay for an import still parsing, while a group that a mail
+// joins commits within BatchDelay: a sender waits on its acknowledgement.
+func TestImportGroupWaitsLonger(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.BatchDelay, c.ImportBatchDelay = 10*time.Millisecond, time.Hour })
+	dom := storetest.MustDomain(t, e.db, e.org.ID, "example.com")
+	// An import that stays parsing until its pipe is closed.
+	pr, pw := io.Pipe()
+	slow := make(chan error, 1)
+	go func() {
+		_, err := e.p.Ingest(context.Background(), pr, importOf("slow.xml"))
+		slow <- err
+	}()
+	xml := reportgen.Generate(1, 5, reportgen.Options{})
+	if _, err := pw.Write(xml[:len(xml)/2]); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(seed int64, d Arrival) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			res, err := e.p.Ingest(context.Background(), bytes.NewReader(reportgen.Generate(seed, 5, reportgen.Options{})), d)
+			if err == nil && (len(res.Reports) != 1 || res.Reports[0].Duplicate) {
+				err = fmt.Errorf("result %+v", res)
+			}
+			done <- err
+		}()
+		return done
+	}
+
+	// A mail beside the parsing import is acknowledged at once.
+	select {
+	case err := <-ingest(2, smtpTo(dom.ReportingEmail)):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a mail waited for an import's group")
+	}
+
+	// An import waits for the other one to finish parsing...
+	imp := ingest(3, importOf("b.xml"))
+	select {
+	case err := <-imp:
+		t.Fatalf("an import did not wait for the other import's parse (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// ...unless a mail joins its group: then both commit within BatchDelay.
+	select {
+	case err := <-ingest(4, smtpTo(dom.ReportingEmail)):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a mail waited for the import's group")
+	}
+	if err := <-imp; err != nil {
+		t.Fatal(err)
+	}
+	// The import still parsing commits once its input ends.
+	imp = ingest(5, importOf("c.xml"))
+	time.Sleep(50 * time.Millisecond)
+	if _, err := pw.Write(xml[len(xml)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	for _, ch := range []<-chan error{slow, imp} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the group did not commit once nobody was parsing")
+		}
+	}
+}
