@@ -132,7 +132,10 @@ const maxStatsDays = 366
 // topSources is how many sources DomainStatistics returns.
 const topSources = 20
 
-// summaryAcc accumulates a Summary from records.
+// summaryAcc accumulates a Summary from records. Its groups are values in
+// slices, found through a groupIndex: a report's records mostly share a few
+// countries, networks and auth results, so a map per group kind cost three
+// allocations per report and three hashes per record for nothing.
 type summaryAcc struct {
 	messages                         int64
 	dmarcPass, dmarcFail             int64
@@ -140,31 +143,73 @@ type summaryAcc struct {
 	spfPass, spfFail                 int64
 	dispNone, dispQuarantine, dispRe int64
 
-	country map[string]*countryAcc // by country code, "" = unknown
-	asn     map[int64]*asnAcc      // by ASN, -1 = unknown
-	auth    map[authKey]int64
+	country    []countryAcc
+	countryIdx groupIndex[string] // by country code, "" = unknown
+	asn        []asnAcc
+	asnIdx     groupIndex[int64] // by ASN, -1 = unknown
+	auth       []int64           // messages by authIdx's keys
+	authIdx    groupIndex[authKey]
 }
 
+// countryAcc is a country's group; the code and name are the first ones
+// counted (a name missing at first is taken from a later record).
 type countryAcc struct {
-	code, name           *string
+	code, name           string
+	hasCode, hasName     bool
 	messages, pass, fail int64
 }
 
 type asnAcc struct {
-	asn                  *uint32
-	org                  *string
+	asn                  uint32
+	org                  string
+	hasASN, hasOrg       bool
 	messages, pass, fail int64
 }
 
 type authKey struct{ dkim, spf, dmarc string }
 
-func newSummaryAcc() *summaryAcc {
-	return &summaryAcc{
-		country: make(map[string]*countryAcc),
-		asn:     make(map[int64]*asnAcc),
-		auth:    make(map[authKey]int64),
-	}
+// groupIndex finds a group's position by its key: by a scan while there
+// are few (groupScan), then through a map. Positions are those of add.
+type groupIndex[K comparable] struct {
+	keys []K
+	m    map[K]int32
 }
+
+// groupScan is how many keys a groupIndex scans before it builds a map.
+const groupScan = 16
+
+func (x *groupIndex[K]) find(k K) int {
+	if x.m != nil {
+		if i, ok := x.m[k]; ok {
+			return int(i)
+		}
+		return -1
+	}
+	for i := range x.keys {
+		if x.keys[i] == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// add appends k, which find did not find, and returns its position.
+func (x *groupIndex[K]) add(k K) int {
+	i := len(x.keys)
+	x.keys = append(x.keys, k)
+	switch {
+	case x.m != nil:
+		x.m[k] = int32(i)
+	case len(x.keys) > groupScan:
+		x.m = make(map[K]int32, 2*len(x.keys))
+		for j, k := range x.keys {
+			x.m[k] = int32(j)
+		}
+	}
+	return i
+}
+
+func newSummaryAcc() *summaryAcc { return &summaryAcc{} }
 
 // add counts one record. A disposition other than quarantine or reject
 // (none, RFC 9990 "pass", or an unknown value) counts as none: the message
@@ -189,9 +234,10 @@ func (a *summaryAcc) add(r *Record) {
 	if g := r.Geo; g != nil {
 		cc, cname, asn, asOrg = g.CountryCode, g.CountryName, g.ASN, g.ASOrg
 	}
-	a.addCountry(cc, cname, n, pass)
-	a.addASN(asn, asOrg, n, pass)
-	a.auth[authKey{r.DKIM, r.SPF, dmarcResult(r.DKIM, r.SPF)}] += n
+	p, f := ifPass(pass, n), ifPass(!pass, n)
+	a.countCountry(cc, cname, n, p, f)
+	a.countASN(asn, asOrg, n, p, f)
+	a.countAuth(authKey{r.DKIM, r.SPF, dmarcResult(r.DKIM, r.SPF)}, n)
 }
 
 func ifPass(ok bool, n int64) int64 {
@@ -201,44 +247,65 @@ func ifPass(ok bool, n int64) int64 {
 	return 0
 }
 
-func (a *summaryAcc) addCountry(code, name *string, n int64, pass bool) {
-	a.mergeCountry(&countryAcc{code: code, name: name, messages: n, pass: ifPass(pass, n), fail: ifPass(!pass, n)})
-}
-
-func (a *summaryAcc) mergeCountry(c *countryAcc) {
+// countCountry adds messages to the group of code (nil = unknown). Only
+// the strings are kept, never the pointers: a caller may reuse what they
+// point to.
+func (a *summaryAcc) countCountry(code, name *string, messages, pass, fail int64) {
 	key := ""
-	if c.code != nil {
-		key = *c.code
+	if code != nil {
+		key = *code
 	}
-	g := a.country[key]
-	if g == nil {
-		g = &countryAcc{code: clonePtr(c.code), name: clonePtr(c.name)}
-		a.country[key] = g
+	i := a.countryIdx.find(key)
+	if i < 0 {
+		i = a.countryIdx.add(key)
+		a.country = append(a.country, countryAcc{})
+		if code != nil {
+			a.country[i].code, a.country[i].hasCode = *code, true
+		}
 	}
-	if g.name == nil {
-		g.name = clonePtr(c.name)
+	g := &a.country[i]
+	if !g.hasName && name != nil {
+		g.name, g.hasName = *name, true
 	}
-	g.messages, g.pass, g.fail = g.messages+c.messages, g.pass+c.pass, g.fail+c.fail
+	g.messages, g.pass, g.fail = g.messages+messages, g.pass+pass, g.fail+fail
 }
 
-func (a *summaryAcc) addASN(asn *uint32, org *string, n int64, pass bool) {
-	a.mergeASN(&asnAcc{asn: asn, org: org, messages: n, pass: ifPass(pass, n), fail: ifPass(!pass, n)})
-}
-
-func (a *summaryAcc) mergeASN(c *asnAcc) {
+// countASN adds messages to the group of asn (nil = unknown).
+func (a *summaryAcc) countASN(asn *uint32, org *string, messages, pass, fail int64) {
 	key := int64(-1)
-	if c.asn != nil {
-		key = int64(*c.asn)
+	if asn != nil {
+		key = int64(*asn)
 	}
-	g := a.asn[key]
-	if g == nil {
-		g = &asnAcc{asn: clonePtr(c.asn), org: clonePtr(c.org)}
-		a.asn[key] = g
+	i := a.asnIdx.find(key)
+	if i < 0 {
+		i = a.asnIdx.add(key)
+		a.asn = append(a.asn, asnAcc{})
+		if asn != nil {
+			a.asn[i].asn, a.asn[i].hasASN = *asn, true
+		}
 	}
-	if g.org == nil {
-		g.org = clonePtr(c.org)
+	g := &a.asn[i]
+	if !g.hasOrg && org != nil {
+		g.org, g.hasOrg = *org, true
 	}
-	g.messages, g.pass, g.fail = g.messages+c.messages, g.pass+c.pass, g.fail+c.fail
+	g.messages, g.pass, g.fail = g.messages+messages, g.pass+pass, g.fail+fail
+}
+
+func (a *summaryAcc) countAuth(k authKey, messages int64) {
+	i := a.authIdx.find(k)
+	if i < 0 {
+		i = a.authIdx.add(k)
+		a.auth = append(a.auth, 0)
+	}
+	a.auth[i] += messages
+}
+
+// ptrIf is &v when ok, else nil.
+func ptrIf[T any](v *T, ok bool) *T {
+	if !ok {
+		return nil
+	}
+	return v
 }
 
 // merge adds o into a.
@@ -248,19 +315,22 @@ func (a *summaryAcc) merge(o *summaryAcc) {
 	a.dkimPass, a.dkimFail = a.dkimPass+o.dkimPass, a.dkimFail+o.dkimFail
 	a.spfPass, a.spfFail = a.spfPass+o.spfPass, a.spfFail+o.spfFail
 	a.dispNone, a.dispQuarantine, a.dispRe = a.dispNone+o.dispNone, a.dispQuarantine+o.dispQuarantine, a.dispRe+o.dispRe
-	for _, c := range o.country {
-		a.mergeCountry(c)
+	for i := range o.country {
+		c := &o.country[i]
+		a.countCountry(ptrIf(&c.code, c.hasCode), ptrIf(&c.name, c.hasName), c.messages, c.pass, c.fail)
 	}
-	for _, g := range o.asn {
-		a.mergeASN(g)
+	for i := range o.asn {
+		g := &o.asn[i]
+		a.countASN(ptrIf(&g.asn, g.hasASN), ptrIf(&g.org, g.hasOrg), g.messages, g.pass, g.fail)
 	}
-	for k, n := range o.auth {
-		a.auth[k] += n
+	for i, k := range o.authIdx.keys {
+		a.countAuth(k, o.auth[i])
 	}
 }
 
 // summary returns the Summary, groups ordered by messages (most first),
-// ties by key, unknown last among equals.
+// ties by key, unknown last among equals. Its strings point into a, whose
+// groups never change a string once set.
 func (a *summaryAcc) summary() Summary {
 	s := Summary{
 		MessageCount: a.messages,
@@ -272,20 +342,24 @@ func (a *summaryAcc) summary() Summary {
 		ByASN:        make([]ASNGroup, 0, len(a.asn)),
 		ByAuthResult: make([]AuthResultGroup, 0, len(a.auth)),
 	}
-	for _, c := range a.country {
-		s.ByCountry = append(s.ByCountry, CountryGroup{CountryCode: c.code, CountryName: c.name, Messages: c.messages, DMARCPass: c.pass, DMARCFail: c.fail})
+	for i := range a.country {
+		c := &a.country[i]
+		s.ByCountry = append(s.ByCountry, CountryGroup{CountryCode: ptrIf(&c.code, c.hasCode), CountryName: ptrIf(&c.name, c.hasName),
+			Messages: c.messages, DMARCPass: c.pass, DMARCFail: c.fail})
 	}
 	slices.SortFunc(s.ByCountry, func(x, y CountryGroup) int {
 		return cmp.Or(cmp.Compare(y.Messages, x.Messages), compareOptString(x.CountryCode, y.CountryCode))
 	})
-	for _, g := range a.asn {
-		s.ByASN = append(s.ByASN, ASNGroup{ASN: g.asn, ASOrg: g.org, Messages: g.messages, DMARCPass: g.pass, DMARCFail: g.fail})
+	for i := range a.asn {
+		g := &a.asn[i]
+		s.ByASN = append(s.ByASN, ASNGroup{ASN: ptrIf(&g.asn, g.hasASN), ASOrg: ptrIf(&g.org, g.hasOrg),
+			Messages: g.messages, DMARCPass: g.pass, DMARCFail: g.fail})
 	}
 	slices.SortFunc(s.ByASN, func(x, y ASNGroup) int {
 		return cmp.Or(cmp.Compare(y.Messages, x.Messages), compareOptU32(x.ASN, y.ASN))
 	})
-	for k, n := range a.auth {
-		s.ByAuthResult = append(s.ByAuthResult, AuthResultGroup{DKIM: k.dkim, SPF: k.spf, DMARC: k.dmarc, Messages: n})
+	for i, k := range a.authIdx.keys {
+		s.ByAuthResult = append(s.ByAuthResult, AuthResultGroup{DKIM: k.dkim, SPF: k.spf, DMARC: k.dmarc, Messages: a.auth[i]})
 	}
 	slices.SortFunc(s.ByAuthResult, func(x, y AuthResultGroup) int {
 		return cmp.Or(cmp.Compare(y.Messages, x.Messages), cmp.Compare(x.DMARC, y.DMARC),
@@ -388,13 +462,13 @@ func accOf(s *Summary) *summaryAcc {
 	a.dkimPass, a.dkimFail, a.spfPass, a.spfFail = s.DKIM.Pass, s.DKIM.Fail, s.SPF.Pass, s.SPF.Fail
 	a.dispNone, a.dispQuarantine, a.dispRe = s.Disposition.None, s.Disposition.Quarantine, s.Disposition.Reject
 	for _, g := range s.ByCountry {
-		a.mergeCountry(&countryAcc{code: g.CountryCode, name: g.CountryName, messages: g.Messages, pass: g.DMARCPass, fail: g.DMARCFail})
+		a.countCountry(g.CountryCode, g.CountryName, g.Messages, g.DMARCPass, g.DMARCFail)
 	}
 	for _, g := range s.ByASN {
-		a.mergeASN(&asnAcc{asn: g.ASN, org: g.ASOrg, messages: g.Messages, pass: g.DMARCPass, fail: g.DMARCFail})
+		a.countASN(g.ASN, g.ASOrg, g.Messages, g.DMARCPass, g.DMARCFail)
 	}
 	for _, g := range s.ByAuthResult {
-		a.auth[authKey{g.DKIM, g.SPF, g.DMARC}] += g.Messages
+		a.countAuth(authKey{g.DKIM, g.SPF, g.DMARC}, g.Messages)
 	}
 	return a
 }
