@@ -33,6 +33,7 @@ type strTable struct {
 	list []string
 	idx  map[string]uint64 // nil until the list grows past strTableScan
 	s    SourceRollup      // appendBlockV2's scratch, which get fills in
+	refs []uint64          // appendBlockV2's references, in the order it makes them
 }
 
 // strTableScan is how many strings are looked up by going through them.
@@ -40,7 +41,7 @@ const strTableScan = 16
 
 func (t *strTable) reset() {
 	clear(t.list) // a pooled table keeps no strings of the last block
-	t.list = t.list[:0]
+	t.list, t.refs = t.list[:0], t.refs[:0]
 	if t.idx != nil {
 		clear(t.idx)
 	}
@@ -82,16 +83,16 @@ func (t *strTable) opt(s *string) uint64 {
 
 // appendBlockV2 appends a block of the n sources get gives, seen from
 // first to last. get is called twice for each: for the table, then for
-// the entry; what it fills in must stay the same.
+// the entry; what it fills in must stay the same. The first pass keeps the
+// references it looked up, in order, for the second.
 func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) enc {
 	t.reset()
 	s := &t.s
 	for i := range n {
 		get(i, s)
-		t.opt(s.CountryCode)
-		t.opt(s.ASOrg)
+		t.refs = append(t.refs, t.opt(s.CountryCode), t.opt(s.ASOrg))
 		for _, a := range s.Auth {
-			t.ref(a.Domain)
+			t.refs = append(t.refs, t.ref(a.Domain))
 		}
 	}
 	e = appendBlockHeader(e, first, last, n)
@@ -99,15 +100,18 @@ func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int,
 	for _, str := range t.list {
 		e = e.str(str)
 	}
+	refs := t.refs
 	for i := range n {
 		get(i, s)
 		e = appendAddr(e, s.SourceIP)
 		e = e.varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
 		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
-		e = e.uvarint(t.opt(s.CountryCode)).optU32(s.ASN).uvarint(t.opt(s.ASOrg))
+		e = e.uvarint(refs[0]).optU32(s.ASN).uvarint(refs[1])
+		refs = refs[2:]
 		e = e.uvarint(uint64(len(s.Auth)))
 		for _, a := range s.Auth {
-			e = e.sym(a.Kind).uvarint(t.ref(a.Domain)).sym(a.Result).varint(a.Messages)
+			e = e.sym(a.Kind).uvarint(refs[0]).sym(a.Result).varint(a.Messages)
+			refs = refs[1:]
 		}
 	}
 	return e
