@@ -51,11 +51,15 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of each throughput scenario, each alternating pipeline, encoding/xml and floor; medians are reported (the machine may be shared)")
 	scatter := flag.Bool("scatter", false, "give consecutive reports days all over the year (worst case for the daily roll-ups) instead of in order")
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of each run of the throughput scenarios to FILE.SCENARIO.pipeline.N and FILE.SCENARIO.floor.N (the ingest alone, without generating the inputs; go tool pprof merges the files it is given)")
+	memProfile := flag.String("memprofile", "", "write allocation profiles of each run of the throughput scenarios to FILE.SCENARIO.pipeline.N and FILE.SCENARIO.floor.N, each beside FILE...N.before, the profile as the run began: go tool pprof -sample_index=alloc_space -diff_base FILE.SCENARIO.pipeline.N.before FILE.SCENARIO.pipeline.N shows what the run allocated")
 	flag.Parse()
 	cfg := config{runs: max(*runs, 1), scatter: *scatter, workers: *workers, geoDir: *geoDir, corpusDir: *corpusDir}
 	if *child {
 		if *cpuProfile != "" {
 			cfg.cpuProfile = *cpuProfile + "." + *scenario
+		}
+		if *memProfile != "" {
+			cfg.memProfile = *memProfile + "." + *scenario
 		}
 		os.Exit(runChild(*scenario, cfg))
 	}

@@ -38,14 +38,18 @@ type config struct {
 	// cpuProfile, when set, names the files each run's pipeline and floor
 	// CPU profiles go to (suffixed .pipeline.N and .floor.N).
 	cpuProfile string
+	// memProfile, when set, names the files each run's allocation
+	// profiles go to (suffixed as the CPU profiles).
+	memProfile string
 }
 
 // profile starts a CPU profile into cfg.cpuProfile+"."+what+"."+run when
 // profiling is asked for; the returned function stops it. (go tool pprof
 // merges the runs' files when given them all.)
 func profile(cfg config, run int, what string) (func(), error) {
-	if cfg.cpuProfile == "" {
-		return func() {}, nil
+	stopMem, err := memProfile(cfg, run, what)
+	if err != nil || cfg.cpuProfile == "" {
+		return stopMem, err
 	}
 	f, err := os.Create(fmt.Sprintf("%s.%s.%d", cfg.cpuProfile, what, run))
 	if err != nil {
@@ -58,6 +62,38 @@ func profile(cfg config, run int, what string) (func(), error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		stopMem()
+	}, nil
+}
+
+// memProfile, when allocation profiles are asked for, keeps the process's
+// allocation profile as the run begins and returns a function that writes
+// it to cfg.memProfile+"."+what+"."+run+".before" and the profile as the
+// run ends beside it: go tool pprof -diff_base of the two is what the run
+// allocated, without generating its inputs.
+func memProfile(cfg config, run int, what string) (func(), error) {
+	if cfg.memProfile == "" {
+		return func() {}, nil
+	}
+	name := fmt.Sprintf("%s.%s.%d", cfg.memProfile, what, run)
+	runtime.GC() // the profile counts allocations as of the last GC
+	var before bytes.Buffer
+	if err := pprof.Lookup("allocs").WriteTo(&before, 0); err != nil {
+		return nil, err
+	}
+	return func() {
+		runtime.GC()
+		if err := os.WriteFile(name+".before", before.Bytes(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "ingestbench:", err)
+			return
+		}
+		f, err := os.Create(name)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ingestbench:", err)
+		}
 	}, nil
 }
 
