@@ -378,9 +378,13 @@ func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result
 		// The batch's caller logs the line; a quarantine or a problem
 		// stays at info.
 		level = slog.LevelDebug
-		if !p.log.Enabled(ctx, level) {
-			return
-		}
+	}
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	if !p.log.Enabled(ctx, level) {
+		// Nothing to build: the attributes cost a few allocations an input.
+		return
 	}
 	attrs := []any{"source", string(d.Source), "name", d.Name}
 	if err != nil {

@@ -831,6 +831,32 @@ func TestLogLine(t *testing.T) {
 	}
 }
 
+// TestLogLevels: with the logger at warn, a stored input writes no line
+// and a failed one still writes its warning.
+func TestLogLevels(t *testing.T) {
+	var buf bytes.Buffer
+	e := newEnv(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	e.domain(t, "example.com")
+	e.ingest(t, reportgen.Generate(71, 3, reportgen.Options{}), importOf("in.xml"))
+	if buf.Len() != 0 {
+		t.Fatalf("a stored input logged at warn level:\n%s", buf.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.p.Ingest(ctx, bytes.NewReader(reportgen.Generate(72, 3, reportgen.Options{})), importOf("late.xml")); err == nil {
+		t.Fatal("Ingest with a cancelled context succeeded")
+	}
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("want one JSON line, got %q: %v", buf.String(), err)
+	}
+	if line["level"] != "WARN" || line["msg"] != "ingest failed" || line["name"] != "late.xml" || line["error"] == nil {
+		t.Errorf("line %v", line)
+	}
+}
+
 // TestGeolocationOfRepeatedSources: every record gets its own source's
 // location, from a direct look-up in the database, whether its source is
 // the previous record's, one seen many records before (once the input
