@@ -142,7 +142,7 @@ func printTable(w *os.File, results []result) {
 		base, ratio := "", ""
 		if r.Baseline > 0 {
 			base = format(r.Baseline)
-			ratio = fmt.Sprintf("%.1fx", r.Value/r.Baseline)
+			ratio = fmt.Sprintf("%.2fx", r.Value/r.Baseline)
 		}
 		ok := ""
 		if r.Pass != nil {

@@ -281,9 +281,18 @@ func throughput(name string, cfg config, inputs [][]byte, target float64) ([]res
 	}
 	fl := result{Scenario: name, Metric: "floor: parse + geo + append", Value: median(floorRates), Unit: "records/s",
 		Baseline: median(baseRates), Note: "dmarcd's parser, a geo lookup per record, records appended to one bbolt bucket in fsync'd transactions; no routing, dedup, roll-ups, alerts"}
-	c, fc := median(cpus), median(floorCPUs)
+	// The machine's speed drifts between runs by more than the gap
+	// measured: each run's pipeline is compared with the floor of the
+	// same run, and the target is judged on the median of those ratios.
+	ratios := make([]float64, len(cpus))
+	for i := range cpus {
+		ratios[i] = cpus[i] / floorCPUs[i]
+	}
+	c, fc, r := median(cpus), median(floorCPUs), median(ratios)
 	cpu := result{Scenario: name, Metric: "CPU per record vs floor", Value: c, Unit: "us/record", Baseline: fc,
-		Target: "<= 1.3x floor", Pass: check(c <= 1.3*fc)}
+		Target: "<= 1.3x floor", Pass: check(r <= 1.3),
+		Note: fmt.Sprintf("median of per-run ratios %.2fx (%s); pipeline %s, floor %s us/record",
+			r, joinFloats(ratios, "%.2f"), joinFloats(cpus, "%.2f"), joinFloats(floorCPUs, "%.2f"))}
 	return []result{res, fl, cpu}, nil
 }
 
@@ -319,10 +328,13 @@ func ingestRun(cfg config, run int, inputs [][]byte) (float64, float64, string, 
 }
 
 // joinRates lists the runs' rates in the order they ran.
-func joinRates(xs []float64) string {
+func joinRates(xs []float64) string { return joinFloats(xs, "%.0f") }
+
+// joinFloats lists the runs' figures in the order they ran.
+func joinFloats(xs []float64, format string) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
-		parts[i] = fmt.Sprintf("%.0f", x)
+		parts[i] = fmt.Sprintf(format, x)
 	}
 	return strings.Join(parts, ", ")
 }
