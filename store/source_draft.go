@@ -34,6 +34,12 @@ type reportSources struct {
 	perm   []int32  // scratch of compact
 	tab    []int32  // scratch of distinct
 	strs   strTable // scratch of encode
+	// spare and spareAuths are what sum writes the summed rows into; it
+	// then swaps them with rows and auths, so that a report whose sources
+	// repeat sums them without new slices.
+	spare      []srcRow
+	spareAuths []AuthDomainCount
+	grp, first []int32 // scratch of sum
 }
 
 // srcRow is one record's contribution to its source, or (once compacted)
@@ -63,10 +69,10 @@ func init() { sourcesHint.Store(4) }
 // report: a report of 50 records took 12 KB of them, which made a fifth of
 // the bytes the store allocated per record.
 type sourceBufs struct {
-	rows      []srcRow
-	auths     []AuthDomainCount
-	perm, tab []int32
-	strs      strTable
+	rows, spare           []srcRow
+	auths, spareAuths     []AuthDomainCount
+	perm, tab, grp, first []int32
+	strs                  strTable
 }
 
 var sourceBufPool sync.Pool // of *sourceBufs
@@ -77,6 +83,7 @@ func (s *reportSources) take() {
 	n := int(sourcesHint.Load())
 	if b, _ := sourceBufPool.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
 		s.rows, s.auths, s.perm, s.tab, s.strs = b.rows[:0], b.auths[:0], b.perm[:0], b.tab, b.strs
+		s.spare, s.spareAuths, s.grp, s.first = b.spare[:0], b.spareAuths[:0], b.grp[:0], b.first[:0]
 		*b = sourceBufs{}
 		sourceBufPool.Put(b)
 		return
@@ -94,9 +101,12 @@ func (s *reportSources) release() {
 		}
 		clear(s.rows[:cap(s.rows)]) // the strings of the report go with it
 		clear(s.auths[:cap(s.auths)])
+		clear(s.spare[:cap(s.spare)])
+		clear(s.spareAuths[:cap(s.spareAuths)])
 		s.strs.reset()
 		s.strs.s = SourceRollup{}
 		b.rows, b.auths, b.perm, b.tab, b.strs = s.rows[:0], s.auths[:0], s.perm[:0], s.tab, s.strs
+		b.spare, b.spareAuths, b.grp, b.first = s.spare[:0], s.spareAuths[:0], s.grp[:0], s.first[:0]
 		sourceBufPool.Put(b)
 	}
 	*s = reportSources{}
@@ -175,8 +185,8 @@ func (s *reportSources) sum() {
 	n := len(s.rows)
 	tab := s.table(n)
 	mask := len(tab) - 1
-	grp := make([]int32, n)   // each row's source, from 0
-	first := make([]int32, 0) // each source's first row
+	grp := append(s.grp[:0], make([]int32, n)...) // each row's source, from 0
+	first := s.first[:0]                          // each source's first row
 	for i := range s.rows {
 		ip := s.rows[i].ip
 		for h := int(maphash.String(sourceSeed, ip)) & mask; ; h = (h + 1) & mask {
@@ -192,8 +202,11 @@ func (s *reportSources) sum() {
 			break
 		}
 	}
-	// Each source's place in perm: its rows, counted, then summed up.
-	at := make([]int32, len(first)+1)
+	s.grp, s.first = grp, first
+	// Each source's place in perm: its rows, counted, then summed up. The
+	// hash table is done with, and has room for one more than the rows.
+	at := tab[:len(first)+1]
+	clear(at)
 	for _, g := range grp {
 		at[g+1]++
 	}
@@ -206,8 +219,8 @@ func (s *reportSources) sum() {
 		at[g]++
 	}
 	s.perm = perm
-	summed := make([]srcRow, 0, len(first))
-	auths := make([]AuthDomainCount, 0, len(s.auths))
+	summed := slices.Grow(s.spare[:0], len(first))
+	auths := slices.Grow(s.spareAuths[:0], len(s.auths))
 	for i := 0; i < len(perm); {
 		j := i + 1
 		for j < len(perm) && grp[perm[j]] == grp[perm[i]] {
@@ -227,7 +240,9 @@ func (s *reportSources) sum() {
 		summed = append(summed, out)
 		i = j
 	}
-	s.rows, s.auths = summed, auths
+	// The rows summed become the spare ones: nothing points into them
+	// (what the report keeps of them is copied by counts and encode).
+	s.rows, s.auths, s.spare, s.spareAuths = summed, auths, s.rows[:0], s.auths[:0]
 }
 
 // table returns the scratch hash table for n rows, empty: a power of two

@@ -29,83 +29,88 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 		{"many auth results", 300, 5, 30, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(7, uint64(tc.records)))
-			var s reportSources
-			want := map[string]*SourceRollup{}
-			for i := range tc.records {
-				ip := fmt.Sprintf("10.0.%d.%d", rng.IntN(tc.ips)>>8&255, rng.IntN(tc.ips)&255)
-				if tc.ips > 1<<16 {
-					ip = fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)
+			// Twice: the second report sums its rows in the slices the
+			// first one released (its rows and the spare ones of sum).
+			for range 2 {
+				rng := rand.New(rand.NewPCG(7, uint64(tc.records)))
+				var s reportSources
+				want := map[string]*SourceRollup{}
+				for i := range tc.records {
+					ip := fmt.Sprintf("10.0.%d.%d", rng.IntN(tc.ips)>>8&255, rng.IntN(tc.ips)&255)
+					if tc.ips > 1<<16 {
+						ip = fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)
+					}
+					r := &Record{SourceIP: ip, Count: int64(1 + rng.IntN(9)), Disposition: []string{"none", "quarantine", "reject"}[rng.IntN(3)],
+						DKIM: []string{"pass", "fail"}[rng.IntN(2)], SPF: []string{"pass", "fail"}[rng.IntN(2)]}
+					if !tc.geoEveryOther || i%2 == 1 {
+						r.Geo = &Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}
+					}
+					for range 1 + rng.IntN(2) {
+						r.AuthResults.DKIM = append(r.AuthResults.DKIM, DKIMAuth{Domain: fmt.Sprintf("d%d.example", rng.IntN(tc.authDomains)), Result: "pass"})
+					}
+					r.AuthResults.SPF = append(r.AuthResults.SPF, SPFAuth{Domain: fmt.Sprintf("s%d.example", rng.IntN(tc.authDomains)), Result: "fail"})
+					s.add(r)
+					// The reference: the record as a one-record roll-up, merged.
+					one := &SourceRollup{SourceIP: ip}
+					n := r.Count
+					spf, dkim := r.SPF == "pass", r.DKIM == "pass"
+					one.Messages, one.DMARCPass, one.SPFAligned, one.DKIMAligned = n, ifPass(spf || dkim, n), ifPass(spf, n), ifPass(dkim, n)
+					switch r.Disposition {
+					case "quarantine":
+						one.Disposition.Quarantine = n
+					case "reject":
+						one.Disposition.Reject = n
+					default:
+						one.Disposition.None = n
+					}
+					if r.Geo != nil {
+						one.CountryCode, one.ASN, one.ASOrg = r.Geo.CountryCode, r.Geo.ASN, r.Geo.ASOrg
+					}
+					for _, a := range r.AuthResults.SPF {
+						one.addAuth("spf", a.Domain, a.Result, n)
+					}
+					for _, a := range r.AuthResults.DKIM {
+						one.addAuth("dkim", a.Domain, a.Result, n)
+					}
+					if g := want[ip]; g != nil {
+						g.Merge(one)
+					} else {
+						want[ip] = one
+					}
 				}
-				r := &Record{SourceIP: ip, Count: int64(1 + rng.IntN(9)), Disposition: []string{"none", "quarantine", "reject"}[rng.IntN(3)],
-					DKIM: []string{"pass", "fail"}[rng.IntN(2)], SPF: []string{"pass", "fail"}[rng.IntN(2)]}
-				if !tc.geoEveryOther || i%2 == 1 {
-					r.Geo = &Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}
+				s.compact()
+				day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
+				got := map[string]*SourceRollup{}
+				if err := decodeSourceSegment(s.encode(day, day.Add(time.Hour)).body, func(r *SourceRollup) {
+					if got[r.SourceIP] != nil {
+						t.Fatalf("source %s encoded twice", r.SourceIP)
+					}
+					r.FirstSeen, r.LastSeen = time.Time{}, time.Time{}
+					got[r.SourceIP] = r
+				}); err != nil {
+					t.Fatal(err)
 				}
-				for range 1 + rng.IntN(2) {
-					r.AuthResults.DKIM = append(r.AuthResults.DKIM, DKIMAuth{Domain: fmt.Sprintf("d%d.example", rng.IntN(tc.authDomains)), Result: "pass"})
+				if len(got) != len(want) {
+					t.Fatalf("%d sources, want %d", len(got), len(want))
 				}
-				r.AuthResults.SPF = append(r.AuthResults.SPF, SPFAuth{Domain: fmt.Sprintf("s%d.example", rng.IntN(tc.authDomains)), Result: "fail"})
-				s.add(r)
-				// The reference: the record as a one-record roll-up, merged.
-				one := &SourceRollup{SourceIP: ip}
-				n := r.Count
-				spf, dkim := r.SPF == "pass", r.DKIM == "pass"
-				one.Messages, one.DMARCPass, one.SPFAligned, one.DKIMAligned = n, ifPass(spf || dkim, n), ifPass(spf, n), ifPass(dkim, n)
-				switch r.Disposition {
-				case "quarantine":
-					one.Disposition.Quarantine = n
-				case "reject":
-					one.Disposition.Reject = n
-				default:
-					one.Disposition.None = n
+				for ip, w := range want {
+					if !reflect.DeepEqual(got[ip], w) {
+						t.Fatalf("source %s:\n got %+v\nwant %+v", ip, got[ip], w)
+					}
 				}
-				if r.Geo != nil {
-					one.CountryCode, one.ASN, one.ASOrg = r.Geo.CountryCode, r.Geo.ASN, r.Geo.ASOrg
+				counts := map[string]sourceCount{}
+				for _, c := range s.counts() {
+					counts[c.ip] = c.sourceCount
 				}
-				for _, a := range r.AuthResults.SPF {
-					one.addAuth("spf", a.Domain, a.Result, n)
+				if len(counts) != len(want) {
+					t.Fatalf("%d sources counted, want %d", len(counts), len(want))
 				}
-				for _, a := range r.AuthResults.DKIM {
-					one.addAuth("dkim", a.Domain, a.Result, n)
+				for ip, w := range want {
+					if c, ok := counts[ip]; !ok || c.messages != w.Messages || c.pass != w.DMARCPass || c.fail != w.Messages-w.DMARCPass {
+						t.Fatalf("counts of %s: %+v, want %d messages, %d passing", ip, c, w.Messages, w.DMARCPass)
+					}
 				}
-				if g := want[ip]; g != nil {
-					g.Merge(one)
-				} else {
-					want[ip] = one
-				}
-			}
-			s.compact()
-			day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
-			got := map[string]*SourceRollup{}
-			if err := decodeSourceSegment(s.encode(day, day.Add(time.Hour)).body, func(r *SourceRollup) {
-				if got[r.SourceIP] != nil {
-					t.Fatalf("source %s encoded twice", r.SourceIP)
-				}
-				r.FirstSeen, r.LastSeen = time.Time{}, time.Time{}
-				got[r.SourceIP] = r
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%d sources, want %d", len(got), len(want))
-			}
-			for ip, w := range want {
-				if !reflect.DeepEqual(got[ip], w) {
-					t.Fatalf("source %s:\n got %+v\nwant %+v", ip, got[ip], w)
-				}
-			}
-			counts := map[string]sourceCount{}
-			for _, c := range s.counts() {
-				counts[c.ip] = c.sourceCount
-			}
-			if len(counts) != len(want) {
-				t.Fatalf("%d sources counted, want %d", len(counts), len(want))
-			}
-			for ip, w := range want {
-				if c, ok := counts[ip]; !ok || c.messages != w.Messages || c.pass != w.DMARCPass || c.fail != w.Messages-w.DMARCPass {
-					t.Fatalf("counts of %s: %+v, want %d messages, %d passing", ip, c, w.Messages, w.DMARCPass)
-				}
+				s.release()
 			}
 		})
 	}
