@@ -53,6 +53,12 @@ func main() {
 		prof    = flag.String("cpuprofile", "", "write CPU profiles of the first round's imports to PREFIX.SHAPE.MODE.client and, for the socket, PREFIX.SHAPE.socket.server (through DMARCD_CPUPROFILE)")
 	)
 	flag.Parse()
+	switch *only {
+	case "offline", "socket", "handover", "both", "all":
+	default:
+		fmt.Fprintf(os.Stderr, "importbench: bad -mode %q (want offline, socket, handover, both or all)\n", *only)
+		os.Exit(2)
+	}
 	var all []result
 	for _, sh := range strings.Split(*shapes, ",") {
 		n, m, ok := parseShape(sh)
