@@ -461,7 +461,7 @@ func deleteDomainReports(tx *bolt.Tx, domainID string) error {
 	if err := deletePendingOf(tx, domainID); err != nil {
 		return err
 	}
-	for _, b := range [][]byte{bucketReportsByDomain, bucketReportsByIdentity, bucketRollups, bucketDayTotals} {
+	for _, b := range [][]byte{bucketReportsByDomain, bucketRollups, bucketDayTotals} {
 		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
 			return err
 		}

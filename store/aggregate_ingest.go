@@ -68,9 +68,11 @@ type ReportDraft struct {
 	srcDay reportSources
 	srcEnc sourceEntries
 
+	// key is the date index key, which carries the dedup identity.
+	key []byte
 	// Set by Finish.
-	val, key, index, ident []byte
-	day                    uint32
+	val, index []byte
+	day        uint32
 }
 
 // NewReportDraft starts a report from its metadata. The caller sets
@@ -107,6 +109,9 @@ func NewReportDraft(r Report) (*ReportDraft, error) {
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount, r.RecordCount = 0, 0, 0, 0
 	d := &ReportDraft{rep: r, sum: newSummaryAcc()}
 	d.bin, _ = binID(r.ID)
+	// The date index key carries the dedup identity: FindDuplicate needs it
+	// before the records are read.
+	d.key = reportIndexKey(&d.rep)
 	return d, nil
 }
 
@@ -196,8 +201,6 @@ func (d *ReportDraft) Finish() {
 	r.RecordCount = int(d.n)
 	s := d.sum.summary()
 	d.val = appendReport(nil, r, &s)
-	d.key = reportIndexKey(r)
-	d.ident = reportIdentityKey(r)
 	d.index = binary.BigEndian.AppendUint64([]byte(r.ID), unixKey(r.DateEnd))
 	d.day = dayNumber(r.DateBegin)
 	d.srcDay.compact()
@@ -209,14 +212,6 @@ func (d *ReportDraft) Finish() {
 // reportIndexKey is the key of a report in the date index of the listings.
 func reportIndexKey(r *Report) []byte {
 	return reportKey(r.DomainID, r.DateBegin, r.OrgName, reportIdentity(r))
-}
-
-// reportIdentityKey is the key of a report in the dedup index: API.md's
-// identity, the reporter's org_name, its report id and the domain, whatever
-// dates the report carries, so a report sent again with another date range
-// is still stored once.
-func reportIdentityKey(r *Report) []byte {
-	return identityKey(r.DomainID, r.OrgName, reportIdentity(r))
 }
 
 // reportIdentity is the external report id. A report without one is
@@ -366,8 +361,9 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 	var stored []*ReportDraft
 	sources := newSourceRollups()
 	orgAdds := map[string]int64{} // org id -> reports new to its index
+	idents := in.db.identities(tx)
 	for i, d := range b.Reports {
-		out, err := storeDraft(tx, records, d, owners, orgAdds)
+		out, err := storeDraft(tx, idents, records, d, owners, orgAdds)
 		if err != nil {
 			return nil, err
 		}
@@ -459,7 +455,7 @@ func putRecords(records *bolt.Bucket, report [16]byte, first uint32, buf []byte,
 // storeDraft makes one report visible unless its domain is gone or its
 // identity is taken; it counts a report new to its organization's index in
 // orgAdds, which the commit adds to the stored counts once per organization.
-func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[string]string, orgAdds map[string]int64) (ReportOutcome, error) {
+func storeDraft(tx *bolt.Tx, idents *identityFilter, records *bolt.Bucket, d *ReportDraft, owners map[string]string, orgAdds map[string]int64) (ReportOutcome, error) {
 	owner, ok := owners[d.rep.DomainID]
 	if !ok {
 		dom, err := getDomain(tx, d.rep.DomainID)
@@ -474,16 +470,12 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 	if owner == "" || owner != d.rep.OrgID {
 		return ReportOutcome{DomainGone: true}, nil
 	}
-	v := tx.Bucket(bucketReportsByIdentity).Get(d.ident)
-	if v != nil {
-		existing, _, err := getReport(tx, string(v), false)
-		if err == nil {
-			return ReportOutcome{Duplicate: existing}, nil
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return ReportOutcome{}, err
-		}
-		// An index entry without its report: overwritten below.
+	existing, exact, err := idents.storedReport(tx, d.key)
+	if err != nil {
+		return ReportOutcome{}, err
+	}
+	if existing != nil {
+		return ReportOutcome{Duplicate: existing}, nil
 	}
 	if err := putRecords(records, d.bin, d.first, d.buf, d.ends); err != nil {
 		return ReportOutcome{}, err
@@ -495,19 +487,14 @@ func storeDraft(tx *bolt.Tx, records *bolt.Bucket, d *ReportDraft, owners map[st
 	reports.FillPercent = 0.9
 	byDomain := tx.Bucket(bucketReportsByDomain)
 	byDomain.FillPercent = 0.9
-	for _, put := range []struct {
-		b    *bolt.Bucket
-		k, v []byte
-	}{
-		{reports, idKey(d.rep.ID), d.val},
-		{byDomain, d.key, d.index},
-		{tx.Bucket(bucketReportsByIdentity), d.ident, []byte(d.rep.ID)},
-	} {
-		if err := put.b.Put(put.k, put.v); err != nil {
-			return ReportOutcome{}, err
-		}
+	if err := reports.Put(idKey(d.rep.ID), d.val); err != nil {
+		return ReportOutcome{}, err
 	}
-	if fresh, err := putOrgReport(tx, d.rep.OrgID, d.key, d.index, v == nil); err != nil {
+	if err := byDomain.Put(d.key, d.index); err != nil {
+		return ReportOutcome{}, err
+	}
+	idents.add(d.key[:idLen], d.key[idLen+8:])
+	if fresh, err := putOrgReport(tx, d.rep.OrgID, d.key, d.index, !exact); err != nil {
 		return ReportOutcome{}, err
 	} else if fresh {
 		orgAdds[d.rep.OrgID]++
@@ -587,11 +574,10 @@ func touchDomain(tx *bolt.Tx, domainID string, t time.Time) error {
 // org_name, report id), or nil when there is none: a cheap check before
 // the records of a report are parsed. Commit checks again.
 func (db *DB) FindDuplicate(d *ReportDraft) (*Report, error) {
-	key := reportIdentityKey(&d.rep)
 	var rep *Report
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
-		rep, err = findDuplicate(tx, key)
+		rep, err = db.findDuplicate(tx, d.key)
 		return err
 	})
 	if err != nil {

@@ -47,6 +47,11 @@ func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
 	if err := db.deleteRollupsBefore(dayNumber(t)); err != nil {
 		return total, wrap("delete old roll-ups", err)
 	}
+	if total > 0 {
+		if err := db.refreshIdentities(); err != nil {
+			return total, wrap("delete old reports", err)
+		}
+	}
 	return total, nil
 }
 
@@ -95,12 +100,6 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 		}
 		if err != nil {
 			return nil, err
-		}
-		ident := tx.Bucket(bucketReportsByIdentity)
-		if key := reportIdentityKey(rep); string(ident.Get(key)) == rep.ID {
-			if err := ident.Delete(key); err != nil {
-				return nil, err
-			}
 		}
 		if err := tx.Bucket(bucketReports).Delete(idKey(rep.ID)); err != nil {
 			return nil, err

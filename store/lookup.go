@@ -1,8 +1,6 @@
 package store
 
 import (
-	"errors"
-
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -11,6 +9,7 @@ import (
 // one each: a small report pays for its transactions as much as for its
 // records. It is valid only inside the function given to DB.Lookup.
 type Lookup struct {
+	db *DB
 	tx *bolt.Tx
 }
 
@@ -18,7 +17,7 @@ type Lookup struct {
 // error. fn must not keep l, nor write to the store (a read transaction
 // would then wait on itself when the file grows).
 func (db *DB) Lookup(fn func(l *Lookup) error) error {
-	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Lookup{tx: tx}) })
+	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Lookup{db: db, tx: tx}) })
 }
 
 // DomainsNamed is DB.DomainsNamed inside the lookup's transaction.
@@ -32,7 +31,7 @@ func (l *Lookup) DomainsNamed(orgID, name string) ([]DomainRef, error) {
 
 // FindDuplicate is DB.FindDuplicate inside the lookup's transaction.
 func (l *Lookup) FindDuplicate(d *ReportDraft) (*Report, error) {
-	rep, err := findDuplicate(l.tx, reportIdentityKey(&d.rep))
+	rep, err := l.db.findDuplicate(l.tx, d.key)
 	if err != nil {
 		return nil, wrap("find duplicate report", err)
 	}
@@ -56,15 +55,9 @@ func domainsNamed(tx *bolt.Tx, orgID, name string) ([]DomainRef, error) {
 	return refs, tx.Bucket(bucketOrgs).ForEach(func(org, _ []byte) error { return find(org) })
 }
 
-// findDuplicate returns the stored report of the dedup index key, or nil.
-func findDuplicate(tx *bolt.Tx, key []byte) (*Report, error) {
-	v := tx.Bucket(bucketReportsByIdentity).Get(key)
-	if v == nil {
-		return nil, nil
-	}
-	rep, _, err := getReport(tx, string(v), false)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
+// findDuplicate returns the stored report with the identity of key, a
+// reportKey, or nil.
+func (db *DB) findDuplicate(tx *bolt.Tx, key []byte) (*Report, error) {
+	rep, _, err := db.identities(tx).storedReport(tx, key)
 	return rep, err
 }

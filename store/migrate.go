@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -34,6 +34,20 @@ var migrations = []migration{
 	// version 1 stay as they are. Nothing to rewrite: the bump makes an
 	// older dmarcd refuse the file instead of failing on its segments.
 	func(*bolt.Tx) error { return nil },
+	// 5 -> 6: the dedup index by identity goes: the date index keys carry
+	// the identity, and an in-memory filter stands in for the index
+	// (identity_filter.go).
+	dropIdentityIndex,
+}
+
+// dropIdentityIndex deletes schema 5's dedup index, whose inserts, one
+// random page per report, were most of what a commit of small reports
+// wrote.
+func dropIdentityIndex(tx *bolt.Tx) error {
+	if tx.Bucket(bucketReportsByIdentity) == nil {
+		return nil
+	}
+	return tx.DeleteBucket(bucketReportsByIdentity)
 }
 
 // upgrade creates missing buckets and runs the migrations the file lacks.

@@ -43,11 +43,9 @@ var (
 	// report id | date_end (big-endian Unix seconds): the date index of the
 	// listings, one clustered insert per report.
 	bucketReportsByDomain = []byte("reports_by_domain")
-	// bucketReportsByIdentity: identityKey(domain id, org_name, report id) ->
-	// report id: the dedup index, by API.md's identity whatever the dates.
-	// Its keys scatter when report ids do (Google's look random): measured
-	// at about a fifth of the small-report ingest rate, the price of
-	// storing a re-sent report once.
+	// bucketReportsByIdentity was the dedup index of schema 5 and before,
+	// deleted by the migration to 6: the date index keys carry the identity
+	// (identity_filter.go).
 	bucketReportsByIdentity = []byte("reports_by_identity")
 	// bucketRecords: recordKey(report id, block seq) -> a block of records
 	// (binary, aggregate_codec.go). Report ids are time-ordered, so inserts
@@ -163,7 +161,7 @@ var allBuckets = [][]byte{
 	bucketOrgs, bucketOrgsByName,
 	bucketKeys, bucketKeysByHash, bucketKeysByOrg,
 	bucketDomains, bucketDomainsByOrg, bucketDomainsByName, bucketDomainsByEmail,
-	bucketReports, bucketReportsByDomain, bucketReportsByIdentity, bucketRecords,
+	bucketReports, bucketReportsByDomain, bucketRecords,
 	bucketReportsPending, bucketRollups,
 	bucketQuarantine, bucketQuarantineRaw, bucketQuarantineByHash,
 	bucketWebhooks, bucketWebhooksByOrg, bucketOutbox, bucketOutboxByWebhook, bucketOutboxAlerts,
@@ -284,6 +282,8 @@ func recordKey(dst []byte, report [16]byte, seq uint32) []byte {
 // and report id as the API says, with its date_begin in the key so that
 // the reports of one day are inserted next to each other instead of all
 // over the file (a reporter resending a report resends its date range).
+// The same identity under another date_begin is found by the identity
+// filter and a scan of the domain's keys (identity_filter.go).
 func reportKey(domainID string, begin time.Time, orgName, externalID string) []byte {
 	h := sha256.New()
 	h.Write([]byte(orgName))
@@ -294,24 +294,6 @@ func reportKey(domainID string, begin time.Time, orgName, externalID string) []b
 	k = binary.BigEndian.AppendUint64(k, unixKey(begin))
 	return h.Sum(k)[:idLen+8+reportKeyHashLen]
 }
-
-// identityKey is domain id | the first 8 bytes of sha256(org_name) | the
-// report id (hashed when over maxIdentityLen bytes). A reporter's entries
-// cluster, and append where its ids grow (counters, timestamps); every
-// report of a domain shares its prefix, for the cascade.
-func identityKey(domainID, orgName, externalID string) []byte {
-	org := sha256.Sum256([]byte(orgName))
-	k := make([]byte, 0, idLen+8+maxIdentityLen)
-	k = append(append(k, domainID...), org[:8]...)
-	if len(externalID) > maxIdentityLen {
-		sum := sha256.Sum256([]byte(externalID))
-		return append(append(k, 0xff), sum[:]...) // 0xff: no UTF-8 id starts with it
-	}
-	return append(k, externalID...)
-}
-
-// maxIdentityLen bounds the report id kept verbatim in an identity key.
-const maxIdentityLen = 128
 
 // reportKeyHashLen is how much of the identity hash a report key keeps.
 const reportKeyHashLen = 16

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -34,6 +36,10 @@ type DB struct {
 	auth authCache
 	// alerts holds the alert rules' settings and hook (alert_rules.go).
 	alerts alertSettings
+	// idents filters the identities of the stored aggregate reports for the
+	// dedup check (identity_filter.go); see identities.
+	idents   atomic.Pointer[identityFilter]
+	identsMu sync.Mutex
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.
@@ -75,6 +81,11 @@ func open(path string, opts *Options, migs []migration) (*DB, error) {
 	}
 	db := &DB{Now: wallClock, bolt: bdb}
 	if !o.ReadOnly {
+		// Before any writer can store a report the filter would miss.
+		_ = bdb.View(func(tx *bolt.Tx) error {
+			db.idents.Store(buildIdentityFilter(tx))
+			return nil
+		})
 		if _, err := db.backfillSourceRollups(backfillRecords); err != nil {
 			_ = bdb.Close()
 			return nil, fmt.Errorf("store: open %s: %w", path, err)

@@ -1,0 +1,278 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The dedup identity of an aggregate report (API.md: organization name,
+// report id and domain, whatever its dates) is the 16-byte hash at the end
+// of its date index key, reportKey(domain, date_begin, identity). A report
+// sent again with its dates is found there by one read. The same identity
+// with other dates is rare (a reporter's bug or an edited copy), and is found
+// by scanning the domain's keys; an in-memory filter of every stored identity
+// answers "surely not stored" for almost every new report, so that scan runs
+// only for the rare ones and for about one in ten thousand new reports.
+//
+// Schema 5 kept an index by identity instead. Report ids are random (Google's
+// are large numbers), so each report's entry landed on its own page of that
+// index: about 60 % of the pages a commit of small reports wrote, where
+// every other index appends by date.
+
+// identityBitsPerReport sizes the filter: with identityProbes bits set in
+// one 512-bit block, about 1 in 10,000 absent identities looks present.
+const (
+	identityBitsPerReport = 24
+	identityProbes        = 12
+	identityBlockWords    = 8 // 512 bits, one cache line
+	// identityMinCapacity is the reports the first segment holds: 192 KiB.
+	identityMinCapacity = 1 << 16
+)
+
+// identityFilter is a Bloom filter of the (domain id, identity hash) of
+// every stored aggregate report. It grows by segments, each twice the
+// capacity of the one before, so that adding never rehashes. A report
+// deleted leaves its bits: the filter only ever answers "maybe" for more
+// than is stored, never less, and refresh rebuilds it from the file.
+//
+// Adds come from write transactions, before they commit; lookups from any
+// transaction. A rolled-back add only costs a needless scan later.
+type identityFilter struct {
+	seed maphash.Seed
+	mu   sync.Mutex // held to add, so a segment is never added twice
+	segs atomic.Pointer[[]*identitySeg]
+	// scans counts the domain scans made after a "maybe" (tests, metrics).
+	scans atomic.Int64
+}
+
+type identitySeg struct {
+	words    []uint64 // read and set atomically
+	blocks   uint64   // len(words) / identityBlockWords
+	capacity int64
+	n        atomic.Int64
+}
+
+func newIdentityFilter(expect int64) *identityFilter {
+	f := &identityFilter{seed: maphash.MakeSeed()}
+	segs := []*identitySeg{newIdentitySeg(max(expect+expect/2, identityMinCapacity))}
+	f.segs.Store(&segs)
+	return f
+}
+
+func newIdentitySeg(capacity int64) *identitySeg {
+	blocks := (uint64(capacity)*identityBitsPerReport + 511) / 512
+	return &identitySeg{
+		words:    make([]uint64, blocks*identityBlockWords),
+		blocks:   blocks,
+		capacity: capacity,
+	}
+}
+
+// hashes derives the block and the bit positions of an identity from its
+// hash (already uniform: a prefix of sha256) mixed with the domain id.
+func (f *identityFilter) hashes(domainID, ident []byte) (uint64, uint64) {
+	d := maphash.Bytes(f.seed, domainID)
+	return binary.LittleEndian.Uint64(ident[:8]) ^ d, binary.LittleEndian.Uint64(ident[8:16]) ^ bits.RotateLeft64(d, 32)
+}
+
+// add records an identity (ident: reportKeyHashLen bytes).
+func (f *identityFilter) add(domainID, ident []byte) {
+	h1, h2 := f.hashes(domainID, ident)
+	segs := *f.segs.Load()
+	last := segs[len(segs)-1]
+	if last.n.Load() >= last.capacity {
+		last = f.grow(last)
+	}
+	last.n.Add(1)
+	last.set(h1, h2)
+}
+
+// grow adds a segment after full, unless another add did.
+func (f *identityFilter) grow(full *identitySeg) *identitySeg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	segs := *f.segs.Load()
+	if last := segs[len(segs)-1]; last != full {
+		return last
+	}
+	next := append(segs[:len(segs):len(segs)], newIdentitySeg(full.capacity*2))
+	f.segs.Store(&next)
+	return next[len(next)-1]
+}
+
+// mayContain reports whether the identity may be stored: false is certain.
+func (f *identityFilter) mayContain(domainID, ident []byte) bool {
+	h1, h2 := f.hashes(domainID, ident)
+	for _, s := range *f.segs.Load() {
+		if s.has(h1, h2) {
+			return true
+		}
+	}
+	return false
+}
+
+// reports returns how many identities were added.
+func (f *identityFilter) reports() int64 {
+	var n int64
+	for _, s := range *f.segs.Load() {
+		n += s.n.Load()
+	}
+	return n
+}
+
+// bytes returns the memory the filter's bits take.
+func (f *identityFilter) bytes() int64 {
+	var n int64
+	for _, s := range *f.segs.Load() {
+		n += int64(len(s.words)) * 8
+	}
+	return n
+}
+
+// probe calls fn with the word index and bit of each of the identity's
+// probes: a block chosen by h1, then bits of h2 nine at a time (a 512-bit
+// block), h2 rehashed when its bits run out.
+func (s *identitySeg) probe(h1, h2 uint64, fn func(word int, bit uint64) bool) bool {
+	hi, _ := bits.Mul64(h1, s.blocks) // h1 scaled to [0, blocks)
+	base := int(hi) * identityBlockWords
+	avail := 64
+	for range identityProbes {
+		if avail < 9 {
+			h2 = h2*0x9e3779b97f4a7c15 + h1
+			avail = 64
+		}
+		pos := h2 & 511
+		h2 >>= 9
+		avail -= 9
+		if !fn(base+int(pos>>6), 1<<(pos&63)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *identitySeg) set(h1, h2 uint64) {
+	s.probe(h1, h2, func(w int, bit uint64) bool {
+		atomic.OrUint64(&s.words[w], bit)
+		return true
+	})
+}
+
+func (s *identitySeg) has(h1, h2 uint64) bool {
+	return s.probe(h1, h2, func(w int, bit uint64) bool {
+		return atomic.LoadUint64(&s.words[w])&bit != 0
+	})
+}
+
+// identities returns the filter of stored identities. Open builds it for a
+// writable store; a read-only one builds it at first use, from tx (nothing
+// else writes the file meanwhile: bbolt's lock keeps writers out).
+func (db *DB) identities(tx *bolt.Tx) *identityFilter {
+	if f := db.idents.Load(); f != nil {
+		return f
+	}
+	db.identsMu.Lock()
+	defer db.identsMu.Unlock()
+	if f := db.idents.Load(); f != nil {
+		return f
+	}
+	f := buildIdentityFilter(tx)
+	db.idents.Store(f)
+	return f
+}
+
+// refreshIdentities rebuilds the filter when most of what it holds was
+// deleted (retention), so its memory follows the reports kept. It holds the
+// writer meanwhile, about a second per 10 million reports, so that no
+// commit adds an identity the new filter would miss.
+func (db *DB) refreshIdentities() error {
+	f := db.idents.Load()
+	if f == nil {
+		return nil
+	}
+	tx, err := db.bolt.Begin(true)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if added, kept := f.reports(), storedReports(tx); added-kept > max(kept, identityMinCapacity) {
+		db.idents.Store(buildIdentityFilter(tx))
+	}
+	return nil
+}
+
+// storedReports returns how many aggregate reports the organizations' counts
+// add up to.
+func storedReports(tx *bolt.Tx) int64 {
+	var n int64
+	_ = tx.Bucket(bucketReportCounts).ForEach(func(_, v []byte) error {
+		if len(v) == 8 {
+			n += int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return n
+}
+
+// buildIdentityFilter reads every key of the date index into a new filter,
+// sized from the organizations' report counts.
+func buildIdentityFilter(tx *bolt.Tx) *identityFilter {
+	f := newIdentityFilter(storedReports(tx))
+	c := tx.Bucket(bucketReportsByDomain).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) == reportKeyLen {
+			f.add(k[:idLen], k[idLen+8:])
+		}
+	}
+	return f
+}
+
+// storedReport returns the stored report with the identity of key, a
+// reportKey, or nil when there is none; exact says it is stored under key
+// itself, with the same date_begin. The exact key is read first: a report
+// sent again usually carries its dates. An index entry whose report is
+// missing is passed over.
+func (f *identityFilter) storedReport(tx *bolt.Tx, key []byte) (rep *Report, exact bool, err error) {
+	byDomain := tx.Bucket(bucketReportsByDomain)
+	if v := byDomain.Get(key); v != nil {
+		if rep, err := indexedReport(tx, v); rep != nil || err != nil {
+			return rep, true, err
+		}
+		exact = true
+	}
+	domainID, ident := key[:idLen], key[idLen+8:]
+	if !f.mayContain(domainID, ident) {
+		return nil, exact, nil
+	}
+	f.scans.Add(1)
+	c := byDomain.Cursor()
+	for k, v := c.Seek(domainID); k != nil && bytes.HasPrefix(k, domainID); k, v = c.Next() {
+		if len(k) != reportKeyLen || !bytes.Equal(k[idLen+8:], ident) || bytes.Equal(k, key) {
+			continue
+		}
+		if rep, err := indexedReport(tx, v); rep != nil || err != nil {
+			return rep, false, err
+		}
+	}
+	return nil, exact, nil
+}
+
+// indexedReport returns the report of a date index value (report id |
+// date_end), or nil when it is missing.
+func indexedReport(tx *bolt.Tx, v []byte) (*Report, error) {
+	if len(v) < 8 {
+		return nil, errorf(ErrInvalid, "malformed report index entry")
+	}
+	rep, _, err := getReport(tx, string(v[:len(v)-8]), false)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return rep, err
+}
