@@ -97,7 +97,8 @@ func NewReportDraft(r Report) (*ReportDraft, error) {
 			return nil, errorf(ErrInvalid, "report %s is longer than %d bytes", f.name, maxMetaLen)
 		}
 	}
-	r.ID = NewID()
+	bin := newIDBytes()
+	r.ID = formatUUID(bin)
 	r.ReceivedAt = r.ReceivedAt.UTC().Truncate(time.Second)
 	if r.DateBegin.IsZero() {
 		r.DateBegin = r.ReceivedAt
@@ -108,7 +109,7 @@ func NewReportDraft(r Report) (*ReportDraft, error) {
 	r.DateBegin, r.DateEnd = r.DateBegin.UTC().Truncate(time.Second), r.DateEnd.UTC().Truncate(time.Second)
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount, r.RecordCount = 0, 0, 0, 0
 	d := &ReportDraft{rep: r, sum: newSummaryAcc()}
-	d.bin, _ = binID(r.ID)
+	d.bin = bin
 	// The date index key carries the dedup identity: FindDuplicate needs it
 	// before the records are read.
 	d.key = reportIndexKey(&d.rep)

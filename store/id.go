@@ -38,7 +38,10 @@ func nextIDTick(nowMs int64, fresh uint16) (int64, uint16) {
 
 // NewID returns a new UUIDv7 in canonical lowercase text form. Ids are
 // time-ordered and strictly increasing within a process; the rest is random.
-func NewID() string {
+func NewID() string { return formatUUID(newIDBytes()) }
+
+// newIDBytes returns a new id in binary form (binID of a NewID).
+func newIDBytes() [16]byte {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes instead)
 	ms, seq := nextIDTick(time.Now().UnixMilli(), binary.BigEndian.Uint16(b[6:8]))
@@ -48,7 +51,7 @@ func NewID() string {
 	b[6] = 0x70 | byte(seq>>8)&0x0f
 	b[7] = byte(seq)
 	b[8] = 0x80 | b[8]&0x3f
-	return formatUUID(b)
+	return b
 }
 
 // NewEventID returns a new webhook event id: "evt_" followed by a NewID.
