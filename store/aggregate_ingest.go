@@ -659,9 +659,10 @@ type DomainRef struct {
 // to call for every report.
 func (db *DB) DomainsNamed(orgID, name string) ([]DomainRef, error) {
 	var refs []DomainRef
+	names := domainNames.Load()
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
-		refs, err = domainsNamed(tx, orgID, name)
+		refs, err = db.names.domainsNamed(tx, names, orgID, name)
 		return err
 	})
 	if err != nil {

@@ -373,8 +373,15 @@ func putDomain(tx *bolt.Tx, rec *domainRecord) error {
 	return tx.Bucket(bucketDomains).Put(idKey(rec.ID), raw)
 }
 
+// namesChanging marks the domain names changing in tx (see nameCache).
+func namesChanging(tx *bolt.Tx) {
+	domainNames.Add(1)
+	tx.OnCommit(func() { domainNames.Add(1) })
+}
+
 // insertDomain writes a new domain and its three index entries.
 func insertDomain(tx *bolt.Tx, rec *domainRecord) error {
+	namesChanging(tx)
 	if err := putDomain(tx, rec); err != nil {
 		return err
 	}
@@ -389,6 +396,7 @@ func insertDomain(tx *bolt.Tx, rec *domainRecord) error {
 
 // removeDomain deletes a domain and its three index entries.
 func removeDomain(tx *bolt.Tx, rec *domainRecord) error {
+	namesChanging(tx)
 	for _, del := range []struct {
 		bucket, key []byte
 	}{

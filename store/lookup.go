@@ -1,6 +1,10 @@
 package store
 
 import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -11,21 +15,76 @@ import (
 type Lookup struct {
 	db *DB
 	tx *bolt.Tx
+	// names is domainNames read before tx began (see nameCache).
+	names uint64
 }
 
 // Lookup calls fn with a Lookup over one read transaction, returning fn's
 // error. fn must not keep l, nor write to the store (a read transaction
 // would then wait on itself when the file grows).
 func (db *DB) Lookup(fn func(l *Lookup) error) error {
-	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Lookup{db: db, tx: tx}) })
+	names := domainNames.Load()
+	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Lookup{db: db, tx: tx, names: names}) })
 }
 
 // DomainsNamed is DB.DomainsNamed inside the lookup's transaction.
 func (l *Lookup) DomainsNamed(orgID, name string) ([]DomainRef, error) {
-	refs, err := domainsNamed(l.tx, orgID, name)
+	refs, err := l.db.names.domainsNamed(l.tx, l.names, orgID, name)
 	if err != nil {
 		return nil, wrap("find domains by name", err)
 	}
+	return refs, nil
+}
+
+// domainNames changes around every domain added or removed: insertDomain
+// and removeDomain add 1 as they write and 1 once the transaction
+// commits. It is global, not per DB: a change in another DB of the
+// process (tests) only empties a cache needlessly.
+var domainNames atomic.Uint64
+
+// nameCache remembers which domains are called a name, of an organization
+// or of all: ingest asks for each report, and without --org an import
+// asked every organization in turn.
+//
+// An answer read under version v (domainNames loaded before its
+// transaction began) is used while the version is still v. A domain added
+// or removed changes it as it writes, so that answers read before are
+// stale, and again after its commit, so that answers read meanwhile from
+// the old data are too.
+type nameCache struct {
+	mu sync.Mutex
+	m  map[string]nameAnswer
+}
+
+type nameAnswer struct {
+	ver  uint64
+	refs []DomainRef
+}
+
+// maxNameCache bounds the names remembered (reports for domains nobody
+// registered are answered too): past it, the cache starts over.
+const maxNameCache = 10_000
+
+// domainsNamed is domainsNamed through the cache; ver is domainNames as
+// loaded before tx began. The slice returned is the caller's.
+func (c *nameCache) domainsNamed(tx *bolt.Tx, ver uint64, orgID, name string) ([]DomainRef, error) {
+	key := orgID + "\x00" + name
+	c.mu.Lock()
+	a, ok := c.m[key]
+	c.mu.Unlock()
+	if ok && a.ver == ver && domainNames.Load() == ver {
+		return slices.Clone(a.refs), nil
+	}
+	refs, err := domainsNamed(tx, orgID, name)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxNameCache {
+		c.m = make(map[string]nameAnswer)
+	}
+	c.m[key] = nameAnswer{ver: ver, refs: slices.Clone(refs)}
+	c.mu.Unlock()
 	return refs, nil
 }
 

@@ -40,6 +40,8 @@ type DB struct {
 	// dedup check (identity_filter.go); see identities.
 	idents   atomic.Pointer[identityFilter]
 	identsMu sync.Mutex
+	// names caches DomainsNamed (lookup.go).
+	names nameCache
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.
