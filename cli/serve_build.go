@@ -117,6 +117,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	s.hooks = hooks
 	reg := metrics.NewRegistry()
 	registerBuildInfo(reg)
+	registerDedupFilter(reg, db)
 	if err := setAlertRules(db, o.Alerts, reg); err != nil {
 		return nil, err
 	}
@@ -412,4 +413,15 @@ func rehomeUnverified(db *store.DB, reportingDomain string, log *slog.Logger) er
 			"domain_id", m.DomainID, "from", m.From, "to", m.To)
 	}
 	return nil
+}
+
+// registerDedupFilter exposes the memory and work of the store's filter of
+// report identities (the dedup check of aggregate reports).
+func registerDedupFilter(reg *metrics.Registry, db *store.DB) {
+	reg.GaugeFunc("dmarcd_dedup_filter_reports", "Aggregate report identities in the in-memory dedup filter.",
+		func() float64 { return float64(db.DedupFilterStats().Reports) })
+	reg.GaugeFunc("dmarcd_dedup_filter_bytes", "Memory of the in-memory dedup filter of aggregate reports.",
+		func() float64 { return float64(db.DedupFilterStats().Bytes) })
+	reg.CounterFunc("dmarcd_dedup_scans_total", "Scans of a domain's reports the dedup filter could not spare: a report sent again with other dates, or a false positive.",
+		func() float64 { return float64(db.DedupFilterStats().Scans) })
 }

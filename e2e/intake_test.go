@@ -77,6 +77,16 @@ func TestSMTPIntake(t *testing.T) {
 	if _, total := s.Reports(domID); total != 1 {
 		t.Errorf("the same report twice: %d reports, want 1", total)
 	}
+	// The report sent again had its dates: found by its key, no scan.
+	metrics := string(s.Do("GET", "/metrics", "", nil).Body)
+	for _, want := range []string{"dmarcd_dedup_filter_reports 1\n", "# TYPE dmarcd_dedup_scans_total counter\ndmarcd_dedup_scans_total 0\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grepLines(metrics, "dedup"))
+		}
+	}
+	if !strings.Contains(metrics, "dmarcd_dedup_filter_bytes ") || strings.Contains(metrics, "dmarcd_dedup_filter_bytes 0\n") {
+		t.Errorf("/metrics: no filter memory:\n%s", grepLines(metrics, "dedup"))
+	}
 
 	code, text := smtpReply(sendMail(addr, from, []string{"nobody@reports.dmarcd.test"}, msg))
 	if code != 550 || !strings.HasPrefix(text, "5.1.1") {

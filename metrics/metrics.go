@@ -205,15 +205,26 @@ func (r *Registry) GaugeFunc(name, help string, fn func() float64) {
 	r.add(&gaugeFunc{fname: name, help: help, fn: fn})
 }
 
+// CounterFunc registers a counter whose value is read from fn at scrape
+// time, for counts another package keeps; fn must never decrease.
+func (r *Registry) CounterFunc(name, help string, fn func() float64) {
+	r.add(&gaugeFunc{fname: name, help: help, fn: fn, kind: "counter"})
+}
+
 type gaugeFunc struct {
 	fname, help string
 	fn          func() float64
+	kind        string // "gauge" when empty
 }
 
 func (g *gaugeFunc) name() string { return g.fname }
 
 func (g *gaugeFunc) write(w *bufio.Writer) {
-	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %s\n", g.fname, g.help, g.fname, g.fname, formatFloat(g.fn()))
+	kind := g.kind
+	if kind == "" {
+		kind = "gauge"
+	}
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", g.fname, g.help, g.fname, kind, g.fname, formatFloat(g.fn()))
 }
 
 // DefaultLatencyBuckets are request-latency bucket bounds in seconds, from

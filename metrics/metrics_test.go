@@ -20,6 +20,7 @@ func TestExposition(t *testing.T) {
 	h.With("/a").Observe(0.5)
 	h.With("/a").Observe(5)
 	r.GaugeFunc("dmarcd_depth", "Depth.", func() float64 { return 7 })
+	r.CounterFunc("dmarcd_scans_total", "Scans.", func() float64 { return 12 })
 
 	rec := httptest.NewRecorder()
 	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -34,7 +35,8 @@ func TestExposition(t *testing.T) {
 		`dmarcd_latency_seconds_bucket{route="/a",le="+Inf"} 3` + "\n",
 		`dmarcd_latency_seconds_sum{route="/a"} 5.55` + "\n",
 		`dmarcd_latency_seconds_count{route="/a"} 3` + "\n",
-		"dmarcd_depth 7\n",
+		"# TYPE dmarcd_depth gauge\ndmarcd_depth 7\n",
+		"# TYPE dmarcd_scans_total counter\ndmarcd_scans_total 12\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("exposition lacks %q\n%s", want, got)

@@ -171,6 +171,24 @@ func (s *identitySeg) has(h1, h2 uint64) bool {
 	})
 }
 
+// DedupFilterStats is what the dedup identity filter holds (see
+// identity_filter.go), for /metrics.
+type DedupFilterStats struct {
+	Reports int64 // identities added since it was built
+	Bytes   int64 // memory of its bits
+	Scans   int64 // scans of a domain's reports after a "maybe", since Open
+}
+
+// DedupFilterStats returns the filter's figures; zero before it is built
+// (a read-only store builds it at its first dedup check).
+func (db *DB) DedupFilterStats() DedupFilterStats {
+	f := db.idents.Load()
+	if f == nil {
+		return DedupFilterStats{Scans: db.identScans.Load()}
+	}
+	return DedupFilterStats{Reports: f.reports(), Bytes: f.bytes(), Scans: db.identScans.Load() + f.scans.Load()}
+}
+
 // identities returns the filter of stored identities. Open builds it for a
 // writable store; a read-only one builds it at first use, from tx (nothing
 // else writes the file meanwhile: bbolt's lock keeps writers out).
@@ -203,6 +221,7 @@ func (db *DB) refreshIdentities() error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	if added, kept := f.reports(), storedReports(tx); added-kept > max(kept, identityMinCapacity) {
+		db.identScans.Add(f.scans.Load())
 		db.idents.Store(buildIdentityFilter(tx))
 	}
 	return nil

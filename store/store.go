@@ -40,6 +40,8 @@ type DB struct {
 	// dedup check (identity_filter.go); see identities.
 	idents   atomic.Pointer[identityFilter]
 	identsMu sync.Mutex
+	// identScans counts the scans of filters replaced since Open.
+	identScans atomic.Int64
 	// names caches DomainsNamed (lookup.go).
 	names nameCache
 }
