@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -173,6 +176,107 @@ func TestReportSourcesDistinct(t *testing.T) {
 				t.Fatalf("%d sources: row %d repeated at the end not found", n, at)
 			}
 			s.rows = s.rows[:n]
+		}
+	}
+}
+
+// pruneReference is prune as it was before it reused the spare slices:
+// new slices for everything, the reference of TestPruneReusesSlices.
+func pruneReference(s *reportSources, keep int) {
+	var other srcRow
+	rest := make([]srcRow, 0, len(s.rows))
+	for _, r := range s.rows {
+		if r.ip == OtherSources {
+			other = r
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	slices.SortFunc(rest, func(a, b srcRow) int {
+		return cmp.Or(cmp.Compare(b.messages, a.messages), strings.Compare(a.ip, b.ip))
+	})
+	auths := make([]AuthDomainCount, 0, len(s.auths))
+	for _, a := range s.auths[other.a0:other.a1] {
+		auths = addAuth(auths, 0, a)
+	}
+	for _, o := range rest[min(keep, len(rest)):] {
+		other.sum(&o)
+		for _, a := range s.auths[o.a0:o.a1] {
+			auths = addAuth(auths, 0, a)
+		}
+	}
+	other.ip, other.cc, other.asOrg, other.asn = OtherSources, "", "", 0
+	other.hasCC, other.hasASN, other.hasASOrg = false, false, false
+	other.a0, other.a1 = 0, int32(len(auths))
+	kept := rest[:min(keep, len(rest))]
+	rows := make([]srcRow, 0, len(kept)+1)
+	rows = append(rows, other)
+	for _, r := range kept {
+		a := int32(len(auths))
+		auths = append(auths, s.auths[r.a0:r.a1]...)
+		r.a0, r.a1 = a, int32(len(auths))
+		rows = append(rows, r)
+	}
+	s.rows, s.auths, s.summed = rows, auths, len(rows)
+}
+
+// expandRows lists s's rows with their auth results, for comparing two
+// reportSources whose auth results sit at different offsets.
+func expandRows(s *reportSources) []string {
+	out := make([]string, len(s.rows))
+	for i, r := range s.rows {
+		auths := s.auths[r.a0:r.a1]
+		r.a0, r.a1 = 0, 0
+		out[i] = fmt.Sprintf("%+v %+v", r, auths)
+	}
+	return out
+}
+
+// TestPruneReusesSlices ensures prune, which writes into the spare slices
+// and the rows' own array, gives what pruning into new slices gave, also
+// when the rows then grow over the slices it reused and are pruned again
+// (a report of many distinct sources prunes every few thousand records),
+// and when sources repeat across prunes (sum then swaps the slices too).
+func TestPruneReusesSlices(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	var s, ref reportSources
+	record := func(i int) *Record {
+		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		if rng.IntN(4) == 0 {
+			ip = fmt.Sprintf("192.0.2.%d", rng.IntN(200)) // repeats, across prunes
+		}
+		r := &Record{SourceIP: ip, Count: int64(1 + rng.IntN(50)), Disposition: "none", DKIM: "pass", SPF: "fail"}
+		r.AuthResults.DKIM = []DKIMAuth{{Domain: fmt.Sprintf("d%d.example", rng.IntN(20)), Result: "pass"}}
+		r.AuthResults.SPF = []SPFAuth{{Domain: fmt.Sprintf("s%d.example", rng.IntN(20)), Result: "fail"}}
+		return r
+	}
+	const keep = 300
+	for round := range 6 {
+		for i := range 700 + rng.IntN(400) {
+			r := record(round<<12 + i)
+			s.add(r)
+			ref.add(r)
+		}
+		if !s.distinct() {
+			s.sum()
+		}
+		if !ref.distinct() {
+			ref.sum()
+		}
+		prune := len(s.rows) > keep
+		if prune {
+			s.prune(keep)
+			pruneReference(&ref, keep)
+		}
+		s.summed, ref.summed = len(s.rows), len(ref.rows)
+		got, want := expandRows(&s), expandRows(&ref)
+		if !slices.Equal(got, want) {
+			for i := range min(len(got), len(want)) {
+				if got[i] != want[i] {
+					t.Fatalf("round %d (pruned %v), row %d of %d (want %d):\n got %s\nwant %s", round, prune, i, len(got), len(want), got[i], want[i])
+				}
+			}
+			t.Fatalf("round %d: %d rows, want %d", round, len(got), len(want))
 		}
 	}
 }
