@@ -319,13 +319,13 @@ func (r *srcRow) sum(o *srcRow) {
 // other sources) and folds the rest into that row, which has no
 // geolocation. The rows must be summed; they stay so.
 func (s *reportSources) prune(keep int) {
-	// The sources are sorted in the spare rows and the auth results
-	// written into the spare ones; the rows kept go back into the rows'
-	// array, whose contents are copied out first. A report of a million
-	// records from distinct sources pruned a hundred times, and made three
-	// new slices of up to 16,000 rows each time.
+	// The sources are sorted in place and the auth results written into
+	// the spare ones: a report of a million records from distinct sources
+	// pruned a hundred times, and made three new slices of up to 16,000
+	// rows each time.
 	var other srcRow
-	rest := s.spare[:0]
+	n := len(s.rows)
+	rest := s.rows[:0] // the rows but the other one, in place
 	for _, r := range s.rows {
 		if r.ip == OtherSources {
 			other = r
@@ -340,7 +340,8 @@ func (s *reportSources) prune(keep int) {
 	for _, a := range s.auths[other.a0:other.a1] {
 		auths = addAuth(auths, 0, a)
 	}
-	for _, o := range rest[min(keep, len(rest)):] {
+	k := min(keep, len(rest))
+	for _, o := range rest[k:] {
 		other.sum(&o)
 		for _, a := range s.auths[o.a0:o.a1] {
 			auths = addAuth(auths, 0, a)
@@ -349,17 +350,20 @@ func (s *reportSources) prune(keep int) {
 	other.ip, other.cc, other.asOrg, other.asn = OtherSources, "", "", 0
 	other.hasCC, other.hasASN, other.hasASOrg = false, false, false
 	other.a0, other.a1 = 0, int32(len(auths))
-	kept := rest[:min(keep, len(rest))]
-	rows := append(s.rows[:0], other)
-	for _, r := range kept {
+	// The other row first, then the rows kept, moved up by one.
+	rows := slices.Grow(rest[:k], 1)[:k+1]
+	copy(rows[1:], rows[:k])
+	rows[0] = other
+	for i := 1; i < len(rows); i++ {
+		r := &rows[i]
 		a := int32(len(auths))
 		auths = append(auths, s.auths[r.a0:r.a1]...)
 		r.a0, r.a1 = a, int32(len(auths))
-		rows = append(rows, r)
 	}
-	clear(s.rows[len(rows):]) // the dropped sources' strings
-	clear(rest)
-	s.rows, s.auths, s.spare, s.spareAuths = rows, auths, rest[:0], s.auths[:0]
+	if len(rows) < n {
+		clear(s.rows[len(rows):n]) // the dropped sources' strings
+	}
+	s.rows, s.auths, s.spareAuths = rows, auths, s.auths[:0]
 	s.summed = len(rows)
 }
 
