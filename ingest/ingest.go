@@ -68,8 +68,9 @@ type Config struct {
 	// Now is the clock for receive times; nil means time.Now.
 	Now    func() time.Time
 	Limits container.Limits
-	// BatchRecords commits when this many records are pending; it is also
-	// the size of the chunks a large report is written in. 0 means 20000.
+	// BatchRecords commits when this many records are pending; a large
+	// report is written in chunks of half that (chunkRecords). 0 means
+	// 20000.
 	BatchRecords int
 	// BatchDelay is how long the writer waits for other Ingest calls still
 	// parsing before it commits; 0 means 5ms. It never waits when no other

@@ -242,9 +242,9 @@ func (j *job) payload(pl container.Payload) error {
 }
 
 // records reads the records of one report into its draft, handing out a
-// chunk whenever a batch is full, so memory stays bounded.
+// chunk whenever one is full, so memory stays bounded.
 func (j *job) records(name string, ar *aggregate.Reader, draft *store.ReportDraft) error {
-	batch := j.p.cfg.BatchRecords
+	batch := j.p.chunkRecords()
 	j.reading = draft
 	for {
 		r, err := ar.Next()
