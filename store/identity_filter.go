@@ -254,21 +254,23 @@ func buildIdentityFilter(tx *bolt.Tx) *identityFilter {
 }
 
 // storedReport returns the stored report with the identity of key, a
-// reportKey, or nil when there is none; exact says it is stored under key
-// itself, with the same date_begin. The exact key is read first: a report
-// sent again usually carries its dates. An index entry whose report is
-// missing is passed over.
+// reportKey, or nil when there is none; exact says the date index has an
+// entry under key itself, with the same date_begin. A new report's
+// identity is almost always one the filter has never seen, and then
+// nothing is read. Otherwise the exact key is read first (a report sent
+// again usually carries its dates), then the domain's keys. An index entry
+// whose report is missing is passed over.
 func (f *identityFilter) storedReport(tx *bolt.Tx, key []byte) (rep *Report, exact bool, err error) {
+	domainID, ident := key[:idLen], key[idLen+8:]
+	if !f.mayContain(domainID, ident) {
+		return nil, false, nil
+	}
 	byDomain := tx.Bucket(bucketReportsByDomain)
 	if v := byDomain.Get(key); v != nil {
 		if rep, err := indexedReport(tx, v); rep != nil || err != nil {
 			return rep, true, err
 		}
 		exact = true
-	}
-	domainID, ident := key[:idLen], key[idLen+8:]
-	if !f.mayContain(domainID, ident) {
-		return nil, exact, nil
 	}
 	f.scans.Add(1)
 	c := byDomain.Cursor()
