@@ -40,13 +40,14 @@ const (
 // every stored aggregate report. It grows by segments, each twice the
 // capacity of the one before, so that adding never rehashes. A report
 // deleted leaves its bits: the filter only ever answers "maybe" for more
-// than is stored, never less, and refresh rebuilds it from the file.
+// than is stored, never less, and refreshIdentities rebuilds it from the
+// file.
 //
 // Adds come from write transactions, before they commit; lookups from any
 // transaction. A rolled-back add only costs a needless scan later.
 type identityFilter struct {
 	seed maphash.Seed
-	mu   sync.Mutex // held to add, so a segment is never added twice
+	mu   sync.Mutex // held to grow, so a segment is never added twice
 	segs atomic.Pointer[[]*identitySeg]
 	// scans counts the domain scans made after a "maybe" (tests, metrics).
 	scans atomic.Int64
@@ -207,23 +208,31 @@ func (db *DB) identities(tx *bolt.Tx) *identityFilter {
 }
 
 // refreshIdentities rebuilds the filter when most of what it holds was
-// deleted (retention), so its memory follows the reports kept. It holds the
-// writer meanwhile, about a second per 10 million reports, so that no
-// commit adds an identity the new filter would miss.
+// deleted (retention), so its memory follows the reports kept. The
+// rebuild holds the writer, about a second per 10 million reports, so that
+// no commit adds an identity the new filter would miss; deciding whether
+// to rebuild needs only a read.
 func (db *DB) refreshIdentities() error {
 	f := db.idents.Load()
 	if f == nil {
 		return nil
+	}
+	var stale bool
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		added, kept := f.reports(), storedReports(tx)
+		stale = added-kept > max(kept, identityMinCapacity)
+		return nil
+	})
+	if err != nil || !stale {
+		return err
 	}
 	tx, err := db.bolt.Begin(true)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if added, kept := f.reports(), storedReports(tx); added-kept > max(kept, identityMinCapacity) {
-		db.identScans.Add(f.scans.Load())
-		db.idents.Store(buildIdentityFilter(tx))
-	}
+	db.identScans.Add(f.scans.Load())
+	db.idents.Store(buildIdentityFilter(tx))
 	return nil
 }
 

@@ -52,10 +52,9 @@ func indexOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte) error {
 // putOrgReport is indexOrgReport without the count: it reports whether the
 // report was new to the index, so that the ingest commit adds each
 // organization's new reports to its count once, not once a report. With
-// isNew the caller knows it is (its identity had no entry in the dedup
-// index, which is kept in the same transactions and whose identity the key
-// includes): the lookup is spared, a B-tree search per report in the
-// single writer.
+// isNew the caller knows it is (the date index, kept in the same
+// transactions, has no entry under domainKey): the lookup is spared, a
+// B-tree search per report in the single writer.
 func putOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte, isNew bool) (fresh bool, err error) {
 	if len(domainKey) != reportKeyLen {
 		return false, errorf(ErrInvalid, "malformed report index key")
