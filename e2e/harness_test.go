@@ -143,8 +143,27 @@ func StartServer(t testing.TB, o Options) *Server {
 		if s.Key = keyRE.FindString(string(b)); s.Key == "" {
 			t.Fatalf("the log says a bootstrap key was created but %s/bootstrap-key holds none (%v)\nstdout:\n%s", s.DataDir, err, s.Stdout())
 		}
+		// Standard output and the log are two pipes, each copied by its
+		// own goroutine: the "started" line can arrive before the
+		// bootstrap text the server wrote earlier. Wait for that text to
+		// finish ("Try it" comes last) so tests read all of it; a server
+		// that never prints it fails the tests that look for it.
+		s.waitStdout("Try it", 10*time.Second)
 	}
 	return s
+}
+
+// waitStdout waits until standard output holds substr, the process ends,
+// or d passes, whichever comes first.
+func (s *Server) waitStdout(substr string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for !strings.Contains(s.Stdout(), substr) && time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // readLog copies the JSON log into s.stderr and reports the API address
