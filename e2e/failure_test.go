@@ -205,8 +205,9 @@ func TestFailureEndToEnd(t *testing.T) {
 	if _, total := s.failureList(key, ""); total != 3 {
 		t.Errorf("after deleting example.org: %d failure reports, want 3", total)
 	}
-	if !strings.Contains(s.Stderr(), `"msg":"ingested"`) || strings.Contains(s.Stderr(), "Urgent invoice") {
-		t.Error("the log lacks the ingest lines, or shows a reported message's subject")
+	s.WaitLog("ingested") // the log is its own pipe, and may trail the API
+	if strings.Contains(s.Stderr(), "Urgent invoice") {
+		t.Error("the log shows a reported message's subject")
 	}
 }
 
