@@ -41,7 +41,7 @@ func BenchmarkTLSParseStore(b *testing.B) {
 	for b.Loop() {
 		n++
 		data := bytes.Replace(raw, old, []byte(`"`+strconv.Itoa(n)+`"`), 1)
-		r, err := tlsrpt.ParseBytes(data, tlsrpt.Limits{})
+		r, err := tlsrpt.Parse(bytes.NewReader(data), tlsrpt.Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}
