@@ -571,22 +571,6 @@ func touchDomain(tx *bolt.Tx, domainID string, t time.Time) error {
 	return putDomain(tx, rec)
 }
 
-// FindDuplicate returns the stored report with the identity of d (domain,
-// org_name, report id), or nil when there is none: a cheap check before
-// the records of a report are parsed. Commit checks again.
-func (db *DB) FindDuplicate(d *ReportDraft) (*Report, error) {
-	var rep *Report
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		rep, err = db.findDuplicate(tx, d.key)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("find duplicate report", err)
-	}
-	return rep, nil
-}
-
 // Abort deletes what the draft already committed for a report that will
 // not be stored: the records it handed out (TakeChunk) and their pending
 // marker, in transactions of bounded size. Call it for a draft given up

@@ -131,15 +131,15 @@ func TestCommitOutcomes(t *testing.T) {
 	if !outs[0].Stored || outs[1].Duplicate == nil || outs[1].Duplicate.ID != a.ID() || !outs[2].DomainGone {
 		t.Errorf("outcomes %+v", outs)
 	}
-	if dup, err := e.db.FindDuplicate(mustDraft(t, e.dom, "same", reportDay(3), 1)); err != nil || dup == nil || dup.ID != a.ID() {
+	if dup, err := findDuplicate(e.db, mustDraft(t, e.dom, "same", reportDay(3), 1)); err != nil || dup == nil || dup.ID != a.ID() {
 		t.Errorf("FindDuplicate: %v, %v", dup, err)
 	}
 	// The identity is reporter, report id and domain (API.md): another id is
 	// a new report, the same id with other dates is not.
-	if dup, err := e.db.FindDuplicate(mustDraft(t, e.dom, "other", reportDay(3), 1)); err != nil || dup != nil {
+	if dup, err := findDuplicate(e.db, mustDraft(t, e.dom, "other", reportDay(3), 1)); err != nil || dup != nil {
 		t.Errorf("FindDuplicate of a new report: %v, %v", dup, err)
 	}
-	if dup, err := e.db.FindDuplicate(mustDraft(t, e.dom, "same", reportDay(4), 1)); err != nil || dup == nil || dup.ID != a.ID() {
+	if dup, err := findDuplicate(e.db, mustDraft(t, e.dom, "same", reportDay(4), 1)); err != nil || dup == nil || dup.ID != a.ID() {
 		t.Errorf("FindDuplicate of a re-sent report with other dates: %v, %v", dup, err)
 	}
 }
@@ -277,7 +277,7 @@ func TestDomainStatisticsRange(t *testing.T) {
 func TestRollupCacheRevalidated(t *testing.T) {
 	e := newReportEnv(t)
 	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.dom, "a", reportDay(1), 10)}})
-	err := e.db.Bolt().Update(func(tx *bolt.Tx) error {
+	err := store.BoltOf(e.db).Update(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte("report_rollups")).ForEach(func(k, _ []byte) error {
 			return tx.Bucket([]byte("report_rollups")).Delete(k)
 		})
@@ -384,7 +384,7 @@ func TestPendingReports(t *testing.T) {
 		t.Errorf("whole report: %d records, %v", n, err)
 	}
 	prefixes := map[string]bool{}
-	_ = db.Bolt().View(func(tx *bolt.Tx) error {
+	_ = store.BoltOf(db).View(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte("report_records")).ForEach(func(k, _ []byte) error {
 			prefixes[string(k[:16])] = true
 			return nil
@@ -406,7 +406,7 @@ func TestDraftAbort(t *testing.T) {
 	ing := e.db.NewIngester()
 	recordReports := func() int {
 		prefixes := map[string]bool{}
-		_ = e.db.Bolt().View(func(tx *bolt.Tx) error {
+		_ = store.BoltOf(e.db).View(func(tx *bolt.Tx) error {
 			return tx.Bucket([]byte("report_records")).ForEach(func(k, _ []byte) error {
 				prefixes[string(k[:16])] = true
 				return nil
@@ -520,4 +520,16 @@ func TestDedupIgnoresDates(t *testing.T) {
 	if out := commit("google.com", day); !out.Stored {
 		t.Fatalf("after the domain was deleted and added again, its old identity still blocks: %+v", out)
 	}
+}
+
+// findDuplicate is the dedup check of ingest: Lookup.FindDuplicate in a
+// lookup of its own.
+func findDuplicate(db *store.DB, d *store.ReportDraft) (*store.Report, error) {
+	var dup *store.Report
+	err := db.Lookup(func(l *store.Lookup) error {
+		var err error
+		dup, err = l.FindDuplicate(d)
+		return err
+	})
+	return dup, err
 }

@@ -167,24 +167,10 @@ func (f *AlertFilter) matches(v []byte) bool {
 		(f.DomainID == "" || domain == f.DomainID)
 }
 
-// FindAlert returns alert id of organization orgID. ErrNotFound also when
-// it belongs to another organization or id is malformed.
-func (db *DB) FindAlert(orgID, id string) (*Alert, error) {
-	var rec *alertRecord
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		rec, err = getOrgAlert(tx, orgID, id)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("find alert", err)
-	}
-	return rec.alert(), nil
-}
-
 // DismissAlert sets alert id of organization orgID to dismissed, stamping
 // dismissed_at, and returns it. Dismissing a dismissed alert changes
-// nothing and returns it again. ErrNotFound as FindAlert.
+// nothing and returns it again. ErrNotFound also when it belongs to another
+// organization or id is malformed.
 func (db *DB) DismissAlert(orgID, id string) (*Alert, error) {
 	var rec *alertRecord
 	now := db.now()
@@ -205,17 +191,11 @@ func (db *DB) DismissAlert(orgID, id string) (*Alert, error) {
 	return rec.alert(), nil
 }
 
-// MarkAlertSent records that alert alertID reached every active webhook of
-// its organization at time at: a pending alert becomes sent; a dismissed
-// one stays dismissed. sent_at keeps the first delivery time. ErrNotFound
-// when there is no such alert (it may have gone with its domain).
-func (db *DB) MarkAlertSent(alertID string, at time.Time) error {
-	return wrap("mark alert sent", db.bolt.Update(func(tx *bolt.Tx) error {
-		return markAlertSent(tx, alertID, at)
-	}))
-}
-
-// markAlertSent is MarkAlertSent inside the caller's transaction.
+// markAlertSent records, in tx, that alert alertID reached every active
+// webhook of its organization at time at: a pending alert becomes sent; a
+// dismissed one stays dismissed. sent_at keeps the first delivery time.
+// ErrNotFound when there is no such alert (it may have gone with its
+// domain).
 func markAlertSent(tx *bolt.Tx, alertID string, at time.Time) error {
 	rec, err := getAlert(tx, alertID)
 	if err != nil {

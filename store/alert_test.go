@@ -426,9 +426,9 @@ func TestDismissAndMarkSent(t *testing.T) {
 	if err := e.db.MarkAlertSent(warn.ID, sentAt.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.db.FindAlert(e.orgA.ID, warn.ID)
-	if err != nil || got.Status != store.AlertSent || got.SentAt == nil || !got.SentAt.Equal(sentAt) {
-		t.Fatalf("after MarkAlertSent: %+v %v", got, err)
+	got := storetest.Alert(t, e.db, e.orgA.ID, warn.ID)
+	if got == nil || got.Status != store.AlertSent || got.SentAt == nil || !got.SentAt.Equal(sentAt) {
+		t.Fatalf("after MarkAlertSent: %+v", got)
 	}
 
 	e.clock.Advance(time.Minute)
@@ -444,14 +444,14 @@ func TestDismissAndMarkSent(t *testing.T) {
 	if err := e.db.MarkAlertSent(crit.ID, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := e.db.FindAlert(e.orgA.ID, crit.ID); got.Status != store.AlertDismissed || got.SentAt == nil {
+	if got := storetest.Alert(t, e.db, e.orgA.ID, crit.ID); got.Status != store.AlertDismissed || got.SentAt == nil {
 		t.Errorf("a dismissed alert delivered: %+v", got)
 	}
 	if _, err := e.db.DismissAlert(e.orgB.ID, warn.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("dismissing another organization's alert: %v", err)
 	}
-	if _, err := e.db.FindAlert(e.orgB.ID, warn.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("finding another organization's alert: %v", err)
+	if got := storetest.Alert(t, e.db, e.orgB.ID, warn.ID); got != nil {
+		t.Errorf("another organization lists the alert: %+v", got)
 	}
 	for _, id := range []string{"", "nope", store.NewID()} {
 		if err := e.db.MarkAlertSent(id, e.clock.Now()); !errors.Is(err, store.ErrNotFound) {

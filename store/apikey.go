@@ -193,20 +193,6 @@ func (db *DB) ListAPIKeysPage(orgID string, p Page) ([]*APIKey, int, error) {
 	return all[lo:hi], len(all), nil
 }
 
-// FindAPIKey returns the key with id, or ErrNotFound.
-func (db *DB) FindAPIKey(id string) (*APIKey, error) {
-	var rec *keyRecord
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		rec, err = getKey(tx, id)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("find API key", err)
-	}
-	return rec.apiKey(), nil
-}
-
 // RevokeAPIKey revokes key id for good and returns it; revoking a revoked key
 // returns it unchanged. ErrNotFound for an unknown key. The web sessions
 // opened with the key end in the same transaction.

@@ -116,7 +116,7 @@ func TestDayTotalsMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := db.SchemaVersion(); err != nil || v != store.SchemaVersion {
+	if v, err := store.SchemaVersionOf(db); err != nil || v != store.SchemaVersion {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	if n := mustDayTotals(t, db, "after migration"); n != 2 {

@@ -200,9 +200,6 @@ func NewFailureDraft(d *FailureReportDetail) (*FailureDraft, error) {
 	return f, nil
 }
 
-// ID returns the id the report will have once stored.
-func (f *FailureDraft) ID() string { return f.rep.ID }
-
 // Report returns the report as it will be stored.
 func (f *FailureDraft) Report() FailureReport { return f.rep }
 

@@ -124,7 +124,7 @@ func TestDedupWhenTheFilterSaysMaybe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dup, err := db.FindDuplicate(d); err != nil || dup == nil || dup.ExternalReportID != "r-3" {
+	if dup, err := findDuplicate(db, d); err != nil || dup == nil || dup.ExternalReportID != "r-3" {
 		t.Errorf("FindDuplicate of r-3 with other dates: %+v, %v", dup, err)
 	}
 }
@@ -163,7 +163,7 @@ func TestIdentityFilterRebuiltOnOpen(t *testing.T) {
 	for i := range 10 {
 		commit("google.com", fmt.Sprint("r-", i), day)
 	}
-	path := db.Path()
+	path := db.bolt.Path()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestIdentityFilterRebuiltOnOpen(t *testing.T) {
 		t.Fatalf("after a restart, r-4 with other dates: %+v", out)
 	}
 	// Read-only: built at first use.
-	path = db.Path()
+	path = db.bolt.Path()
 	_ = db.Close()
 	ro, err := Open(path, &Options{ReadOnly: true})
 	if err != nil {
@@ -191,7 +191,7 @@ func TestIdentityFilterRebuiltOnOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dup, err := ro.FindDuplicate(d); err != nil || dup == nil {
+	if dup, err := findDuplicate(ro, d); err != nil || dup == nil {
 		t.Errorf("read-only FindDuplicate of r-9 with other dates: %+v, %v", dup, err)
 	}
 }
@@ -281,7 +281,7 @@ func TestMigrationDropsIdentityIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := db.SchemaVersion(); err != nil || v != 5 {
+	if v, err := SchemaVersionOf(db); err != nil || v != 5 {
 		t.Fatalf("schema %d, %v; want 5", v, err)
 	}
 	_ = db.Close()
@@ -291,7 +291,7 @@ func TestMigrationDropsIdentityIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v, err := db.SchemaVersion(); err != nil || v != SchemaVersion {
+	if v, err := SchemaVersionOf(db); err != nil || v != SchemaVersion {
 		t.Fatalf("schema %d, %v; want %d", v, err, SchemaVersion)
 	}
 	_ = db.bolt.View(func(tx *bolt.Tx) error {
@@ -351,4 +351,16 @@ func BenchmarkBuildIdentityFilter(b *testing.B) {
 		}
 		b.ReportMetric(float64(f.bytes())/reports, "filter-B/report")
 	}
+}
+
+// findDuplicate is the dedup check of ingest: Lookup.FindDuplicate in a
+// lookup of its own.
+func findDuplicate(db *DB, d *ReportDraft) (*Report, error) {
+	var dup *Report
+	err := db.Lookup(func(l *Lookup) error {
+		var err error
+		dup, err = l.FindDuplicate(d)
+		return err
+	})
+	return dup, err
 }

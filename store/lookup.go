@@ -88,7 +88,9 @@ func (c *nameCache) domainsNamed(tx *bolt.Tx, ver uint64, orgID, name string) ([
 	return refs, nil
 }
 
-// FindDuplicate is DB.FindDuplicate inside the lookup's transaction.
+// FindDuplicate returns the stored report with the identity of d (domain,
+// org_name, report id), or nil when there is none: a cheap check before
+// the records of a report are parsed. Commit checks again.
 func (l *Lookup) FindDuplicate(d *ReportDraft) (*Report, error) {
 	rep, err := l.db.findDuplicate(l.tx, d.key)
 	if err != nil {

@@ -276,17 +276,6 @@ func setQuarantineBytes(tx *bolt.Tx, n int64) error {
 	return tx.Bucket(bucketQuarantineByHash).Put(keyQuarantineBytes, binary.BigEndian.AppendUint64(nil, uint64(max(n, 0))))
 }
 
-// QuarantineBytes returns how many bytes the quarantine keeps in all.
-func (db *DB) QuarantineBytes() (int64, error) {
-	var n int64
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		n, err = quarantineBytes(tx)
-		return err
-	})
-	return n, wrap("quarantine size", err)
-}
-
 // quarantineHash identifies an input: its bytes, size, recipient and
 // organization.
 func quarantineHash(item *QuarantineItem) []byte {

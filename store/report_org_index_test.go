@@ -312,7 +312,7 @@ func TestOrgReportIndexMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	if v, err := db.SchemaVersion(); err != nil || v != store.SchemaVersion {
+	if v, err := store.SchemaVersionOf(db); err != nil || v != store.SchemaVersion {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	got, total := orgListing(t, db, orgID, store.ReportFilter{}, 7)

@@ -194,21 +194,6 @@ func (db *DB) DeleteSession(token string) error {
 	return wrap("delete session", err)
 }
 
-// CountSessions returns how many sessions key keyID has open, expired ones
-// not yet swept included.
-func (db *DB) CountSessions(keyID string) (int, error) {
-	n := 0
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		prefix := []byte(keyID)
-		c := tx.Bucket(bucketSessionsByKey).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			n++
-		}
-		return nil
-	})
-	return n, wrap("count sessions", err)
-}
-
 // deleteKeySessions ends every session of key keyID.
 func deleteKeySessions(tx *bolt.Tx, keyID string) error {
 	return deleteKeySessionsIf(tx, keyID, func(*sessionRecord) bool { return true })

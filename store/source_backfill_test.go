@@ -61,7 +61,7 @@ func (e *backfillEnv) reopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.open(t)
-	if v, err := e.db.SchemaVersion(); err != nil || v != store.SchemaVersion {
+	if v, err := store.SchemaVersionOf(e.db); err != nil || v != store.SchemaVersion {
 		t.Fatalf("schema version %d %v after reopening", v, err)
 	}
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"time"
@@ -65,18 +64,11 @@ type TLSReportDetail struct {
 }
 
 // TLSInput is one parsed report to store for a domain of an organization
-// (StoreTLSReports).
+// (NewTLSDraft).
 type TLSInput struct {
 	OrgID, DomainID string
 	Report          *tlsrpt.Report
 	ReceivedAt      time.Time
-}
-
-// TLSStored is what storing one TLSInput did: the id of the stored report,
-// or of the one already stored under its identity (Duplicate set).
-type TLSStored struct {
-	ID        string
-	Duplicate bool
 }
 
 // Bounds on what one stored TLS report keeps; the parser's caps bound the
@@ -86,67 +78,6 @@ const (
 )
 
 func errTLSNotFound() error { return errorf(ErrNotFound, "TLS report not found") }
-
-// StoreTLSReport stores one parsed report for domain domainID of
-// organization orgID, received at received, unless the domain already has
-// a report with the same organization name and report id (then the result
-// names that one, Duplicate set). Errors: ErrNotFound when the domain is
-// not the organization's (or is gone), ErrInvalid for a nil report or a
-// zero receive time, and ctx's error when it is done before the commit.
-func (db *DB) StoreTLSReport(ctx context.Context, orgID, domainID string, rep *tlsrpt.Report, received time.Time) (TLSStored, error) {
-	out, err := db.StoreTLSReports(ctx, []TLSInput{{OrgID: orgID, DomainID: domainID, Report: rep, ReceivedAt: received}})
-	if err != nil {
-		return TLSStored{}, err
-	}
-	return out[0], nil
-}
-
-// StoreTLSReports stores several reports in one transaction (one commit,
-// one fsync: how import reaches its rate), each as StoreTLSReport does. A
-// report repeated within the batch is stored once. Any error stores none.
-func (db *DB) StoreTLSReports(ctx context.Context, in []TLSInput) ([]TLSStored, error) {
-	drafts := make([]*TLSDraft, len(in))
-	for i, x := range in {
-		if !ValidID(x.OrgID) || !ValidID(x.DomainID) {
-			return nil, errorf(ErrNotFound, "domain not found")
-		}
-		d, err := NewTLSDraft(x)
-		if err != nil {
-			return nil, errorf(ErrInvalid, "TLS report %d: a report and a receive time are required", i)
-		}
-		drafts[i] = d
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		stored, err := storeTLSDrafts(tx, drafts, map[string]string{})
-		if err != nil {
-			return err
-		}
-		for _, d := range drafts {
-			if d.out.DomainGone {
-				return errorf(ErrNotFound, "domain not found")
-			}
-		}
-		return db.raiseTLSAlerts(tx, stored)
-	})
-	if err != nil {
-		return nil, wrap("store TLS reports", err)
-	}
-	out := make([]TLSStored, len(in))
-	for i, d := range drafts {
-		if d.out.DuplicateID != "" {
-			out[i] = TLSStored{ID: d.out.DuplicateID, Duplicate: true}
-		} else {
-			out[i] = TLSStored{ID: d.rep.ID}
-		}
-	}
-	return out, nil
-}
 
 // putTLS writes a new report and its index and dedup entries.
 func putTLS(tx *bolt.Tx, r *TLSReport, val, dkey []byte) error {

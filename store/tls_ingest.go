@@ -30,7 +30,7 @@ type TLSOutcome struct {
 }
 
 // NewTLSDraft prepares in for a commit, giving it a new id. The report is
-// kept as StoreTLSReport keeps it (UTC seconds, text cut). ErrInvalid for
+// stored as ListTLSReports and FindTLSReport show it (UTC seconds, text cut). ErrInvalid for
 // a nil report, a zero receive time or malformed ids.
 func NewTLSDraft(in TLSInput) (*TLSDraft, error) {
 	if in.Report == nil || in.ReceivedAt.IsZero() {

@@ -181,7 +181,7 @@ func mustFailure(tb testing.TB, db *store.DB, d *store.Domain, arrival time.Time
 	if _, err := db.NewIngester().Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil || !f.Outcome().Stored {
 		tb.Fatalf("storing a failure report: %v", err)
 	}
-	return f.ID()
+	return f.Report().ID
 }
 
 // TestFailurePages lists and shows failure reports, hostile text escaped,

@@ -271,7 +271,7 @@ func TestAlertsDismiss(t *testing.T) {
 	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/alerts" {
 		t.Fatalf("dismiss: %d %q", p.status, p.header.Get("Location"))
 	}
-	if got, _ := e.db.FindAlert(e.orgA.ID, a.ID); got.Status != store.AlertDismissed {
+	if got := storetest.Alert(t, e.db, e.orgA.ID, a.ID); got.Status != store.AlertDismissed {
 		t.Errorf("status %s", got.Status)
 	}
 }

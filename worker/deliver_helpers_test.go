@@ -281,9 +281,9 @@ func (e *env) deliver(t testing.TB, d *worker.Deliverer) {
 
 func (e *env) alert(t testing.TB, id string) *store.Alert {
 	t.Helper()
-	a, err := e.db.FindAlert(e.org.ID, id)
-	if err != nil {
-		t.Fatal(err)
+	a := storetest.Alert(t, e.db, e.org.ID, id)
+	if a == nil {
+		t.Fatalf("no alert %s", id)
 	}
 	return a
 }
