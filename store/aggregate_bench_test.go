@@ -13,7 +13,7 @@ func BenchmarkReportRecords(b *testing.B) {
 	db := storetest.Open(b)
 	org := storetest.MustOrganization(b, db, "acme", store.PlanUnlimited)
 	dom := storetest.MustDomain(b, db, org.ID, "example.com")
-	d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: org.ID, ReceivedAt: storetest.Epoch()})
+	d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: org.ID, ReceivedAt: storetest.Epoch()})
 	if err != nil {
 		b.Fatal(err)
 	}

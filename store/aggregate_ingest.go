@@ -62,6 +62,7 @@ type ReportDraft struct {
 	pending bool   // records were handed out by TakeChunk and not discarded
 	stored  bool   // a Commit made the report visible
 	scratch []byte
+	hints   *draftHints // the DB's, learnt from the reports before
 
 	// srcDay is the report's per-source roll-up (source_rollup.go), which
 	// Finish encodes into srcEnc.
@@ -75,14 +76,14 @@ type ReportDraft struct {
 	day        uint32
 }
 
-// NewReportDraft starts a report from its metadata. The caller sets
+// NewReportDraft starts a report of db from its metadata. The caller sets
 // DomainID, Domain and OrgID (from routing), ReceivedAt, and what the
 // report says about itself; the draft gets a new ID. Times are kept in UTC
 // at second precision; a report without a date range gets ReceivedAt as
 // DateBegin and DateEnd. Counts are computed from the records added.
 // ErrInvalid for a malformed domain or organization id, a zero ReceivedAt
 // or a text field longer than 1024 bytes.
-func NewReportDraft(r Report) (*ReportDraft, error) {
+func (db *DB) NewReportDraft(r Report) (*ReportDraft, error) {
 	if !ValidID(r.DomainID) || !ValidID(r.OrgID) {
 		return nil, errorf(ErrInvalid, "report needs a domain and an organization")
 	}
@@ -108,7 +109,8 @@ func NewReportDraft(r Report) (*ReportDraft, error) {
 	}
 	r.DateBegin, r.DateEnd = r.DateBegin.UTC().Truncate(time.Second), r.DateEnd.UTC().Truncate(time.Second)
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount, r.RecordCount = 0, 0, 0, 0
-	d := &ReportDraft{rep: r, sum: newSummaryAcc()}
+	d := &ReportDraft{rep: r, sum: newSummaryAcc(), hints: &db.drafts}
+	d.srcDay.pool = &db.drafts.sources
 	d.bin = bin
 	// The date index key carries the dedup identity: FindDuplicate needs it
 	// before the records are read.
@@ -130,7 +132,7 @@ func (d *ReportDraft) Add(r *Record) {
 			// Room for as many bytes as the last report finished took
 			// (reports of one import or reporter are alike), without the
 			// dozen copies of growing from nothing.
-			d.buf = make([]byte, 0, draftBufHint.Load())
+			d.buf = make([]byte, 0, d.hints.bufSize())
 		}
 		d.buf = append(d.buf, codecVersion)
 	}
@@ -149,14 +151,26 @@ func (d *ReportDraft) Add(r *Record) {
 	d.srcDay.add(r)
 }
 
-// draftBufHint is the size a new draft's record buffer starts at: the
-// bytes of the last report finished in one piece, between 512 bytes and
-// 64 KiB.
-var draftBufHint atomic.Int64
-
-func init() { draftBufHint.Store(minDraftBuf) }
+// draftHints are what a DB's drafts learn from the reports before them,
+// kept on the DB so that two databases of a process share nothing.
+type draftHints struct {
+	// buf is the size a new draft's record buffer starts at: the bytes of
+	// the last report finished in one piece, between 512 bytes and 64 KiB;
+	// 0 before the first.
+	buf atomic.Int64
+	// sources are the per-source roll-ups' hint and spare slices.
+	sources sourcePool
+}
 
 const minDraftBuf, maxDraftBuf = 512, 64 << 10
+
+// bufSize is the capacity of a new draft's record buffer.
+func (h *draftHints) bufSize() int64 {
+	if n := h.buf.Load(); n > 0 {
+		return n
+	}
+	return minDraftBuf
+}
 
 // closeBlock ends the open block, if any.
 func (d *ReportDraft) closeBlock() {
@@ -195,7 +209,7 @@ func (d *ReportDraft) TakeChunk() *RecordChunk {
 func (d *ReportDraft) Finish() {
 	d.closeBlock()
 	if !d.pending {
-		draftBufHint.Store(int64(min(max(len(d.buf)+len(d.buf)/8, minDraftBuf), maxDraftBuf)))
+		d.hints.buf.Store(int64(min(max(len(d.buf)+len(d.buf)/8, minDraftBuf), maxDraftBuf)))
 	}
 	r := &d.rep
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.sum.messages, d.sum.dmarcPass, d.sum.dmarcFail
@@ -643,7 +657,7 @@ type DomainRef struct {
 // to call for every report.
 func (db *DB) DomainsNamed(orgID, name string) ([]DomainRef, error) {
 	var refs []DomainRef
-	names := domainNames.Load()
+	names := db.names.ver.Load()
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
 		refs, err = db.names.domainsNamed(tx, names, orgID, name)

@@ -15,7 +15,7 @@ import (
 func TestReportRecordsAcrossBatches(t *testing.T) {
 	e := newReportEnv(t)
 	const n = 10_000 // two full batches of 4096 and a partial one
-	d := mustDraft(t, e.dom, "big", reportDay(3), n)
+	d := mustDraft(t, e.db, e.dom, "big", reportDay(3), n)
 	if outs := e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d}}); !outs[0].Stored {
 		t.Fatalf("not stored: %+v", outs)
 	}

@@ -11,9 +11,9 @@ import (
 )
 
 // draftOf returns a finished draft of dom over [begin, end] with n records.
-func draftOf(t *testing.T, dom *store.Domain, ext string, begin, end time.Time, n int) *store.ReportDraft {
+func draftOf(t *testing.T, db *store.DB, dom *store.Domain, ext string, begin, end time.Time, n int) *store.ReportDraft {
 	t.Helper()
-	d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
+	d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
 		OrgName: "google.com", OrgEmail: "noreply@google.com", ExternalReportID: ext,
 		DateBegin: begin, DateEnd: end, ReceivedAt: storetest.Epoch(),
 		PolicyPublished: store.PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
@@ -55,12 +55,12 @@ func TestDeleteReportsBefore(t *testing.T) {
 		if i%2 == 1 {
 			dom = other
 		}
-		old = append(old, draftOf(t, dom, fmt.Sprintf("old-%d", i), begin, begin.Add(time.Hour), 1))
+		old = append(old, draftOf(t, e.db, dom, fmt.Sprintf("old-%d", i), begin, begin.Add(time.Hour), 1))
 	}
 	commitAll(t, e.ing, old...)
-	big := draftOf(t, e.dom, "big", reportDay(2), reportDay(3), 1000) // many record blocks
-	straddle := draftOf(t, e.dom, "straddle", reportDay(9), reportDay(11), 2)
-	fresh := draftOf(t, other, "fresh", reportDay(10), reportDay(11), 3)
+	big := draftOf(t, e.db, e.dom, "big", reportDay(2), reportDay(3), 1000) // many record blocks
+	straddle := draftOf(t, e.db, e.dom, "straddle", reportDay(9), reportDay(11), 2)
+	fresh := draftOf(t, e.db, other, "fresh", reportDay(10), reportDay(11), 3)
 	commitAll(t, e.ing, big, straddle, fresh)
 
 	n, err := e.db.DeleteReportsBefore(cutoff)
@@ -96,7 +96,7 @@ func TestDeleteReportsBefore(t *testing.T) {
 		}
 	}
 	// The identity went too: the same report comes in again as new.
-	commitAll(t, e.ing, draftOf(t, e.dom, "big", reportDay(2), reportDay(3), 1))
+	commitAll(t, e.ing, draftOf(t, e.db, e.dom, "big", reportDay(2), reportDay(3), 1))
 	// Nothing more to delete is zero, not an error.
 	if n, err := e.db.DeleteReportsBefore(reportDay(1)); n != 0 || err != nil {
 		t.Errorf("second run: %d, %v", n, err)

@@ -32,9 +32,9 @@ func newReportEnv(t *testing.T) *reportEnv {
 func reportDay(d int) time.Time { return time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC) }
 
 // mustDraft returns a finished draft of n records for dom, begun on begin.
-func mustDraft(t *testing.T, dom *store.Domain, extID string, begin time.Time, n int) *store.ReportDraft {
+func mustDraft(t *testing.T, db *store.DB, dom *store.Domain, extID string, begin time.Time, n int) *store.ReportDraft {
 	t.Helper()
-	d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
+	d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
 		OrgName: "google.com", OrgEmail: "noreply@google.com", ExternalReportID: extID,
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: storetest.Epoch(),
 		PolicyPublished: store.PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
@@ -74,7 +74,7 @@ func (e *reportEnv) commit(t *testing.T, b *store.IngestBatch) []store.ReportOut
 // records in order, summary, and the domain's last_report_at.
 func TestCommitReport(t *testing.T) {
 	e := newReportEnv(t)
-	d := mustDraft(t, e.dom, "r1", reportDay(3), 150)
+	d := mustDraft(t, e.db, e.dom, "r1", reportDay(3), 150)
 	outs := e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d}})
 	if !outs[0].Stored {
 		t.Fatalf("outcome %+v", outs[0])
@@ -122,8 +122,8 @@ func TestCommitReport(t *testing.T) {
 func TestCommitOutcomes(t *testing.T) {
 	e := newReportEnv(t)
 	gone := storetest.MustDomain(t, e.db, e.org.ID, "gone.example")
-	a, b := mustDraft(t, e.dom, "same", reportDay(3), 2), mustDraft(t, e.dom, "same", reportDay(3), 2)
-	c := mustDraft(t, gone, "x", reportDay(3), 2)
+	a, b := mustDraft(t, e.db, e.dom, "same", reportDay(3), 2), mustDraft(t, e.db, e.dom, "same", reportDay(3), 2)
+	c := mustDraft(t, e.db, gone, "x", reportDay(3), 2)
 	if err := e.db.DeleteDomain(e.org.ID, gone.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -131,21 +131,22 @@ func TestCommitOutcomes(t *testing.T) {
 	if !outs[0].Stored || outs[1].Duplicate == nil || outs[1].Duplicate.ID != a.ID() || !outs[2].DomainGone {
 		t.Errorf("outcomes %+v", outs)
 	}
-	if dup, err := findDuplicate(e.db, mustDraft(t, e.dom, "same", reportDay(3), 1)); err != nil || dup == nil || dup.ID != a.ID() {
+	if dup, err := findDuplicate(e.db, mustDraft(t, e.db, e.dom, "same", reportDay(3), 1)); err != nil || dup == nil || dup.ID != a.ID() {
 		t.Errorf("FindDuplicate: %v, %v", dup, err)
 	}
 	// The identity is reporter, report id and domain (API.md): another id is
 	// a new report, the same id with other dates is not.
-	if dup, err := findDuplicate(e.db, mustDraft(t, e.dom, "other", reportDay(3), 1)); err != nil || dup != nil {
+	if dup, err := findDuplicate(e.db, mustDraft(t, e.db, e.dom, "other", reportDay(3), 1)); err != nil || dup != nil {
 		t.Errorf("FindDuplicate of a new report: %v, %v", dup, err)
 	}
-	if dup, err := findDuplicate(e.db, mustDraft(t, e.dom, "same", reportDay(4), 1)); err != nil || dup == nil || dup.ID != a.ID() {
+	if dup, err := findDuplicate(e.db, mustDraft(t, e.db, e.dom, "same", reportDay(4), 1)); err != nil || dup == nil || dup.ID != a.ID() {
 		t.Errorf("FindDuplicate of a re-sent report with other dates: %v, %v", dup, err)
 	}
 }
 
 // TestNewReportDraftInvalid ensures malformed report metadata is refused.
 func TestNewReportDraftInvalid(t *testing.T) {
+	db := storetest.Open(t)
 	ok := store.Report{DomainID: store.NewID(), OrgID: store.NewID(), ReceivedAt: storetest.Epoch()}
 	for name, change := range map[string]func(*store.Report){
 		"bad domain id":   func(r *store.Report) { r.DomainID = "x" },
@@ -156,11 +157,11 @@ func TestNewReportDraftInvalid(t *testing.T) {
 	} {
 		r := ok
 		change(&r)
-		if _, err := store.NewReportDraft(r); !errors.Is(err, store.ErrInvalid) {
+		if _, err := db.NewReportDraft(r); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
-	d, err := store.NewReportDraft(ok)
+	d, err := db.NewReportDraft(ok)
 	if err != nil || !d.Report().DateBegin.Equal(ok.ReceivedAt) || !d.Report().DateEnd.Equal(ok.ReceivedAt) || !store.ValidID(d.ID()) {
 		t.Errorf("report without dates: %+v, %v", d.Report(), err)
 	}
@@ -180,9 +181,9 @@ func TestListReports(t *testing.T) {
 		if i%2 == 1 {
 			dom = dom2
 		}
-		drafts = append(drafts, mustDraft(t, dom, fmt.Sprint(i), reportDay(dd), 1))
+		drafts = append(drafts, mustDraft(t, e.db, dom, fmt.Sprint(i), reportDay(dd), 1))
 	}
-	drafts = append(drafts, mustDraft(t, otherDom, "o", reportDay(4), 1))
+	drafts = append(drafts, mustDraft(t, e.db, otherDom, "o", reportDay(4), 1))
 	e.commit(t, &store.IngestBatch{Reports: drafts})
 	page := store.Page{Page: 1, Limit: 10}
 	ids := func(f store.ReportFilter) ([]string, int) {
@@ -239,7 +240,7 @@ func TestListReports(t *testing.T) {
 // and comes back unchanged.
 func TestReportRecordsStops(t *testing.T) {
 	e := newReportEnv(t)
-	d := mustDraft(t, e.dom, "r", reportDay(1), 10)
+	d := mustDraft(t, e.db, e.dom, "r", reportDay(1), 10)
 	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d}})
 	stop := errors.New("stop")
 	n := 0
@@ -253,7 +254,7 @@ func TestReportRecordsStops(t *testing.T) {
 // most 366 of them, to not before from, and only the org's domains.
 func TestDomainStatisticsRange(t *testing.T) {
 	e := newReportEnv(t)
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.dom, "a", reportDay(1).Add(23*time.Hour), 10)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.dom, "a", reportDay(1).Add(23*time.Hour), 10)}})
 	st, err := e.db.DomainStatistics(e.org.ID, e.dom.ID, reportDay(1).AddDate(-1, 0, 0), reportDay(1).Add(time.Hour))
 	if err != nil || len(st.ByDay) != 366 || st.ByDay[365].Reports != 1 || st.ReportCount != 1 {
 		t.Fatalf("366 days: %d days, %v", len(st.ByDay), err)
@@ -276,7 +277,7 @@ func TestDomainStatisticsRange(t *testing.T) {
 // roll-up once the stored one changed behind it (here: deleted).
 func TestRollupCacheRevalidated(t *testing.T) {
 	e := newReportEnv(t)
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.dom, "a", reportDay(1), 10)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.dom, "a", reportDay(1), 10)}})
 	err := store.BoltOf(e.db).Update(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte("report_rollups")).ForEach(func(k, _ []byte) error {
 			return tx.Bucket([]byte("report_rollups")).Delete(k)
@@ -285,7 +286,7 @@ func TestRollupCacheRevalidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.dom, "b", reportDay(1), 4)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.dom, "b", reportDay(1), 4)}})
 	st, err := e.db.DomainStatistics(e.org.ID, e.dom.ID, reportDay(1), reportDay(1))
 	if err != nil || st.ReportCount != 1 {
 		t.Errorf("report_count %d (%v), want only the report after the delete", st.ReportCount, err)
@@ -346,8 +347,8 @@ func TestPendingReports(t *testing.T) {
 	org := storetest.MustOrganization(t, db, "acme", store.PlanUnlimited)
 	dom := storetest.MustDomain(t, db, org.ID, "example.com")
 	ing := db.NewIngester()
-	whole := mustDraft(t, dom, "whole", reportDay(1), 0)
-	crashed := mustDraft(t, dom, "crashed", reportDay(2), 0)
+	whole := mustDraft(t, db, dom, "whole", reportDay(1), 0)
+	crashed := mustDraft(t, db, dom, "crashed", reportDay(2), 0)
 	for i := range 50 {
 		whole.Add(testRecord(i))
 		crashed.Add(testRecord(i))
@@ -415,7 +416,7 @@ func TestDraftAbort(t *testing.T) {
 		return len(prefixes)
 	}
 	chunked := func(extID string, day int) *store.ReportDraft {
-		d := mustDraft(t, e.dom, extID, reportDay(day), 0)
+		d := mustDraft(t, e.db, e.dom, extID, reportDay(day), 0)
 		for i := range 30 {
 			d.Add(testRecord(i))
 			if i%10 == 9 {
@@ -454,7 +455,7 @@ func TestDraftAbort(t *testing.T) {
 	if n, err := e.db.DiscardPendingReports(); n != 0 || err != nil {
 		t.Errorf("left for the next start: %d, %v", n, err)
 	}
-	if err := mustDraft(t, e.dom, "unchunked", reportDay(3), 5).Abort(e.db); err != nil {
+	if err := mustDraft(t, e.db, e.dom, "unchunked", reportDay(3), 5).Abort(e.db); err != nil {
 		t.Errorf("abort of a draft that handed out nothing: %v", err)
 	}
 }
@@ -485,7 +486,7 @@ func TestDedupIgnoresDates(t *testing.T) {
 	dom := storetest.MustDomain(t, db, org.ID, "example.com")
 	commit := func(orgName string, begin time.Time) store.ReportOutcome {
 		t.Helper()
-		d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, OrgID: org.ID, Domain: dom.Name,
+		d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, OrgID: org.ID, Domain: dom.Name,
 			OrgName: orgName, ExternalReportID: "r-1", DateBegin: begin, DateEnd: begin.Add(24 * time.Hour),
 			ReceivedAt: storetest.Epoch(), PolicyPublished: store.PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
 		if err != nil {

@@ -54,7 +54,7 @@ func (e *alertEnv) yesterday() time.Time {
 func (e *alertEnv) ingest(t *testing.T, dom *store.Domain, begin time.Time, sources ...src) *store.Report {
 	t.Helper()
 	e.seq++
-	d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
+	d, err := e.db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
 		OrgName: "google.com", OrgEmail: "noreply-dmarc-support@google.com", ExternalReportID: fmt.Sprintf("r%d", e.seq),
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: e.clock.Now(),
 		PolicyPublished: store.PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})

@@ -99,7 +99,7 @@ func (db *DB) CreateDomain(d *Domain) error {
 			if tx.Bucket(bucketDomainsByEmail).Get(emailKey(rec.ReportingEmail)) != nil {
 				return errorf(ErrConflict, "reporting email already in use")
 			}
-			return insertDomain(tx, rec)
+			return db.insertDomain(tx, rec)
 		})
 	})
 	if err != nil {
@@ -303,7 +303,7 @@ func (db *DB) DeleteDomain(orgID, id string) error {
 			if err != nil {
 				return err
 			}
-			if err := removeDomain(tx, rec); err != nil {
+			if err := db.removeDomain(tx, rec); err != nil {
 				return err
 			}
 			// What else is keyed by the domain. A new bucket keyed by
@@ -373,15 +373,9 @@ func putDomain(tx *bolt.Tx, rec *domainRecord) error {
 	return tx.Bucket(bucketDomains).Put(idKey(rec.ID), raw)
 }
 
-// namesChanging marks the domain names changing in tx (see nameCache).
-func namesChanging(tx *bolt.Tx) {
-	domainNames.Add(1)
-	tx.OnCommit(func() { domainNames.Add(1) })
-}
-
 // insertDomain writes a new domain and its three index entries.
-func insertDomain(tx *bolt.Tx, rec *domainRecord) error {
-	namesChanging(tx)
+func (db *DB) insertDomain(tx *bolt.Tx, rec *domainRecord) error {
+	db.names.changing(tx)
 	if err := putDomain(tx, rec); err != nil {
 		return err
 	}
@@ -395,8 +389,8 @@ func insertDomain(tx *bolt.Tx, rec *domainRecord) error {
 }
 
 // removeDomain deletes a domain and its three index entries.
-func removeDomain(tx *bolt.Tx, rec *domainRecord) error {
-	namesChanging(tx)
+func (db *DB) removeDomain(tx *bolt.Tx, rec *domainRecord) error {
+	db.names.changing(tx)
 	for _, del := range []struct {
 		bucket, key []byte
 	}{

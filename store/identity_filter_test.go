@@ -70,7 +70,7 @@ func identityDB(t *testing.T) (*DB, *Domain, func(org, id string, begin time.Tim
 
 func commitIdentity(t *testing.T, db *DB, dom *Domain, org, id string, begin time.Time) ReportOutcome {
 	t.Helper()
-	d, err := NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, Domain: dom.Name, OrgName: org,
+	d, err := db.NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, Domain: dom.Name, OrgName: org,
 		ExternalReportID: id, DateBegin: begin, DateEnd: begin.Add(24 * time.Hour), ReceivedAt: begin.Add(25 * time.Hour),
 		PolicyPublished: PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
 	if err != nil {
@@ -119,7 +119,7 @@ func TestDedupWhenTheFilterSaysMaybe(t *testing.T) {
 	if f.scans.Load()-before != 2 {
 		t.Errorf("%d scans, want 2 (one per check the exact key did not answer)", f.scans.Load()-before)
 	}
-	d, err := NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-3",
+	d, err := db.NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-3",
 		DateBegin: day.AddDate(1, 0, 0), ReceivedAt: day})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestIdentityFilterRebuiltOnOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	d, err := NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-9",
+	d, err := db.NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-9",
 		DateBegin: day.AddDate(0, 2, 0), ReceivedAt: day})
 	if err != nil {
 		t.Fatal(err)

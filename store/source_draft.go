@@ -40,6 +40,9 @@ type reportSources struct {
 	spare      []srcRow
 	spareAuths []AuthDomainCount
 	grp, first []int32 // scratch of sum
+	// pool is the DB's, which hands the slices on from report to report;
+	// nil: new slices, sized for 4 sources.
+	pool *sourcePool
 }
 
 // srcRow is one record's contribution to its source, or (once compacted)
@@ -58,12 +61,25 @@ type srcRow struct {
 // bounds a large report's rows to that many past its distinct sources.
 const compactEvery = 4096
 
-// sourcesHint is how many rows a report's first record makes room for:
-// as many as the last report summed had sources (reports of one import or
-// reporter are alike), between 4 and compactEvery.
-var sourcesHint atomic.Int64
+// sourcePool is what the reportSources of one DB share.
+type sourcePool struct {
+	// hint is how many rows a report's first record makes room for: as
+	// many as the last report summed had sources (reports of one import or
+	// reporter are alike), between 4 and compactEvery; 0 before the first.
+	hint atomic.Int64
+	// bufs holds the *sourceBufs of finished reports.
+	bufs sync.Pool
+}
 
-func init() { sourcesHint.Store(4) }
+// rows is how many rows a report's first record makes room for.
+func (p *sourcePool) rows() int {
+	if p != nil {
+		if n := p.hint.Load(); n > 0 {
+			return int(n)
+		}
+	}
+	return 4
+}
 
 // sourceBufs are the slices of a finished report's rows, kept for the next
 // report: a report of 50 records took 12 KB of them, which made a fifth of
@@ -75,17 +91,19 @@ type sourceBufs struct {
 	strs                  strTable
 }
 
-var sourceBufPool sync.Pool // of *sourceBufs
-
-// take gives s the slices of a finished report, or new ones sized by
-// sourcesHint.
+// take gives s the slices of a finished report, or new ones sized by the
+// pool's hint.
 func (s *reportSources) take() {
-	n := int(sourcesHint.Load())
-	if b, _ := sourceBufPool.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
+	n := s.pool.rows()
+	if s.pool == nil {
+		s.rows, s.auths = make([]srcRow, 0, n), make([]AuthDomainCount, 0, 2*n)
+		return
+	}
+	if b, _ := s.pool.bufs.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
 		s.rows, s.auths, s.perm, s.tab, s.strs = b.rows[:0], b.auths[:0], b.perm[:0], b.tab, b.strs
 		s.spare, s.spareAuths, s.grp, s.first = b.spare[:0], b.spareAuths[:0], b.grp[:0], b.first[:0]
 		*b = sourceBufs{}
-		sourceBufPool.Put(b)
+		s.pool.bufs.Put(b)
 		return
 	}
 	s.rows, s.auths = make([]srcRow, 0, n), make([]AuthDomainCount, 0, 2*n)
@@ -94,8 +112,8 @@ func (s *reportSources) take() {
 // release hands s's slices to the next report and empties s. Nothing may
 // point into them any more: counts and encode copy what they keep.
 func (s *reportSources) release() {
-	if cap(s.rows) > 0 && cap(s.rows) <= compactEvery {
-		b, _ := sourceBufPool.Get().(*sourceBufs)
+	if s.pool != nil && cap(s.rows) > 0 && cap(s.rows) <= compactEvery {
+		b, _ := s.pool.bufs.Get().(*sourceBufs)
 		if b == nil {
 			b = new(sourceBufs)
 		}
@@ -107,7 +125,7 @@ func (s *reportSources) release() {
 		s.strs.s = SourceRollup{}
 		b.rows, b.auths, b.perm, b.tab, b.strs = s.rows[:0], s.auths[:0], s.perm[:0], s.tab, s.strs
 		b.spare, b.spareAuths, b.grp, b.first = s.spare[:0], s.spareAuths[:0], s.grp[:0], s.first[:0]
-		sourceBufPool.Put(b)
+		s.pool.bufs.Put(b)
 	}
 	*s = reportSources{}
 }
@@ -170,7 +188,9 @@ func (s *reportSources) compact() {
 		s.sum()
 	}
 	s.summed = len(s.rows)
-	sourcesHint.Store(int64(min(max(len(s.rows), 4), compactEvery)))
+	if s.pool != nil {
+		s.pool.hint.Store(int64(min(max(len(s.rows), 4), compactEvery)))
+	}
 	if len(s.rows) > maxDraftSourceIPs {
 		s.prune(keepDraftSourceIPs)
 	}

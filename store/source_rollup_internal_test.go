@@ -18,7 +18,7 @@ func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
 	var drafts []*ReportDraft
 	var before [][]byte
 	for i := range 3 {
-		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
+		d, err := db.NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
 			ExternalReportID: fmt.Sprint(i), DateBegin: day, DateEnd: day.Add(time.Hour), ReceivedAt: day})
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestSourceSegmentsMergeInLevels(t *testing.T) {
 	var firstKept, merges, prevSegs int
 	var first []byte
 	for i := range 400 {
-		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
+		d, err := db.NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
 			ExternalReportID: fmt.Sprint(i), DateBegin: day, DateEnd: day.Add(time.Hour), ReceivedAt: day})
 		if err != nil {
 			t.Fatal(err)

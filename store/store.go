@@ -48,6 +48,8 @@ type DB struct {
 	identScans atomic.Int64
 	// names caches DomainsNamed (lookup.go).
 	names nameCache
+	// drafts are what report drafts learn from the reports before them.
+	drafts draftHints
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.

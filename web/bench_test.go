@@ -67,7 +67,7 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 				sources = busySources // a busy domain
 			}
 			records += int64(sources)
-			draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: org.ID,
+			draft, err := db.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: org.ID,
 				OrgName: "google.com", ExternalReportID: fmt.Sprintf("%d-%d", i, day),
 				DateBegin: clock.Now().Truncate(24*time.Hour).AddDate(0, 0, -day), ReceivedAt: clock.Now(),
 				DateEnd:         clock.Now().Truncate(24*time.Hour).AddDate(0, 0, -day).Add(24*time.Hour - time.Second),

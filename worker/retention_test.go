@@ -22,7 +22,7 @@ func storeTLSReport(t *testing.T, db *store.DB, d *store.Domain, id string, begi
 // fails fail of 100 messages.
 func storeReport(t *testing.T, db *store.DB, d *store.Domain, ext string, begin time.Time, fail int64) {
 	t.Helper()
-	draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
+	draft, err := db.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
 		OrgName: "google.com", OrgEmail: "noreply@google.com", ExternalReportID: ext,
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: begin.Add(25 * time.Hour),
 		PolicyPublished: store.PolicyPublished{Domain: d.Name, P: "none", PCT: 100}})
