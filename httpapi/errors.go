@@ -100,6 +100,10 @@ func apiError(err error) *Error {
 	if errors.As(err, &ue) && !errors.Is(err, dnscheck.ErrTemporary) {
 		return errValidation("url", ue.Reason)
 	}
+	// A date range the store refused: the API names its own parameters.
+	if errors.Is(err, store.ErrRangeReversed) {
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "validation_failed", Message: "date_to is before date_from"}
+	}
 	var se *store.Error
 	msg := "request failed"
 	if errors.As(err, &se) {

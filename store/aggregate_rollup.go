@@ -630,20 +630,18 @@ func (db *DB) ReportStatistics(orgID, id string) (*ReportStats, error) {
 // ingest. A report counts on the UTC day of its date_begin. ByDay has every
 // day of the range, zeros included, oldest first; TopSources the 20 sources
 // with the most messages (see MaxDaySources). Errors: ErrNotFound when the
-// domain is not the organization's, ErrInvalid when to is before from or
-// the range is longer than 366 days.
+// domain is not the organization's, ErrRangeReversed (an ErrInvalid) when
+// to is before from, ErrRangeTooLong when the range is longer than 366
+// days.
 func (db *DB) DomainStatistics(orgID, domainID string, from, to time.Time) (*DomainStats, error) {
-	fromDay, toDay := dayNumber(from), dayNumber(to)
-	if toDay < fromDay {
-		return nil, errorf(ErrInvalid, "date_to is before date_from")
-	}
-	if toDay-fromDay >= maxStatsDays {
-		return nil, errorf(ErrInvalid, "date range is longer than %d days", maxStatsDays)
+	fromDay, toDay, err := statsDays(from, to)
+	if err != nil {
+		return nil, err
 	}
 	st := &DomainStats{DomainID: domainID, DateFrom: dayTime(fromDay), DateTo: dayTime(toDay),
 		ByDay: make([]DayStats, 0, toDay-fromDay+1), TopSources: []SourceStats{}}
 	total := newDayRollup()
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
 		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
 			return err
 		}

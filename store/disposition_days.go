@@ -21,18 +21,15 @@ type DispositionDay struct {
 // totals, not its groups or sources): the web domain page's disposition
 // chart. Errors as DomainStatistics.
 func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) ([]DispositionDay, error) {
-	fromDay, toDay := dayNumber(from), dayNumber(to)
-	if toDay < fromDay {
-		return nil, errorf(ErrInvalid, "date_to is before date_from")
-	}
-	if toDay-fromDay >= maxStatsDays {
-		return nil, errorf(ErrInvalid, "date range is longer than %d days", maxStatsDays)
+	fromDay, toDay, err := statsDays(from, to)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]DispositionDay, toDay-fromDay+1)
 	for i := range out {
 		out[i].Date = dayTime(fromDay + uint32(i)).Format(time.DateOnly)
 	}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
 		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
 			return err
 		}

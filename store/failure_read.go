@@ -64,7 +64,7 @@ func (db *DB) ListFailureReportsPage(orgID string, f FailureFilter) (*FailureRep
 	var mask byte
 	if f.AuthFailure != "" {
 		if mask = failureCheckBit(f.AuthFailure); mask == 0 {
-			return nil, errorf(ErrInvalid, "auth_failure must be dmarc, spf or dkim")
+			return nil, errorf(ErrInvalid, "the failed check must be dmarc, spf or dkim")
 		}
 	}
 	page := &FailureReportPage{Reports: []*FailureReport{}}

@@ -129,10 +129,11 @@ func (db *DB) FailureSummary(orgID string, now time.Time) (*FailureSummary, erro
 // organization orgID, all time unless f narrows them. Whole UTC days come
 // from the day roll-ups; the reports of a day that the date range cuts are
 // read one by one. Errors: ErrNotFound when f.DomainID is not a domain of
-// the organization, ErrInvalid when f.DateTo is before f.DateFrom.
+// the organization, ErrRangeReversed (an ErrInvalid) when f.DateTo is
+// before f.DateFrom.
 func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureStats, error) {
 	if f.DateFrom != nil && f.DateTo != nil && f.DateTo.Before(*f.DateFrom) {
-		return nil, errorf(ErrInvalid, "date_to is before date_from")
+		return nil, ErrRangeReversed
 	}
 	all := newFailureDay()
 	perDomain := map[string]int64{}

@@ -42,15 +42,12 @@ func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn fu
 // included), read from the roll-ups in one transaction: what the web
 // overview draws. Errors as DomainStatistics.
 func (db *DB) DomainDays(orgID string, from, to time.Time) (map[string][]DayStats, error) {
-	fromDay, toDay := dayNumber(from), dayNumber(to)
-	if toDay < fromDay {
-		return nil, errorf(ErrInvalid, "date_to is before date_from")
-	}
-	if toDay-fromDay >= maxStatsDays {
-		return nil, errorf(ErrInvalid, "date range is longer than %d days", maxStatsDays)
+	fromDay, toDay, err := statsDays(from, to)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string][]DayStats{}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
 		if _, err := getOrg(tx, orgID); err != nil {
 			return err
 		}

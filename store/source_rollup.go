@@ -409,16 +409,13 @@ func eachSegment(b *bolt.Bucket, prefix []byte, from uint32, fn func(*SourceRoll
 // organization orgID, oldest day first; a source appears once per segment
 // of a day or more (sum them by SourceIP). Days without a call had no report.
 // Errors: ErrNotFound when the domain is not the organization's,
-// ErrInvalid when to is before from or the range is longer than 366 days.
+// ErrRangeReversed or ErrRangeTooLong (ErrInvalid both) as DomainStatistics.
 func (db *DB) EachSourceDay(orgID, domainID string, from, to time.Time, fn func(day time.Time, s *SourceRollup)) error {
-	fromDay, toDay := dayNumber(from), dayNumber(to)
-	if toDay < fromDay {
-		return wrap("source roll-ups", errorf(ErrInvalid, "date_to is before date_from"))
+	fromDay, toDay, err := statsDays(from, to)
+	if err != nil {
+		return err
 	}
-	if toDay-fromDay >= maxStatsDays {
-		return wrap("source roll-ups", errorf(ErrInvalid, "date range is longer than %d days", maxStatsDays))
-	}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
 		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
 			return err
 		}

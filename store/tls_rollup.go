@@ -178,20 +178,18 @@ const topTLS = 10
 // TLSStatistics returns the TLS statistics of domain domainID of
 // organization orgID over the UTC days from from to to (both included, at
 // most 366), read from the roll-ups only. Errors: ErrNotFound for a domain
-// of another organization, ErrInvalid for a bad range.
+// of another organization, ErrRangeReversed or ErrRangeTooLong as
+// DomainStatistics.
 func (db *DB) TLSStatistics(orgID, domainID string, from, to time.Time) (*TLSStatistics, error) {
-	fromDay, toDay := dayNumber(from), dayNumber(to)
-	if toDay < fromDay {
-		return nil, errorf(ErrInvalid, "date_to is before date_from")
-	}
-	if toDay-fromDay >= maxStatsDays {
-		return nil, errorf(ErrInvalid, "date range is longer than %d days", maxStatsDays)
+	fromDay, toDay, err := statsDays(from, to)
+	if err != nil {
+		return nil, err
 	}
 	st := &TLSStatistics{DomainID: domainID, DateFrom: dayTime(fromDay), DateTo: dayTime(toDay),
 		ByDay: make([]TLSDayStats, 0, toDay-fromDay+1)}
 	byPolicy := map[string][2]int64{}
 	byResult, byMX, byIP := map[string]int64{}, map[string]int64{}, map[string]int64{}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
 		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
 			return err
 		}
