@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // Geo mirrors geo.Info so that store imports only bbolt; its JSON is API.md's
@@ -402,36 +404,36 @@ func getOrgReport(tx *bolt.Tx, orgID, id string, withSummary bool) (*Report, *Su
 }
 
 // appendReport encodes a report and its summary (the id is the key).
-func appendReport(e enc, r *Report, s *Summary) enc {
+func appendReport(e codec.Enc, r *Report, s *Summary) codec.Enc {
 	e = append(e, codecVersion)
-	e = e.str(r.DomainID).str(r.Domain).str(r.OrgID).str(r.OrgName).str(r.OrgEmail).str(r.ExternalReportID)
-	e = e.time(r.DateBegin).time(r.DateEnd).time(r.ReceivedAt)
+	e = e.Str(r.DomainID).Str(r.Domain).Str(r.OrgID).Str(r.OrgName).Str(r.OrgEmail).Str(r.ExternalReportID)
+	e = e.Time(r.DateBegin).Time(r.DateEnd).Time(r.ReceivedAt)
 	p := &r.PolicyPublished
-	e = e.str(p.Domain).sym(p.P).opt(p.SP).opt(p.NP).varint(int64(p.PCT)).sym(p.ADKIM).sym(p.ASPF)
-	e = e.varint(r.MessageCount).varint(r.DMARCPassCount).varint(r.DMARCFailCount).uvarint(uint64(r.RecordCount))
+	e = e.Str(p.Domain).Sym(p.P).Opt(p.SP).Opt(p.NP).Varint(int64(p.PCT)).Sym(p.ADKIM).Sym(p.ASPF)
+	e = e.Varint(r.MessageCount).Varint(r.DMARCPassCount).Varint(r.DMARCFailCount).Uvarint(uint64(r.RecordCount))
 	return appendSummary(e, s)
 }
 
 // decodeReport reads what appendReport wrote; the summary only when asked.
 func decodeReport(id string, raw []byte, withSummary bool) (*Report, *Summary, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
 		return nil, nil, fmt.Errorf("report %s: %w", id, errCorrupt)
 	}
-	r := &Report{ID: id, DomainID: d.str(), Domain: d.str(), OrgID: d.str(), OrgName: d.str(),
-		OrgEmail: d.str(), ExternalReportID: d.str(), DateBegin: d.time(), DateEnd: d.time(), ReceivedAt: d.time()}
-	r.PolicyPublished = PolicyPublished{Domain: d.str(), P: d.sym(), SP: d.opt(), NP: d.opt(),
-		PCT: int(d.varint()), ADKIM: d.sym(), ASPF: d.sym()}
-	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.varint(), d.varint(), d.varint()
-	r.RecordCount = int(d.uvarint())
+	r := &Report{ID: id, DomainID: d.Str(), Domain: d.Str(), OrgID: d.Str(), OrgName: d.Str(),
+		OrgEmail: d.Str(), ExternalReportID: d.Str(), DateBegin: d.Time(), DateEnd: d.Time(), ReceivedAt: d.Time()}
+	r.PolicyPublished = PolicyPublished{Domain: d.Str(), P: d.Sym(), SP: d.Opt(), NP: d.Opt(),
+		PCT: int(d.Varint()), ADKIM: d.Sym(), ASPF: d.Sym()}
+	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.Varint(), d.Varint(), d.Varint()
+	r.RecordCount = int(d.Uvarint())
 	var s *Summary
 	if withSummary {
-		s = new(decodeSummary(d))
-		if len(d.b) != 0 {
-			d.fail()
+		s = new(decodeSummary(&d))
+		if d.Len() != 0 {
+			d.Fail()
 		}
 	}
-	if !d.ok() {
+	if !d.Ok() {
 		return nil, nil, fmt.Errorf("report %s: %w", id, errCorrupt)
 	}
 	return r, s, nil

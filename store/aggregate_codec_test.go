@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 func fullRecord() *Record {
@@ -141,5 +143,6 @@ func FuzzDecode(f *testing.F) {
 // decodeRecord decodes a value written by appendRecord, as a record block
 // decodes each of its records.
 func decodeRecord(raw []byte) (*Record, error) {
-	return decodeRecordFrom(newStringDec(raw))
+	d := codec.NewStringDec(raw)
+	return decodeRecordFrom(&d)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // The write side of reports, used by package ingest. A report is built in a
@@ -546,7 +548,7 @@ func (in *Ingester) putRollup(tx *bolt.Tx, key string, r *dayRollup) error {
 	r.src.prune(MaxDaySources)
 	// Room for what it took last time and what the commit added: a day of
 	// a few hundred sources grew its buffer from nothing a dozen times.
-	raw := appendDayRollup(make(enc, 0, max(r.size+r.size/4, 64*len(r.src)+512)), r)
+	raw := appendDayRollup(make(codec.Enc, 0, max(r.size+r.size/4, 64*len(r.src)+512)), r)
 	r.size = len(raw)
 	if err := tx.Bucket(bucketRollups).Put([]byte(key), raw); err != nil {
 		return err

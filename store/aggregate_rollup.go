@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // AuthCount counts messages passing and failing one mechanism.
@@ -411,46 +413,46 @@ func compareOptU32(x, y *uint32) int {
 }
 
 // appendSummary encodes s (groups in their order).
-func appendSummary(e enc, s *Summary) enc {
-	e = e.varint(s.MessageCount).varint(s.DMARC.Pass).varint(s.DMARC.Fail)
-	e = e.varint(s.DKIM.Pass).varint(s.DKIM.Fail).varint(s.SPF.Pass).varint(s.SPF.Fail)
-	e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
-	e = e.uvarint(uint64(len(s.ByCountry)))
+func appendSummary(e codec.Enc, s *Summary) codec.Enc {
+	e = e.Varint(s.MessageCount).Varint(s.DMARC.Pass).Varint(s.DMARC.Fail)
+	e = e.Varint(s.DKIM.Pass).Varint(s.DKIM.Fail).Varint(s.SPF.Pass).Varint(s.SPF.Fail)
+	e = e.Varint(s.Disposition.None).Varint(s.Disposition.Quarantine).Varint(s.Disposition.Reject)
+	e = e.Uvarint(uint64(len(s.ByCountry)))
 	for i := range s.ByCountry {
 		g := &s.ByCountry[i]
-		e = e.opt(g.CountryCode).opt(g.CountryName).varint(g.Messages).varint(g.DMARCPass).varint(g.DMARCFail)
+		e = e.Opt(g.CountryCode).Opt(g.CountryName).Varint(g.Messages).Varint(g.DMARCPass).Varint(g.DMARCFail)
 	}
-	e = e.uvarint(uint64(len(s.ByASN)))
+	e = e.Uvarint(uint64(len(s.ByASN)))
 	for i := range s.ByASN {
 		g := &s.ByASN[i]
-		e = e.optU32(g.ASN).opt(g.ASOrg).varint(g.Messages).varint(g.DMARCPass).varint(g.DMARCFail)
+		e = e.OptU32(g.ASN).Opt(g.ASOrg).Varint(g.Messages).Varint(g.DMARCPass).Varint(g.DMARCFail)
 	}
-	e = e.uvarint(uint64(len(s.ByAuthResult)))
+	e = e.Uvarint(uint64(len(s.ByAuthResult)))
 	for i := range s.ByAuthResult {
 		g := &s.ByAuthResult[i]
-		e = e.sym(g.DKIM).sym(g.SPF).sym(g.DMARC).varint(g.Messages)
+		e = e.Sym(g.DKIM).Sym(g.SPF).Sym(g.DMARC).Varint(g.Messages)
 	}
 	return e
 }
 
 // decodeSummary reads what appendSummary wrote.
-func decodeSummary(d *dec) Summary {
+func decodeSummary(d *codec.Dec) Summary {
 	var s Summary
-	s.MessageCount, s.DMARC.Pass, s.DMARC.Fail = d.varint(), d.varint(), d.varint()
-	s.DKIM.Pass, s.DKIM.Fail, s.SPF.Pass, s.SPF.Fail = d.varint(), d.varint(), d.varint(), d.varint()
-	s.Disposition.None, s.Disposition.Quarantine, s.Disposition.Reject = d.varint(), d.varint(), d.varint()
+	s.MessageCount, s.DMARC.Pass, s.DMARC.Fail = d.Varint(), d.Varint(), d.Varint()
+	s.DKIM.Pass, s.DKIM.Fail, s.SPF.Pass, s.SPF.Fail = d.Varint(), d.Varint(), d.Varint(), d.Varint()
+	s.Disposition.None, s.Disposition.Quarantine, s.Disposition.Reject = d.Varint(), d.Varint(), d.Varint()
 	s.DMARC.PassRate = passRate(s.DMARC.Pass, s.MessageCount)
-	s.ByCountry = make([]CountryGroup, d.count())
+	s.ByCountry = make([]CountryGroup, d.Count())
 	for i := range s.ByCountry {
-		s.ByCountry[i] = CountryGroup{CountryCode: d.opt(), CountryName: d.opt(), Messages: d.varint(), DMARCPass: d.varint(), DMARCFail: d.varint()}
+		s.ByCountry[i] = CountryGroup{CountryCode: d.Opt(), CountryName: d.Opt(), Messages: d.Varint(), DMARCPass: d.Varint(), DMARCFail: d.Varint()}
 	}
-	s.ByASN = make([]ASNGroup, d.count())
+	s.ByASN = make([]ASNGroup, d.Count())
 	for i := range s.ByASN {
-		s.ByASN[i] = ASNGroup{ASN: d.optU32(), ASOrg: d.opt(), Messages: d.varint(), DMARCPass: d.varint(), DMARCFail: d.varint()}
+		s.ByASN[i] = ASNGroup{ASN: d.OptU32(), ASOrg: d.Opt(), Messages: d.Varint(), DMARCPass: d.Varint(), DMARCFail: d.Varint()}
 	}
-	s.ByAuthResult = make([]AuthResultGroup, d.count())
+	s.ByAuthResult = make([]AuthResultGroup, d.Count())
 	for i := range s.ByAuthResult {
-		s.ByAuthResult[i] = AuthResultGroup{DKIM: d.sym(), SPF: d.sym(), DMARC: d.sym(), Messages: d.varint()}
+		s.ByAuthResult[i] = AuthResultGroup{DKIM: d.Sym(), SPF: d.Sym(), DMARC: d.Sym(), Messages: d.Varint()}
 	}
 	return s
 }
@@ -562,34 +564,34 @@ func newDayRollup() *dayRollup {
 }
 
 // appendDayRollup encodes r: version, reports, summary, sources.
-func appendDayRollup(e enc, r *dayRollup) enc {
+func appendDayRollup(e codec.Enc, r *dayRollup) codec.Enc {
 	e = append(e, codecVersion)
-	e = e.varint(r.reports)
+	e = e.Varint(r.reports)
 	s := r.sum.summary()
 	e = appendSummary(e, &s)
-	e = e.uvarint(uint64(len(r.src)))
+	e = e.Uvarint(uint64(len(r.src)))
 	for ip, c := range r.src {
-		e = e.str(ip).varint(c.messages).varint(c.pass).varint(c.fail).opt(c.cc).optU32(c.asn).opt(c.asOrg)
+		e = e.Str(ip).Varint(c.messages).Varint(c.pass).Varint(c.fail).Opt(c.cc).OptU32(c.asn).Opt(c.asOrg)
 	}
 	return e
 }
 
 // decodeDayRollup reads what appendDayRollup wrote.
 func decodeDayRollup(raw []byte) (*dayRollup, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
 		return nil, errCorrupt
 	}
-	r := &dayRollup{reports: d.varint(), size: len(raw)}
-	s := decodeSummary(d)
+	r := &dayRollup{reports: d.Varint(), size: len(raw)}
+	s := decodeSummary(&d)
 	r.sum = accOf(&s)
-	n := d.count()
+	n := d.Count()
 	r.src = make(sourceAcc, n)
 	for range n {
-		ip := d.str()
-		r.src[ip] = &sourceCount{messages: d.varint(), pass: d.varint(), fail: d.varint(), cc: d.opt(), asn: d.optU32(), asOrg: d.opt()}
+		ip := d.Str()
+		r.src[ip] = &sourceCount{messages: d.Varint(), pass: d.Varint(), fail: d.Varint(), cc: d.Opt(), asn: d.OptU32(), asOrg: d.Opt()}
 	}
-	if !d.ok() || len(d.b) != 0 {
+	if !d.Done() {
 		return nil, errCorrupt
 	}
 	return r, nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // DispositionDay is what receivers did with a domain's mail on one UTC day.
@@ -45,15 +47,15 @@ func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) 
 			}
 			// The head of appendDayRollup: version, reports, then
 			// appendSummary's totals up to the dispositions.
-			d := &dec{b: v}
-			if d.byte() != codecVersion {
+			d := codec.NewDec(v)
+			if d.Byte() != codecVersion {
 				return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
 			}
 			for range 8 { // reports, messages, DMARC, DKIM and SPF pass and fail
-				d.varint()
+				d.Varint()
 			}
-			dc := DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
-			if !d.ok() {
+			dc := DispositionCount{None: d.Varint(), Quarantine: d.Varint(), Reject: d.Varint()}
+			if !d.Ok() {
 				return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
 			}
 			out[day-fromDay].DispositionCount = dc

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // Keys and values of the failure report buckets (declared in schema.go).
@@ -107,58 +109,58 @@ func failRollupDomain(k []byte) string { return string(k[idLen+4:]) }
 
 // appendFailure encodes a failure report (the id is the key; headers are
 // stored apart).
-func appendFailure(e enc, r *FailureReport, mask byte, dkim [2]*string) enc {
+func appendFailure(e codec.Enc, r *FailureReport, mask byte, dkim [2]*string) codec.Enc {
 	e = append(e, codecVersion)
-	e = e.str(r.DomainID).str(r.Domain).str(r.OrgID).time(r.ReceivedAt).time(r.ArrivalDate)
-	e = e.opt(r.Reporter).opt(r.SourceIP).opt(r.OriginalMailFrom).opt(r.OriginalRcptTo).opt(r.ReportedDomain)
-	e = e.opt(r.Subject).opt(r.MessageID).str(r.FeedbackType).uvarint(uint64(mask)).opt(r.DeliveryResult)
+	e = e.Str(r.DomainID).Str(r.Domain).Str(r.OrgID).Time(r.ReceivedAt).Time(r.ArrivalDate)
+	e = e.Opt(r.Reporter).Opt(r.SourceIP).Opt(r.OriginalMailFrom).Opt(r.OriginalRcptTo).Opt(r.ReportedDomain)
+	e = e.Opt(r.Subject).Opt(r.MessageID).Str(r.FeedbackType).Uvarint(uint64(mask)).Opt(r.DeliveryResult)
 	a := &r.AuthenticationResults
-	e = e.opt(a.DMARC).opt(a.SPF).opt(a.DKIM).opt(dkim[0]).opt(dkim[1])
+	e = e.Opt(a.DMARC).Opt(a.SPF).Opt(a.DKIM).Opt(dkim[0]).Opt(dkim[1])
 	return appendGeo(e, r.Geo)
 }
 
 // decodeFailure reads what appendFailure wrote.
 func decodeFailure(id string, raw []byte) (*FailureReportDetail, byte, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
 		return nil, 0, fmt.Errorf("failure report %s: %w", id, errCorrupt)
 	}
-	r := &FailureReport{ID: id, DomainID: d.str(), Domain: d.str(), OrgID: d.str(), ReceivedAt: d.time(), ArrivalDate: d.time()}
-	r.Reporter, r.SourceIP, r.OriginalMailFrom, r.OriginalRcptTo, r.ReportedDomain = d.opt(), d.opt(), d.opt(), d.opt(), d.opt()
-	r.Subject, r.MessageID, r.FeedbackType = d.opt(), d.opt(), d.str()
-	mask := byte(d.uvarint())
+	r := &FailureReport{ID: id, DomainID: d.Str(), Domain: d.Str(), OrgID: d.Str(), ReceivedAt: d.Time(), ArrivalDate: d.Time()}
+	r.Reporter, r.SourceIP, r.OriginalMailFrom, r.OriginalRcptTo, r.ReportedDomain = d.Opt(), d.Opt(), d.Opt(), d.Opt(), d.Opt()
+	r.Subject, r.MessageID, r.FeedbackType = d.Opt(), d.Opt(), d.Str()
+	mask := byte(d.Uvarint())
 	r.AuthFailure = failChecksOf(mask)
-	r.DeliveryResult = d.opt()
-	r.AuthenticationResults = FailureAuthResults{DMARC: d.opt(), SPF: d.opt(), DKIM: d.opt()}
-	det := &FailureReportDetail{FailureReport: r, DKIMDomain: d.opt(), DKIMSelector: d.opt()}
-	r.Geo = decodeGeo(d)
-	if !d.ok() || len(d.b) != 0 {
+	r.DeliveryResult = d.Opt()
+	r.AuthenticationResults = FailureAuthResults{DMARC: d.Opt(), SPF: d.Opt(), DKIM: d.Opt()}
+	det := &FailureReportDetail{FailureReport: r, DKIMDomain: d.Opt(), DKIMSelector: d.Opt()}
+	r.Geo = decodeGeo(&d)
+	if !d.Done() {
 		return nil, 0, fmt.Errorf("failure report %s: %w", id, errCorrupt)
 	}
 	return det, mask, nil
 }
 
 // appendFailureHeaders encodes the headers of an original message.
-func appendFailureHeaders(e enc, hs []FailureHeader) enc {
+func appendFailureHeaders(e codec.Enc, hs []FailureHeader) codec.Enc {
 	e = append(e, codecVersion)
-	e = e.uvarint(uint64(len(hs)))
+	e = e.Uvarint(uint64(len(hs)))
 	for _, h := range hs {
-		e = e.str(h.Name).str(h.Value)
+		e = e.Str(h.Name).Str(h.Value)
 	}
 	return e
 }
 
 // decodeFailureHeaders reads what appendFailureHeaders wrote.
 func decodeFailureHeaders(id string, raw []byte) ([]FailureHeader, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
 		return nil, fmt.Errorf("failure report %s headers: %w", id, errCorrupt)
 	}
-	hs := make([]FailureHeader, d.count())
+	hs := make([]FailureHeader, d.Count())
 	for i := range hs {
-		hs[i] = FailureHeader{Name: d.str(), Value: d.str()}
+		hs[i] = FailureHeader{Name: d.Str(), Value: d.Str()}
 	}
-	if !d.ok() || len(d.b) != 0 {
+	if !d.Done() {
 		return nil, fmt.Errorf("failure report %s headers: %w", id, errCorrupt)
 	}
 	return hs, nil

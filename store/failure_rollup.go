@@ -3,6 +3,8 @@ package store
 import (
 	"cmp"
 	"slices"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // failureDay counts the failure reports of one domain of one organization
@@ -184,57 +186,57 @@ func (f *failureDay) byASN() []FailureASNCount {
 
 // appendFailureDay encodes f: version, total, checks, countries, ASNs,
 // sources.
-func appendFailureDay(e enc, f *failureDay) enc {
+func appendFailureDay(e codec.Enc, f *failureDay) codec.Enc {
 	e = append(e, codecVersion)
-	e = e.varint(f.total)
+	e = e.Varint(f.total)
 	for _, n := range f.auth {
-		e = e.varint(n)
+		e = e.Varint(n)
 	}
-	e = e.uvarint(uint64(len(f.countries)))
+	e = e.Uvarint(uint64(len(f.countries)))
 	for _, c := range f.countries {
-		e = e.opt(c.code).opt(c.name).varint(c.n)
+		e = e.Opt(c.code).Opt(c.name).Varint(c.n)
 	}
-	e = e.uvarint(uint64(len(f.asns)))
+	e = e.Uvarint(uint64(len(f.asns)))
 	for _, a := range f.asns {
-		e = e.optU32(a.asn).opt(a.org).varint(a.n)
+		e = e.OptU32(a.asn).Opt(a.org).Varint(a.n)
 	}
-	e = e.uvarint(uint64(len(f.sources)))
+	e = e.Uvarint(uint64(len(f.sources)))
 	for ip, s := range f.sources {
-		e = e.str(ip).opt(s.cc).varint(s.n)
+		e = e.Str(ip).Opt(s.cc).Varint(s.n)
 	}
 	return e
 }
 
 // decodeFailureDay reads what appendFailureDay wrote.
 func decodeFailureDay(raw []byte) (*failureDay, error) {
-	d := newStringDec(raw)
-	if d.byte() != codecVersion {
+	d := codec.NewStringDec(raw)
+	if d.Byte() != codecVersion {
 		return nil, errCorrupt
 	}
 	f := newFailureDay()
-	f.total = d.varint()
+	f.total = d.Varint()
 	for i := range f.auth {
-		f.auth[i] = d.varint()
+		f.auth[i] = d.Varint()
 	}
-	for range d.count() {
-		c := &failCountry{code: d.opt(), name: d.opt(), n: d.varint()}
+	for range d.Count() {
+		c := &failCountry{code: d.Opt(), name: d.Opt(), n: d.Varint()}
 		f.countries[derefOr(c.code, "")] = c
 	}
-	for range d.count() {
-		a := &failASN{asn: d.optU32(), org: d.opt(), n: d.varint()}
+	for range d.Count() {
+		a := &failASN{asn: d.OptU32(), org: d.Opt(), n: d.Varint()}
 		key := int64(-1)
 		if a.asn != nil {
 			key = int64(*a.asn)
 		}
 		f.asns[key] = a
 	}
-	n := d.count()
+	n := d.Count()
 	f.sources = make(map[string]*failSource, n)
 	for range n {
-		ip := d.str()
-		f.sources[ip] = &failSource{cc: d.opt(), n: d.varint()}
+		ip := d.Str()
+		f.sources[ip] = &failSource{cc: d.Opt(), n: d.Varint()}
 	}
-	if !d.ok() || len(d.b) != 0 {
+	if !d.Done() {
 		return nil, errCorrupt
 	}
 	return f, nil
@@ -265,30 +267,30 @@ func newFailSummaryAcc() *failSummaryAcc {
 
 // add merges one encoded failureDay of domainID and returns its total.
 func (a *failSummaryAcc) add(raw []byte, domainID string) (int64, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
 		return 0, errCorrupt
 	}
-	total := d.varint()
+	total := d.Varint()
 	var auth [len(failChecks)]int64
 	for i := range auth {
-		auth[i] = d.varint()
+		auth[i] = d.Varint()
 	}
-	for range d.count() { // countries
-		failSkipOpt(d)
-		failSkipOpt(d)
-		d.varint()
+	for range d.Count() { // countries
+		d.RawOpt()
+		d.RawOpt()
+		d.Varint()
 	}
-	for range d.count() { // ASNs
-		d.optU32()
-		failSkipOpt(d)
-		d.varint()
+	for range d.Count() { // ASNs
+		d.OptU32()
+		d.RawOpt()
+		d.Varint()
 	}
-	for range d.count() {
-		ip := failRawStr(d)
-		cc := failRawOpt(d)
-		n := d.varint()
-		if !d.ok() {
+	for range d.Count() {
+		ip := d.RawStr()
+		cc := d.RawOpt()
+		n := d.Varint()
+		if !d.Ok() {
 			break
 		}
 		s := a.sources[string(ip)]
@@ -301,7 +303,7 @@ func (a *failSummaryAcc) add(raw []byte, domainID string) (int64, error) {
 		}
 		s.n += n
 	}
-	if !d.ok() || len(d.b) != 0 {
+	if !d.Done() {
 		return 0, errCorrupt
 	}
 	a.total += total
@@ -311,31 +313,6 @@ func (a *failSummaryAcc) add(raw []byte, domainID string) (int64, error) {
 	a.domains[domainID] += total
 	return total, nil
 }
-
-// failRawStr reads a string as bytes of the value, without copying.
-func failRawStr(d *dec) []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail()
-		return nil
-	}
-	s := d.b[:n]
-	d.b = d.b[n:]
-	return s
-}
-
-// failRawOpt reads an optional string as bytes; nil when absent.
-func failRawOpt(d *dec) []byte {
-	if d.byte() == 0 {
-		return nil
-	}
-	if s := failRawStr(d); s != nil {
-		return s
-	}
-	return []byte{}
-}
-
-func failSkipOpt(d *dec) { failRawOpt(d) }
 
 // topFailSources returns the n sources with the most reports (ties by IP)
 // by selection, not by sorting them all.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // eachRollupTotals is eachRollup reading only the totals of each roll-up
@@ -24,12 +26,12 @@ func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn fu
 		if day > toDay {
 			break
 		}
-		d := &dec{b: v}
-		if d.byte() != codecVersion {
+		d := codec.NewDec(v)
+		if d.Byte() != codecVersion {
 			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
 		}
-		t := DayStats{Reports: int(d.varint()), Messages: d.varint(), DMARCPass: d.varint(), DMARCFail: d.varint()}
-		if !d.ok() {
+		t := DayStats{Reports: int(d.Varint()), Messages: d.Varint(), DMARCPass: d.Varint(), DMARCFail: d.Varint()}
+		if !d.Ok() {
 			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
 		}
 		fn(day, t)

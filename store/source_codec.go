@@ -1,8 +1,9 @@
 package store
 
 import (
-	"net/netip"
 	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // Segments of version 2 (segV2, its first byte) write each block with a
@@ -85,7 +86,7 @@ func (t *strTable) opt(s *string) uint64 {
 // first to last. get is called twice for each: for the table, then for
 // the entry; what it fills in must stay the same. The first pass keeps the
 // references it looked up, in order, for the second.
-func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) enc {
+func appendBlockV2(e codec.Enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) codec.Enc {
 	t.reset()
 	s := &t.s
 	for i := range n {
@@ -96,94 +97,48 @@ func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int,
 		}
 	}
 	e = appendBlockHeader(e, first, last, n)
-	e = e.uvarint(uint64(len(t.list)))
+	e = e.Uvarint(uint64(len(t.list)))
 	for _, str := range t.list {
-		e = e.str(str)
+		e = e.Str(str)
 	}
 	refs := t.refs
 	for i := range n {
 		get(i, s)
-		e = appendAddr(e, s.SourceIP)
-		e = e.varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
-		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
-		e = e.uvarint(refs[0]).optU32(s.ASN).uvarint(refs[1])
+		e = e.Addr(s.SourceIP) // OtherSources is "": no address
+		e = e.Varint(s.Messages).Varint(s.DMARCPass).Varint(s.SPFAligned).Varint(s.DKIMAligned)
+		e = e.Varint(s.Disposition.None).Varint(s.Disposition.Quarantine).Varint(s.Disposition.Reject)
+		e = e.Uvarint(refs[0]).OptU32(s.ASN).Uvarint(refs[1])
 		refs = refs[2:]
-		e = e.uvarint(uint64(len(s.Auth)))
+		e = e.Uvarint(uint64(len(s.Auth)))
 		for _, a := range s.Auth {
-			e = e.sym(a.Kind).uvarint(refs[0]).sym(a.Result).varint(a.Messages)
+			e = e.Sym(a.Kind).Uvarint(refs[0]).Sym(a.Result).Varint(a.Messages)
 			refs = refs[1:]
 		}
 	}
 	return e
 }
 
-// appendAddr writes a source address: its bytes when it is an address in
-// the form netip writes it (as every one stored is), else its text.
-func appendAddr(e enc, ip string) enc {
-	if ip == OtherSources {
-		return append(e, 0)
-	}
-	a, err := netip.ParseAddr(ip)
-	switch {
-	case err != nil || a.Zone() != "":
-	case a.Is4():
-		b := a.As4()
-		return append(append(e, 4), b[:]...)
-	case a.String() == ip:
-		b := a.As16()
-		return append(append(e, 16), b[:]...)
-	}
-	return append(e, 0xff).str(ip)
-}
-
-func (d *dec) addr() string {
-	switch d.byte() {
-	case 0:
-		return OtherSources
-	case 4:
-		if len(d.b) < 4 {
-			d.fail()
-			return ""
-		}
-		a := netip.AddrFrom4([4]byte(d.b[:4]))
-		d.b = d.b[4:]
-		return a.String()
-	case 16:
-		if len(d.b) < 16 {
-			d.fail()
-			return ""
-		}
-		a := netip.AddrFrom16([16]byte(d.b[:16]))
-		d.b = d.b[16:]
-		return a.String()
-	case 0xff:
-		return d.str()
-	}
-	d.fail()
-	return ""
-}
-
 // decodeBlockV2 reads one version 2 block and calls fn with each of its
 // sources, which share their strings (the caller may keep them).
-func decodeBlockV2(d *dec, fn func(*SourceRollup)) error {
-	f := d.varint()
-	first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.varint(), 0).UTC()
-	n := d.count()
-	table := make([]string, d.count())
+func decodeBlockV2(d *codec.Dec, fn func(*SourceRollup)) error {
+	f := d.Varint()
+	first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.Varint(), 0).UTC()
+	n := d.Count()
+	table := make([]string, d.Count())
 	for i := range table {
-		table[i] = d.str()
+		table[i] = d.Str()
 	}
-	if !d.ok() {
+	if !d.Ok() {
 		return errCorrupt
 	}
 	ptrs := make([]*string, len(table))
 	ref := func() *string {
-		k := d.uvarint()
+		k := d.Uvarint()
 		switch {
 		case k == 0:
 			return nil
 		case k > uint64(len(table)):
-			d.fail()
+			d.Fail()
 			return nil
 		}
 		if ptrs[k-1] == nil {
@@ -192,13 +147,13 @@ func decodeBlockV2(d *dec, fn func(*SourceRollup)) error {
 		return ptrs[k-1]
 	}
 	for range n {
-		s := &SourceRollup{SourceIP: d.addr(), Messages: d.varint(), DMARCPass: d.varint(),
-			SPFAligned: d.varint(), DKIMAligned: d.varint(), FirstSeen: first, LastSeen: last}
-		s.Disposition = DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
+		s := &SourceRollup{SourceIP: d.Addr(), Messages: d.Varint(), DMARCPass: d.Varint(),
+			SPFAligned: d.Varint(), DKIMAligned: d.Varint(), FirstSeen: first, LastSeen: last}
+		s.Disposition = DispositionCount{None: d.Varint(), Quarantine: d.Varint(), Reject: d.Varint()}
 		s.CountryCode = ref()
-		s.ASN = d.optU32()
+		s.ASN = d.OptU32()
 		s.ASOrg = ref()
-		na := d.count()
+		na := d.Count()
 		if na > maxSourceAuth {
 			return errCorrupt
 		}
@@ -206,16 +161,16 @@ func decodeBlockV2(d *dec, fn func(*SourceRollup)) error {
 			s.Auth = make([]AuthDomainCount, na)
 			for i := range s.Auth {
 				a := &s.Auth[i]
-				a.Kind = d.sym()
+				a.Kind = d.Sym()
 				if p := ref(); p != nil {
 					a.Domain = *p
 				} else {
-					d.fail()
+					d.Fail()
 				}
-				a.Result, a.Messages = d.sym(), d.varint()
+				a.Result, a.Messages = d.Sym(), d.Varint()
 			}
 		}
-		if !d.ok() {
+		if !d.Ok() {
 			return errCorrupt
 		}
 		fn(s)

@@ -8,17 +8,19 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // appendSourceEntryV1 writes an entry as version 1 segments had it, for
 // the tests of reading them.
-func appendSourceEntryV1(e enc, s *SourceRollup) enc {
-	e = e.str(s.SourceIP).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
-	e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
-	e = e.opt(s.CountryCode).optU32(s.ASN).opt(s.ASOrg)
-	e = e.uvarint(uint64(len(s.Auth)))
+func appendSourceEntryV1(e codec.Enc, s *SourceRollup) codec.Enc {
+	e = e.Str(s.SourceIP).Varint(s.Messages).Varint(s.DMARCPass).Varint(s.SPFAligned).Varint(s.DKIMAligned)
+	e = e.Varint(s.Disposition.None).Varint(s.Disposition.Quarantine).Varint(s.Disposition.Reject)
+	e = e.Opt(s.CountryCode).OptU32(s.ASN).Opt(s.ASOrg)
+	e = e.Uvarint(uint64(len(s.Auth)))
 	for _, a := range s.Auth {
-		e = e.sym(a.Kind).str(a.Domain).sym(a.Result).varint(a.Messages)
+		e = e.Sym(a.Kind).Str(a.Domain).Sym(a.Result).Varint(a.Messages)
 	}
 	return e
 }
@@ -59,8 +61,8 @@ func TestSourceSegmentRoundTrip(t *testing.T) {
 	srcs := codecSources()
 	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
 	var tab strTable
-	v2 := appendBlockV2(enc{segV2}, &tab, first, last, len(srcs), func(i int, s *SourceRollup) { *s = *srcs[i] })
-	v1 := appendBlockHeader(enc{codecVersion}, first, last, len(srcs))
+	v2 := appendBlockV2(codec.Enc{segV2}, &tab, first, last, len(srcs), func(i int, s *SourceRollup) { *s = *srcs[i] })
+	v1 := appendBlockHeader(codec.Enc{codecVersion}, first, last, len(srcs))
 	for _, s := range srcs {
 		v1 = appendSourceEntryV1(v1, s)
 	}
@@ -104,12 +106,12 @@ func TestMergeReadsVersion1(t *testing.T) {
 	defer db.Close()
 	srcs := codecSources()
 	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
-	old := appendBlockHeader(enc{codecVersion}, first, last, len(srcs))
+	old := appendBlockHeader(codec.Enc{codecVersion}, first, last, len(srcs))
 	for _, s := range srcs {
 		old = appendSourceEntryV1(old, s)
 	}
 	var tab strTable
-	add := appendBlockV2(enc{segV2}, &tab, first, last, 2, func(i int, s *SourceRollup) { *s = *srcs[i] })
+	add := appendBlockV2(codec.Enc{segV2}, &tab, first, last, 2, func(i int, s *SourceRollup) { *s = *srcs[i] })
 	prefix := rollupKey("00000000-0000-7000-8000-000000000001", 20000)
 	err = db.bolt.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSourceRollups)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // reportSources accumulates one report's per-source roll-up while its
@@ -484,7 +486,7 @@ func (s *reportSources) encode(begin, end time.Time) sourceEntries {
 	if len(s.rows) == 0 {
 		return sourceEntries{}
 	}
-	e := make(enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
+	e := make(codec.Enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
 	e = append(e, segV2)
 	e = appendBlockV2(e, &s.strs, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
 	return sourceEntries{n: len(s.rows), body: e}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // Per-source roll-ups: for each domain, UTC day (of a report's date_begin)
@@ -270,7 +272,7 @@ func mergeSegments(b *bolt.Bucket, prefix []byte, from uint32, add *sourceEntrie
 			return nil, err
 		}
 	}
-	return appendSourceSegment(make(enc, 0, 64*len(day)), day), nil
+	return appendSourceSegment(make(codec.Enc, 0, 64*len(day)), day), nil
 }
 
 // segmentBytes is the size of the day prefix's segments from seq from on.
@@ -315,13 +317,13 @@ func nextSegment(b *bolt.Bucket, prefix []byte) (uint32, error) {
 // version 1, codecVersion, is still read).
 
 // appendBlockHeader starts a block of n entries seen from first to last.
-func appendBlockHeader(e enc, first, last int64, n int) enc {
-	return e.varint(first).varint(last - first).uvarint(uint64(n))
+func appendBlockHeader(e codec.Enc, first, last int64, n int) codec.Enc {
+	return e.Varint(first).Varint(last - first).Uvarint(uint64(n))
 }
 
 // appendSourceSegment encodes the sources of a segment, in blocks of the
 // same first and last seen times, each in IP order.
-func appendSourceSegment(e enc, day daySources) enc {
+func appendSourceSegment(e codec.Enc, day daySources) codec.Enc {
 	srcs := make([]*SourceRollup, 0, len(day))
 	for _, s := range day {
 		srcs = append(srcs, s)
@@ -346,15 +348,15 @@ func appendSourceSegment(e enc, day daySources) enc {
 // decodeSourceSegment calls fn with each source of a segment; each call
 // gets a new SourceRollup the caller may keep.
 func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
-	d := &dec{b: raw}
-	switch d.byte() {
+	d := codec.NewDec(raw)
+	switch d.Byte() {
 	case segV2:
-		for d.ok() && len(d.b) > 0 {
-			if err := decodeBlockV2(d, fn); err != nil {
+		for d.Ok() && d.Len() > 0 {
+			if err := decodeBlockV2(&d, fn); err != nil {
 				return err
 			}
 		}
-		if !d.ok() {
+		if !d.Ok() {
 			return errCorrupt
 		}
 		return nil
@@ -362,32 +364,32 @@ func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 	default:
 		return errCorrupt
 	}
-	for d.ok() && len(d.b) > 0 {
-		f := d.varint()
-		first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.varint(), 0).UTC()
-		n := d.count()
+	for d.Ok() && d.Len() > 0 {
+		f := d.Varint()
+		first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.Varint(), 0).UTC()
+		n := d.Count()
 		for range n {
-			s := &SourceRollup{SourceIP: d.str(), Messages: d.varint(), DMARCPass: d.varint(),
-				SPFAligned: d.varint(), DKIMAligned: d.varint(), FirstSeen: first, LastSeen: last}
-			s.Disposition = DispositionCount{None: d.varint(), Quarantine: d.varint(), Reject: d.varint()}
-			s.CountryCode, s.ASN, s.ASOrg = d.opt(), d.optU32(), d.opt()
-			na := d.count()
+			s := &SourceRollup{SourceIP: d.Str(), Messages: d.Varint(), DMARCPass: d.Varint(),
+				SPFAligned: d.Varint(), DKIMAligned: d.Varint(), FirstSeen: first, LastSeen: last}
+			s.Disposition = DispositionCount{None: d.Varint(), Quarantine: d.Varint(), Reject: d.Varint()}
+			s.CountryCode, s.ASN, s.ASOrg = d.Opt(), d.OptU32(), d.Opt()
+			na := d.Count()
 			if na > maxSourceAuth {
 				return errCorrupt
 			}
 			if na > 0 {
 				s.Auth = make([]AuthDomainCount, na)
 				for i := range s.Auth {
-					s.Auth[i] = AuthDomainCount{Kind: d.sym(), Domain: d.str(), Result: d.sym(), Messages: d.varint()}
+					s.Auth[i] = AuthDomainCount{Kind: d.Sym(), Domain: d.Str(), Result: d.Sym(), Messages: d.Varint()}
 				}
 			}
-			if !d.ok() {
+			if !d.Ok() {
 				return errCorrupt
 			}
 			fn(s)
 		}
 	}
-	if !d.ok() {
+	if !d.Ok() {
 		return errCorrupt
 	}
 	return nil

@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // The stored form of a TLS report (bucketTLSReports, keyed by id): the
@@ -20,39 +22,23 @@ import (
 //	  additional information (opt) | failure reason code (opt)))
 
 // appendTLS encodes report d of organization orgID.
-func appendTLS(e enc, orgID string, d *TLSReportDetail) enc {
+func appendTLS(e codec.Enc, orgID string, d *TLSReportDetail) codec.Enc {
 	r := d.TLSReport
 	e = append(e, codecVersion)
-	e = e.str(orgID).str(r.DomainID).str(r.OrganizationName).str(r.ReportID).opt(r.ContactInfo)
-	e = e.time(r.DateBegin).time(r.DateEnd).time(r.ReceivedAt).varint(r.SuccessfulSessions).varint(r.FailedSessions)
-	e = e.uvarint(uint64(len(d.Policies)))
+	e = e.Str(orgID).Str(r.DomainID).Str(r.OrganizationName).Str(r.ReportID).Opt(r.ContactInfo)
+	e = e.Time(r.DateBegin).Time(r.DateEnd).Time(r.ReceivedAt).Varint(r.SuccessfulSessions).Varint(r.FailedSessions)
+	e = e.Uvarint(uint64(len(d.Policies)))
 	for i := range d.Policies {
 		p := &d.Policies[i]
-		e = e.str(p.PolicyType).str(p.PolicyDomain).strs(p.PolicyString).strs(p.MXHost)
-		e = e.varint(p.SuccessfulSessions).varint(p.FailedSessions).uvarint(uint64(len(p.FailureDetails)))
+		e = e.Str(p.PolicyType).Str(p.PolicyDomain).Strs(p.PolicyString).Strs(p.MXHost)
+		e = e.Varint(p.SuccessfulSessions).Varint(p.FailedSessions).Uvarint(uint64(len(p.FailureDetails)))
 		for j := range p.FailureDetails {
 			f := &p.FailureDetails[j]
-			e = e.str(f.ResultType).opt(f.SendingMTAIP).opt(f.ReceivingMXHostname).opt(f.ReceivingMXHelo).opt(f.ReceivingIP)
-			e = e.varint(f.FailedSessions).opt(f.AdditionalInformation).opt(f.FailureReasonCode)
+			e = e.Str(f.ResultType).Opt(f.SendingMTAIP).Opt(f.ReceivingMXHostname).Opt(f.ReceivingMXHelo).Opt(f.ReceivingIP)
+			e = e.Varint(f.FailedSessions).Opt(f.AdditionalInformation).Opt(f.FailureReasonCode)
 		}
 	}
 	return e
-}
-
-func (e enc) strs(list []string) enc {
-	e = e.uvarint(uint64(len(list)))
-	for _, s := range list {
-		e = e.str(s)
-	}
-	return e
-}
-
-func (d *dec) strs() []string {
-	out := make([]string, d.count())
-	for i := range out {
-		out[i] = d.str()
-	}
-	return out
 }
 
 // decodeTLS reads a stored TLS report: what appendTLS wrote, or the JSON
@@ -69,26 +55,26 @@ func decodeTLS(id string, raw []byte) (*TLSReportDetail, error) {
 		v.TLSReport.OrgID = v.OrgID
 		return v.TLSReportDetail, nil
 	}
-	d := newStringDec(raw)
-	if d.byte() != codecVersion {
+	d := codec.NewStringDec(raw)
+	if d.Byte() != codecVersion {
 		return nil, fmt.Errorf("TLS report %s: %w", id, errCorrupt)
 	}
-	r := &TLSReport{ID: id, OrgID: d.str(), DomainID: d.str(), OrganizationName: d.str(), ReportID: d.str(), ContactInfo: d.opt()}
-	r.DateBegin, r.DateEnd, r.ReceivedAt = d.time(), d.time(), d.time()
-	r.SuccessfulSessions, r.FailedSessions = d.varint(), d.varint()
-	det := &TLSReportDetail{TLSReport: r, Policies: make([]TLSPolicy, d.count())}
+	r := &TLSReport{ID: id, OrgID: d.Str(), DomainID: d.Str(), OrganizationName: d.Str(), ReportID: d.Str(), ContactInfo: d.Opt()}
+	r.DateBegin, r.DateEnd, r.ReceivedAt = d.Time(), d.Time(), d.Time()
+	r.SuccessfulSessions, r.FailedSessions = d.Varint(), d.Varint()
+	det := &TLSReportDetail{TLSReport: r, Policies: make([]TLSPolicy, d.Count())}
 	for i := range det.Policies {
 		p := &det.Policies[i]
-		p.PolicyType, p.PolicyDomain, p.PolicyString, p.MXHost = d.str(), d.str(), d.strs(), d.strs()
-		p.SuccessfulSessions, p.FailedSessions = d.varint(), d.varint()
-		p.FailureDetails = make([]TLSFailureDetail, d.count())
+		p.PolicyType, p.PolicyDomain, p.PolicyString, p.MXHost = d.Str(), d.Str(), d.Strs(), d.Strs()
+		p.SuccessfulSessions, p.FailedSessions = d.Varint(), d.Varint()
+		p.FailureDetails = make([]TLSFailureDetail, d.Count())
 		for j := range p.FailureDetails {
 			f := &p.FailureDetails[j]
-			f.ResultType, f.SendingMTAIP, f.ReceivingMXHostname, f.ReceivingMXHelo, f.ReceivingIP = d.str(), d.opt(), d.opt(), d.opt(), d.opt()
-			f.FailedSessions, f.AdditionalInformation, f.FailureReasonCode = d.varint(), d.opt(), d.opt()
+			f.ResultType, f.SendingMTAIP, f.ReceivingMXHostname, f.ReceivingMXHelo, f.ReceivingIP = d.Str(), d.Opt(), d.Opt(), d.Opt(), d.Opt()
+			f.FailedSessions, f.AdditionalInformation, f.FailureReasonCode = d.Varint(), d.Opt(), d.Opt()
 		}
 	}
-	if !d.ok() || len(d.b) != 0 {
+	if !d.Done() {
 		return nil, fmt.Errorf("TLS report %s: %w", id, errCorrupt)
 	}
 	return det, nil
