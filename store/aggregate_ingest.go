@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // The write side of reports, used by package ingest. A report is built in a
@@ -219,7 +220,7 @@ func (d *ReportDraft) Finish() {
 	s := d.sum.summary()
 	d.val = appendReport(nil, r, &s)
 	d.index = binary.BigEndian.AppendUint64([]byte(r.ID), unixKey(r.DateEnd))
-	d.day = dayNumber(r.DateBegin)
+	d.day = days.Of(r.DateBegin)
 	d.srcDay.compact()
 	d.src = d.srcDay.counts()
 	d.srcEnc = d.srcDay.encode(r.DateBegin, r.DateEnd)

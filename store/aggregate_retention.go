@@ -6,6 +6,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // retentionStep bounds the entities one retention transaction deletes, so
@@ -44,7 +46,7 @@ func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
 			break
 		}
 	}
-	if err := db.deleteRollupsBefore(dayNumber(t)); err != nil {
+	if err := db.deleteRollupsBefore(days.Of(t)); err != nil {
 		return total, wrap("delete old roll-ups", err)
 	}
 	if total > 0 {

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // AuthCount counts messages passing and failing one mechanism.
@@ -597,17 +596,6 @@ func decodeDayRollup(raw []byte) (*dayRollup, error) {
 	return r, nil
 }
 
-// dayNumber is the UTC day of t in days since 1970 (0 for earlier times).
-func dayNumber(t time.Time) uint32 {
-	s := t.Unix()
-	if s < 0 {
-		return 0
-	}
-	return uint32(min(s/86400, math.MaxUint32))
-}
-
-func dayTime(day uint32) time.Time { return time.Unix(int64(day)*86400, 0).UTC() }
-
 // ReportStatistics returns the summary stored with report id of
 // organization orgID. ErrNotFound as FindReport.
 func (db *DB) ReportStatistics(orgID, id string) (*ReportStats, error) {
@@ -640,7 +628,7 @@ func (db *DB) DomainStatistics(orgID, domainID string, from, to time.Time) (*Dom
 	if err != nil {
 		return nil, err
 	}
-	st := &DomainStats{DomainID: domainID, DateFrom: dayTime(fromDay), DateTo: dayTime(toDay),
+	st := &DomainStats{DomainID: domainID, DateFrom: days.Start(fromDay), DateTo: days.Start(toDay),
 		ByDay: make([]DayStats, 0, toDay-fromDay+1), TopSources: []SourceStats{}}
 	total := newDayRollup()
 	err = db.bolt.View(func(tx *bolt.Tx) error {
@@ -651,7 +639,7 @@ func (db *DB) DomainStatistics(orgID, domainID string, from, to time.Time) (*Dom
 			for uint32(len(st.ByDay)) < day-fromDay {
 				st.ByDay = append(st.ByDay, emptyDay(fromDay+uint32(len(st.ByDay))))
 			}
-			st.ByDay = append(st.ByDay, DayStats{Date: dayTime(day).Format(time.DateOnly),
+			st.ByDay = append(st.ByDay, DayStats{Date: days.Date(day),
 				Messages: r.sum.messages, DMARCPass: r.sum.dmarcPass, DMARCFail: r.sum.dmarcFail, Reports: int(r.reports)})
 			total.reports += r.reports
 			total.sum.merge(r.sum)
@@ -672,25 +660,16 @@ func (db *DB) DomainStatistics(orgID, domainID string, from, to time.Time) (*Dom
 	return st, nil
 }
 
-func emptyDay(day uint32) DayStats { return DayStats{Date: dayTime(day).Format(time.DateOnly)} }
+func emptyDay(day uint32) DayStats { return DayStats{Date: days.Date(day)} }
 
 // eachRollup calls fn for every roll-up of the domain from fromDay to toDay.
 func eachRollup(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn func(uint32, *dayRollup)) error {
-	prefix := []byte(domainID)
-	c := tx.Bucket(bucketRollups).Cursor()
-	for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if len(k) != len(prefix)+4 {
-			return fmt.Errorf("roll-up key of length %d: %w", len(k), errCorrupt)
-		}
-		day := binary.BigEndian.Uint32(k[len(prefix):])
-		if day > toDay {
-			break
-		}
+	return days.Scan(tx.Bucket(bucketRollups).Cursor(), []byte(domainID), 0, fromDay, toDay, func(day uint32, _, v []byte) error {
 		r, err := decodeDayRollup(v)
 		if err != nil {
 			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, err)
 		}
 		fn(day, r)
-	}
-	return nil
+		return nil
+	})
 }

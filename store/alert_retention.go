@@ -6,6 +6,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // DeleteAlertsBefore deletes the alerts created before t, whatever their
@@ -57,7 +59,7 @@ func (db *DB) DeleteAlertsBefore(t time.Time) (int, error) {
 // transactions of bounded size and returns how many entries it deleted.
 func (db *DB) PruneAlertState(now time.Time) (int, error) {
 	const step = retentionStep
-	today := dayNumber(now)
+	today := days.Of(now)
 	total := 0
 	// Dedup keys start with their day: delete from the first key up to
 	// yesterday's.

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // Running the alert rules. Package alert decides (thresholds, evaluation,
@@ -106,7 +107,7 @@ func (in *Ingester) raiseAlerts(tx *bolt.Tx, stored []*ReportDraft, failures []F
 	if rules.Disabled || len(stored) == 0 && len(failures) == 0 {
 		return nil
 	}
-	e := &ruleEval{db: in.db, tx: tx, rules: rules, now: now, today: dayNumber(now),
+	e := &ruleEval{db: in.db, tx: tx, rules: rules, now: now, today: days.Of(now),
 		dedup: tx.Bucket(bucketAlertDedup), idx: newSourceIndex(in.db, tx),
 		counts: map[string]int{}}
 	for _, d := range stored {

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // What the sender rules (alert/sender.go: new_sender, policy_ready)
@@ -59,7 +60,7 @@ func (db *DB) FirstSourceDay(domainID string) (time.Time, bool, error) {
 		if len(k) != len(prefix)+8 {
 			return fmt.Errorf("source roll-up key of length %d: %w", len(k), errCorrupt)
 		}
-		day, found = dayTime(binary.BigEndian.Uint32(k[len(prefix):])), true
+		day, found = days.Start(binary.BigEndian.Uint32(k[len(prefix):])), true
 		return nil
 	})
 	if err != nil {
@@ -115,7 +116,7 @@ func (db *DB) RecordSenderCheck(c SenderCheck) ([]*Alert, error) {
 		if err := b.Put(idKey(dom.ID), next); err != nil {
 			return err
 		}
-		e := &ruleEval{db: db, tx: tx, rules: db.AlertRules(), now: now, today: dayNumber(now),
+		e := &ruleEval{db: db, tx: tx, rules: db.AlertRules(), now: now, today: days.Of(now),
 			dedup: tx.Bucket(bucketAlertDedup), counts: map[string]int{}}
 		for i := range c.Alerts {
 			cand := &c.Alerts[i]

@@ -6,6 +6,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // raiseTLSAlerts runs the TLS rule (tls_failure_rate) for the TLS reports
@@ -17,7 +18,7 @@ func (db *DB) raiseTLSAlerts(tx *bolt.Tx, stored []*TLSReportDetail) error {
 		return nil
 	}
 	now := db.now()
-	e := &ruleEval{db: db, tx: tx, rules: rules, now: now, today: dayNumber(now),
+	e := &ruleEval{db: db, tx: tx, rules: rules, now: now, today: days.Of(now),
 		dedup: tx.Bucket(bucketAlertDedup), counts: map[string]int{}}
 	names := map[string]string{}
 	for _, d := range stored {

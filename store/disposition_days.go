@@ -1,14 +1,13 @@
 package store
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // DispositionDay is what receivers did with a domain's mail on one UTC day.
@@ -29,22 +28,13 @@ func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) 
 	}
 	out := make([]DispositionDay, toDay-fromDay+1)
 	for i := range out {
-		out[i].Date = dayTime(fromDay + uint32(i)).Format(time.DateOnly)
+		out[i].Date = days.Date(fromDay + uint32(i))
 	}
 	err = db.bolt.View(func(tx *bolt.Tx) error {
 		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
 			return err
 		}
-		prefix := []byte(domainID)
-		c := tx.Bucket(bucketRollups).Cursor()
-		for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(k) != len(prefix)+4 {
-				return fmt.Errorf("roll-up key of length %d: %w", len(k), errCorrupt)
-			}
-			day := binary.BigEndian.Uint32(k[len(prefix):])
-			if day > toDay {
-				break
-			}
+		return days.Scan(tx.Bucket(bucketRollups).Cursor(), []byte(domainID), 0, fromDay, toDay, func(day uint32, _, v []byte) error {
 			// The head of appendDayRollup: version, reports, then
 			// appendSummary's totals up to the dispositions.
 			d := codec.NewDec(v)
@@ -59,8 +49,8 @@ func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) 
 				return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
 			}
 			out[day-fromDay].DispositionCount = dc
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, wrap("disposition days", err)

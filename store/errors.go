@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // Kinds of failure, tested with errors.Is. Their text is safe to show a client.
@@ -34,7 +36,7 @@ var (
 // ErrRangeReversed when to's day is before from's, ErrRangeTooLong when
 // they span more than maxStatsDays days.
 func statsDays(from, to time.Time) (first, last uint32, err error) {
-	first, last = dayNumber(from), dayNumber(to)
+	first, last = days.Of(from), days.Of(to)
 	switch {
 	case last < first:
 		return 0, 0, ErrRangeReversed

@@ -24,14 +24,14 @@ func (db *DB) DeleteFailureReportsBefore(t time.Time) (int, error) {
 		n := 0
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
 			ids := expiredFailures(tx, unixKey(t), failureDeleteStep)
-			days := failDays{}
+			rolls := failDays{}
 			for _, id := range ids {
-				if err := deleteFailure(tx, id, days); err != nil {
+				if err := deleteFailure(tx, id, rolls); err != nil {
 					return err
 				}
 			}
 			n = len(ids)
-			return days.put(tx)
+			return rolls.put(tx)
 		})
 		if err != nil {
 			return total, wrap("delete failure reports", err)
@@ -86,13 +86,13 @@ func deleteDomainFailures(tx *bolt.Tx, domainID string) error {
 			orgID = det.OrgID
 		}
 	}
-	days := failDays{}
+	rolls := failDays{}
 	for _, id := range ids {
-		if err := deleteFailure(tx, id, days); err != nil {
+		if err := deleteFailure(tx, id, rolls); err != nil {
 			return err
 		}
 	}
-	if err := days.put(tx); err != nil {
+	if err := rolls.put(tx); err != nil {
 		return err
 	}
 	if _, err := deletePrefix(tx.Bucket(bucketFailuresByDomain), prefix, -1); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // storeFailures writes the failure drafts of a commit, each unless its
@@ -18,7 +20,7 @@ func storeFailures(tx *bolt.Tx, drafts []*FailureDraft, owners map[string]string
 		return nil, nil
 	}
 	var stored []*FailureDraft
-	days := failDays{}
+	rolls := failDays{}
 	for _, f := range drafts {
 		f.out = FailureOutcome{}
 		owner, err := domainOwner(tx, owners, f.rep.DomainID)
@@ -37,7 +39,7 @@ func storeFailures(tx *bolt.Tx, drafts []*FailureDraft, owners map[string]string
 		if err := putFailure(tx, f, dedup); err != nil {
 			return nil, err
 		}
-		day, err := days.get(tx, failRollupKey(f.rep.OrgID, dayNumber(f.rep.ArrivalDate), f.rep.DomainID))
+		day, err := rolls.get(tx, failRollupKey(f.rep.OrgID, days.Of(f.rep.ArrivalDate), f.rep.DomainID))
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +47,7 @@ func storeFailures(tx *bolt.Tx, drafts []*FailureDraft, owners map[string]string
 		f.out.Stored = true
 		stored = append(stored, f)
 	}
-	return stored, days.put(tx)
+	return stored, rolls.put(tx)
 }
 
 // domainOwner returns the organization of a domain, "" when it is gone.
@@ -95,7 +97,7 @@ func putFailure(tx *bolt.Tx, f *FailureDraft, dedup []byte) error {
 // deleteFailure removes a stored report with its headers and index
 // entries, and takes it out of its day roll-up (in days, written by the
 // caller). A report already gone is no error.
-func deleteFailure(tx *bolt.Tx, id string, days failDays) error {
+func deleteFailure(tx *bolt.Tx, id string, rolls failDays) error {
 	raw := tx.Bucket(bucketFailures).Get(idKey(id))
 	if raw == nil {
 		return nil
@@ -123,7 +125,7 @@ func deleteFailure(tx *bolt.Tx, id string, days failDays) error {
 			return err
 		}
 	}
-	day, err := days.get(tx, failRollupKey(r.OrgID, dayNumber(r.ArrivalDate), r.DomainID))
+	day, err := rolls.get(tx, failRollupKey(r.OrgID, days.Of(r.ArrivalDate), r.DomainID))
 	if err != nil {
 		return err
 	}

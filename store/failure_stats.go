@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // FailureCheckCounts counts failure reports per failed check (a report
@@ -98,11 +100,11 @@ const (
 // count, most first; TopSourceIPs has the 10 IPs with the most reports.
 func (db *DB) FailureSummary(orgID string, now time.Time) (*FailureSummary, error) {
 	now = now.UTC().Truncate(time.Second)
-	today := dayNumber(now)
+	today := days.Of(now)
 	first := today - min(today, FailureSummaryDays-1)
-	s := &FailureSummary{WindowStart: dayTime(first), WindowEnd: now, ByDay: make([]FailureDayCount, 0, FailureSummaryDays)}
+	s := &FailureSummary{WindowStart: days.Start(first), WindowEnd: now, ByDay: make([]FailureDayCount, 0, FailureSummaryDays)}
 	for d := first; d <= today; d++ {
-		s.ByDay = append(s.ByDay, FailureDayCount{Date: dayTime(d).Format(time.DateOnly)})
+		s.ByDay = append(s.ByDay, FailureDayCount{Date: days.Date(d)})
 	}
 	acc := newFailSummaryAcc()
 	err := db.bolt.View(func(tx *bolt.Tx) error {
@@ -173,11 +175,11 @@ func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureSta
 func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(string, *failureDay)) error {
 	firstDay, lastDay := uint32(0), uint32(1<<32-1)
 	if f.DateFrom != nil {
-		firstDay = dayNumber(*f.DateFrom)
-		if !dayTime(firstDay).Equal(f.DateFrom.UTC()) {
+		firstDay = days.Of(*f.DateFrom)
+		if !days.Start(firstDay).Equal(f.DateFrom.UTC()) {
 			// A cut first day: its reports from DateFrom to the end of the
 			// day (or to DateTo when the range ends that day).
-			end := dayTime(firstDay + 1).Add(-time.Second)
+			end := days.Start(firstDay + 1).Add(-time.Second)
 			if f.DateTo != nil && f.DateTo.Before(end) {
 				end = *f.DateTo
 			}
@@ -189,10 +191,10 @@ func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(st
 	}
 	if f.DateTo != nil {
 		to := f.DateTo.UTC()
-		lastDay = dayNumber(to)
-		if !dayTime(lastDay + 1).Add(-time.Second).Equal(to) {
+		lastDay = days.Of(to)
+		if !days.Start(lastDay + 1).Add(-time.Second).Equal(to) {
 			if lastDay >= firstDay {
-				if err := partialDay(tx, orgID, dayTime(lastDay), to, add); err != nil {
+				if err := partialDay(tx, orgID, days.Start(lastDay), to, add); err != nil {
 					return err
 				}
 			}
@@ -213,7 +215,7 @@ func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(st
 // partialDay counts, per domain, the reports of orgID that arrived from
 // from to to (both included), reading them.
 func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, *failureDay)) error {
-	days := map[string]*failureDay{}
+	rolls := map[string]*failureDay{}
 	lo, hi := failTimePrefix(orgID, from), failTimePrefix(orgID, to.Add(time.Second))
 	c := tx.Bucket(bucketFailuresByOrg).Cursor()
 	for k, _ := c.Seek(lo); k != nil && bytes.Compare(k, hi) < 0; k, _ = c.Next() {
@@ -229,14 +231,14 @@ func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, 
 		if err != nil {
 			return err
 		}
-		day := days[det.DomainID]
+		day := rolls[det.DomainID]
 		if day == nil {
 			day = newFailureDay()
-			days[det.DomainID] = day
+			rolls[det.DomainID] = day
 		}
 		day.add(det.FailureReport, mask, 1)
 	}
-	for domainID, day := range days {
+	for domainID, day := range rolls {
 		add(domainID, day)
 	}
 	return nil
@@ -245,43 +247,26 @@ func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, 
 // eachFailureDay calls fn for every roll-up of orgID from day first to
 // last, in day order.
 func eachFailureDay(tx *bolt.Tx, orgID string, first, last uint32, fn func(uint32, string, *failureDay)) error {
-	prefix := orgPrefix(orgID)
-	c := tx.Bucket(bucketFailureRollups).Cursor()
-	for k, v := c.Seek(failRollupKey(orgID, first, "")); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if len(k) != failRollupKeyLen {
-			return fmt.Errorf("failure roll-up key of length %d: %w", len(k), errCorrupt)
-		}
-		day := failRollupDay(k)
-		if day > last {
-			break
-		}
-		f, err := decodeFailureDay(v)
+	return eachRawFailureDay(tx, orgID, first, last, func(day uint32, domainID string, raw []byte) error {
+		f, err := decodeFailureDay(raw)
 		if err != nil {
-			return fmt.Errorf("failure roll-up %x: %w", k, err)
+			return err
 		}
-		fn(day, failRollupDomain(k), f)
-	}
-	return nil
+		fn(day, domainID, f)
+		return nil
+	})
 }
 
 // eachRawFailureDay is eachFailureDay without the decoding: fn gets the
 // stored value, valid only during the call.
 func eachRawFailureDay(tx *bolt.Tx, orgID string, first, last uint32, fn func(uint32, string, []byte) error) error {
-	prefix := orgPrefix(orgID)
-	c := tx.Bucket(bucketFailureRollups).Cursor()
-	for k, v := c.Seek(failRollupKey(orgID, first, "")); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if len(k) != failRollupKeyLen {
-			return fmt.Errorf("failure roll-up key of length %d: %w", len(k), errCorrupt)
-		}
-		day := failRollupDay(k)
-		if day > last {
-			break
-		}
+	// Keys: organization | day | domain.
+	return days.Scan(tx.Bucket(bucketFailureRollups).Cursor(), orgPrefix(orgID), idLen, first, last, func(day uint32, k, v []byte) error {
 		if err := fn(day, failRollupDomain(k), v); err != nil {
 			return fmt.Errorf("failure roll-up %x: %w", k, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // domainCounts names the domains counted, most reports first (ties by

@@ -1,14 +1,13 @@
 package store
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // eachRollupTotals is eachRollup reading only the totals of each roll-up
@@ -16,16 +15,7 @@ import (
 // from their compact copies in bucketDayTotals, not the roll-ups: the
 // overview of 1,000 domains reads 30,000 days.
 func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn func(uint32, DayStats)) error {
-	prefix := []byte(domainID)
-	c := tx.Bucket(bucketDayTotals).Cursor()
-	for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if len(k) != len(prefix)+4 {
-			return fmt.Errorf("roll-up key of length %d: %w", len(k), errCorrupt)
-		}
-		day := binary.BigEndian.Uint32(k[len(prefix):])
-		if day > toDay {
-			break
-		}
+	return days.Scan(tx.Bucket(bucketDayTotals).Cursor(), []byte(domainID), 0, fromDay, toDay, func(day uint32, _, v []byte) error {
 		d := codec.NewDec(v)
 		if d.Byte() != codecVersion {
 			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
@@ -35,8 +25,8 @@ func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn fu
 			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
 		}
 		fn(day, t)
-	}
-	return nil
+		return nil
+	})
 }
 
 // DomainDays returns, for every domain of organization orgID, its daily
@@ -54,14 +44,14 @@ func (db *DB) DomainDays(orgID string, from, to time.Time) (map[string][]DayStat
 			return err
 		}
 		return forEachOrgDomainID(tx, orgID, func(id string) error {
-			days := make([]DayStats, toDay-fromDay+1)
-			for i := range days {
-				days[i] = emptyDay(fromDay + uint32(i))
+			byDay := make([]DayStats, toDay-fromDay+1)
+			for i := range byDay {
+				byDay[i] = emptyDay(fromDay + uint32(i))
 			}
-			out[id] = days
+			out[id] = byDay
 			return eachRollupTotals(tx, id, fromDay, toDay, func(day uint32, t DayStats) {
-				t.Date = days[day-fromDay].Date
-				days[day-fromDay] = t
+				t.Date = byDay[day-fromDay].Date
+				byDay[day-fromDay] = t
 			})
 		})
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // Backfill of the per-source roll-ups (source_rollup.go) for reports
@@ -116,7 +118,7 @@ func backfillStep(tx *bolt.Tx, maxRecords int) (reports int, done bool, err erro
 			}
 		}
 		src.compact()
-		sources.addEntries(rep.DomainID, dayNumber(rep.DateBegin), src.encode(rep.DateBegin, rep.DateEnd))
+		sources.addEntries(rep.DomainID, days.Of(rep.DateBegin), src.encode(rep.DateBegin, rep.DateEnd))
 		last = k
 		reports++
 	}

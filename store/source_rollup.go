@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // Per-source roll-ups: for each domain, UTC day (of a report's date_begin)
@@ -421,22 +422,14 @@ func (db *DB) EachSourceDay(orgID, domainID string, from, to time.Time, fn func(
 		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
 			return err
 		}
-		prefix := []byte(domainID)
-		c := tx.Bucket(bucketSourceRollups).Cursor()
-		for k, v := c.Seek(rollupKey(domainID, fromDay)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(k) != len(prefix)+8 {
-				return fmt.Errorf("source roll-up key of length %d: %w", len(k), errCorrupt)
-			}
-			day := binary.BigEndian.Uint32(k[len(prefix):])
-			if day > toDay {
-				break
-			}
-			t := dayTime(day)
+		// Keys: domain | day | segment seq.
+		return days.Scan(tx.Bucket(bucketSourceRollups).Cursor(), []byte(domainID), 4, fromDay, toDay, func(day uint32, _, v []byte) error {
+			t := days.Start(day)
 			if err := decodeSourceSegment(v, func(s *SourceRollup) { fn(t, s) }); err != nil {
 				return fmt.Errorf("source roll-up of domain %s day %d: %w", domainID, day, err)
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	return wrap("source roll-ups", err)
 }

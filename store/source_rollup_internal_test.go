@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // TestCommitLeavesDraftSourcesAlone ensures committing reports of one day
@@ -48,7 +50,7 @@ func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
 func TestSourceSegmentsMergeInLevels(t *testing.T) {
 	db, dom := openDomainDB(t)
 	day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
-	prefix := rollupKey(dom.ID, dayNumber(day))
+	prefix := rollupKey(dom.ID, days.Of(day))
 	in := db.NewIngester()
 	want := map[string]int64{}
 	var firstKept, merges, prevSegs int

@@ -24,14 +24,14 @@ func (db *DB) DeleteTLSReportsBefore(t time.Time) (int, error) {
 		n := 0
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
 			ids := expiredTLS(tx, cutoff, tlsDeleteStep)
-			days := tlsDays{}
+			rolls := tlsDays{}
 			for _, id := range ids {
-				if err := deleteTLS(tx, id, days); err != nil {
+				if err := deleteTLS(tx, id, rolls); err != nil {
 					return err
 				}
 			}
 			n = len(ids)
-			return days.put(tx)
+			return rolls.put(tx)
 		})
 		if err != nil {
 			return total, wrap("delete TLS reports", err)
@@ -73,7 +73,7 @@ func expiredTLS(tx *bolt.Tx, cutoff uint64, max int) []string {
 
 // deleteTLS removes report id, its index and dedup entries, and takes it
 // out of its day's roll-up.
-func deleteTLS(tx *bolt.Tx, id string, days tlsDays) error {
+func deleteTLS(tx *bolt.Tx, id string, rolls tlsDays) error {
 	d, err := getTLS(tx, id)
 	if err != nil {
 		return err
@@ -92,7 +92,7 @@ func deleteTLS(tx *bolt.Tx, id string, days tlsDays) error {
 			return err
 		}
 	}
-	return days.add(tx, d, -1)
+	return rolls.add(tx, d, -1)
 }
 
 // deleteDomainTLS removes the TLS reports of a deleted domain with their

@@ -59,7 +59,7 @@ func storeTLSDrafts(tx *bolt.Tx, drafts []*TLSDraft, owners map[string]string) (
 		return nil, nil
 	}
 	var stored []*TLSReportDetail
-	days := tlsDays{}
+	rolls := tlsDays{}
 	dedup := tx.Bucket(bucketTLSDedup)
 	// Report keys only grow (time-ordered ids), index keys nearly so (a
 	// domain's reports come day after day): fill pages fully, as records
@@ -85,11 +85,11 @@ func storeTLSDrafts(tx *bolt.Tx, drafts []*TLSDraft, owners map[string]string) (
 		if err := putTLS(tx, r, d.val, d.dkey); err != nil {
 			return nil, err
 		}
-		if err := days.add(tx, d.rep, 1); err != nil {
+		if err := rolls.add(tx, d.rep, 1); err != nil {
 			return nil, err
 		}
 		d.out.Stored = true
 		stored = append(stored, d.rep)
 	}
-	return stored, days.put(tx)
+	return stored, rolls.put(tx)
 }

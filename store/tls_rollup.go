@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // tlsDay is the roll-up of one domain's TLS reports of one UTC day (by
@@ -58,7 +60,7 @@ func (ds tlsDays) get(tx *bolt.Tx, key []byte) (*tlsDay, error) {
 // add counts report r into its day's roll-up, sign 1 to add, -1 to take
 // it out again (retention).
 func (ds tlsDays) add(tx *bolt.Tx, r *TLSReportDetail, sign int64) error {
-	d, err := ds.get(tx, tlsRollupKey(r.DomainID, dayNumber(r.DateBegin)))
+	d, err := ds.get(tx, tlsRollupKey(r.DomainID, days.Of(r.DateBegin)))
 	if err != nil {
 		return err
 	}
@@ -185,7 +187,7 @@ func (db *DB) TLSStatistics(orgID, domainID string, from, to time.Time) (*TLSSta
 	if err != nil {
 		return nil, err
 	}
-	st := &TLSStatistics{DomainID: domainID, DateFrom: dayTime(fromDay), DateTo: dayTime(toDay),
+	st := &TLSStatistics{DomainID: domainID, DateFrom: days.Start(fromDay), DateTo: days.Start(toDay),
 		ByDay: make([]TLSDayStats, 0, toDay-fromDay+1)}
 	byPolicy := map[string][2]int64{}
 	byResult, byMX, byIP := map[string]int64{}, map[string]int64{}, map[string]int64{}
@@ -195,7 +197,7 @@ func (db *DB) TLSStatistics(orgID, domainID string, from, to time.Time) (*TLSSta
 		}
 		c := tx.Bucket(bucketTLSRollups).Cursor()
 		end := tlsRollupKey(domainID, toDay)
-		days := map[uint32]*tlsDay{}
+		rolls := map[uint32]*tlsDay{}
 		for k, v := c.Seek(tlsRollupKey(domainID, fromDay)); k != nil && string(k) <= string(end); k, v = c.Next() {
 			if len(k) != idLen+4 {
 				continue
@@ -204,11 +206,11 @@ func (db *DB) TLSStatistics(orgID, domainID string, from, to time.Time) (*TLSSta
 			if err := json.Unmarshal(v, d); err != nil {
 				return fmt.Errorf("decode TLS roll-up %x: %w", k, err)
 			}
-			days[binary.BigEndian.Uint32(k[idLen:])] = d
+			rolls[binary.BigEndian.Uint32(k[idLen:])] = d
 		}
 		for day := fromDay; day <= toDay; day++ {
-			ds := TLSDayStats{Date: dayTime(day).Format(time.DateOnly)}
-			if d := days[day]; d != nil {
+			ds := TLSDayStats{Date: days.Date(day)}
+			if d := rolls[day]; d != nil {
 				ds.SuccessfulSessions, ds.FailedSessions, ds.Reports = d.Successful, d.Failed, d.Reports
 				for k, v := range d.ByPolicy {
 					t := byPolicy[k]
