@@ -9,94 +9,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
-
-// Geo mirrors geo.Info so that store imports only bbolt; its JSON is API.md's
-// "geo" object. A nil field is unknown.
-type Geo struct {
-	CountryCode *string  `json:"country_code"`
-	CountryName *string  `json:"country_name"`
-	City        *string  `json:"city"`
-	Latitude    *float64 `json:"latitude"`
-	Longitude   *float64 `json:"longitude"`
-	ASN         *uint32  `json:"asn"`
-	ASOrg       *string  `json:"as_org"`
-}
-
-// PolicyPublished is the policy the reporter saw published.
-type PolicyPublished struct {
-	Domain string  `json:"domain"`
-	P      string  `json:"p"`
-	SP     *string `json:"sp"`
-	NP     *string `json:"np"`
-	PCT    int     `json:"pct"`
-	ADKIM  string  `json:"adkim"`
-	ASPF   string  `json:"aspf"`
-}
-
-// Report is one stored aggregate report (its metadata; records are read with
-// ReportRecords).
-type Report struct {
-	ID               string          `json:"id"`
-	DomainID         string          `json:"domain_id"`
-	Domain           string          `json:"domain"`
-	OrgID            string          `json:"-"`
-	OrgName          string          `json:"org_name"`
-	OrgEmail         string          `json:"org_email"`
-	ExternalReportID string          `json:"external_report_id"`
-	DateBegin        time.Time       `json:"date_begin"`
-	DateEnd          time.Time       `json:"date_end"`
-	ReceivedAt       time.Time       `json:"received_at"`
-	PolicyPublished  PolicyPublished `json:"policy_published"`
-	MessageCount     int64           `json:"message_count"`
-	DMARCPassCount   int64           `json:"dmarc_pass_count"`
-	DMARCFailCount   int64           `json:"dmarc_fail_count"`
-	RecordCount      int             `json:"record_count"`
-}
-
-// Reason is a policy override reason of a record.
-type Reason struct {
-	Type    string  `json:"type"`
-	Comment *string `json:"comment"`
-}
-
-// DKIMAuth is one DKIM auth result of a record.
-type DKIMAuth struct {
-	Domain   string  `json:"domain"`
-	Selector *string `json:"selector"`
-	Result   string  `json:"result"`
-}
-
-// SPFAuth is one SPF auth result of a record.
-type SPFAuth struct {
-	Domain string  `json:"domain"`
-	Scope  *string `json:"scope"`
-	Result string  `json:"result"`
-}
-
-// AuthResults are the raw auth results of a record.
-type AuthResults struct {
-	DKIM []DKIMAuth `json:"dkim"`
-	SPF  []SPFAuth  `json:"spf"`
-}
-
-// Record is one <record> of a report. DMARC is "pass" when DKIM or SPF
-// passed, else "fail". Geo is nil when no geo database was configured.
-type Record struct {
-	SourceIP     string      `json:"source_ip"`
-	Count        int64       `json:"count"`
-	Disposition  string      `json:"disposition"`
-	DKIM         string      `json:"dkim"`
-	SPF          string      `json:"spf"`
-	DMARC        string      `json:"dmarc"`
-	HeaderFrom   string      `json:"header_from"`
-	EnvelopeFrom *string     `json:"envelope_from"`
-	EnvelopeTo   *string     `json:"envelope_to"`
-	Reasons      []Reason    `json:"reasons"`
-	AuthResults  AuthResults `json:"auth_results"`
-	Geo          *Geo        `json:"geo"`
-}
 
 // ReportFilter selects reports for ListReports: DateFrom keeps reports with
 // date_begin >= DateFrom, DateTo those with date_end <= DateTo.
@@ -344,7 +258,7 @@ func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
 				}
 			}
 			for ; k != nil && bytes.HasPrefix(k, bin[:]); k, v = c.Next() {
-				if err := decodeBlock(v, func(r *Record) error {
+				if err := reports.DecodeBlock(v, func(r *Record) error {
 					batch = append(batch, r)
 					return nil
 				}); err != nil {
@@ -388,7 +302,7 @@ func getReport(tx *bolt.Tx, id string, withSummary bool) (*Report, *Summary, err
 	if raw == nil {
 		return nil, nil, errReportNotFound()
 	}
-	return decodeReport(id, raw, withSummary)
+	return reports.DecodeReport(id, raw, withSummary)
 }
 
 // getOrgReport is getReport that also hides other organizations' reports.
@@ -401,42 +315,6 @@ func getOrgReport(tx *bolt.Tx, orgID, id string, withSummary bool) (*Report, *Su
 		return nil, nil, errReportNotFound()
 	}
 	return rec, sum, nil
-}
-
-// appendReport encodes a report and its summary (the id is the key).
-func appendReport(e codec.Enc, r *Report, s *Summary) codec.Enc {
-	e = append(e, codecVersion)
-	e = e.Str(r.DomainID).Str(r.Domain).Str(r.OrgID).Str(r.OrgName).Str(r.OrgEmail).Str(r.ExternalReportID)
-	e = e.Time(r.DateBegin).Time(r.DateEnd).Time(r.ReceivedAt)
-	p := &r.PolicyPublished
-	e = e.Str(p.Domain).Sym(p.P).Opt(p.SP).Opt(p.NP).Varint(int64(p.PCT)).Sym(p.ADKIM).Sym(p.ASPF)
-	e = e.Varint(r.MessageCount).Varint(r.DMARCPassCount).Varint(r.DMARCFailCount).Uvarint(uint64(r.RecordCount))
-	return appendSummary(e, s)
-}
-
-// decodeReport reads what appendReport wrote; the summary only when asked.
-func decodeReport(id string, raw []byte, withSummary bool) (*Report, *Summary, error) {
-	d := codec.NewDec(raw)
-	if d.Byte() != codecVersion {
-		return nil, nil, fmt.Errorf("report %s: %w", id, errCorrupt)
-	}
-	r := &Report{ID: id, DomainID: d.Str(), Domain: d.Str(), OrgID: d.Str(), OrgName: d.Str(),
-		OrgEmail: d.Str(), ExternalReportID: d.Str(), DateBegin: d.Time(), DateEnd: d.Time(), ReceivedAt: d.Time()}
-	r.PolicyPublished = PolicyPublished{Domain: d.Str(), P: d.Sym(), SP: d.Opt(), NP: d.Opt(),
-		PCT: int(d.Varint()), ADKIM: d.Sym(), ASPF: d.Sym()}
-	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.Varint(), d.Varint(), d.Varint()
-	r.RecordCount = int(d.Uvarint())
-	var s *Summary
-	if withSummary {
-		s = new(decodeSummary(&d))
-		if d.Len() != 0 {
-			d.Fail()
-		}
-	}
-	if !d.Ok() {
-		return nil, nil, fmt.Errorf("report %s: %w", id, errCorrupt)
-	}
-	return r, s, nil
 }
 
 // deleteDomainReports removes everything ingest stored for a domain: its
@@ -509,3 +387,26 @@ func deletePrefix(b *bolt.Bucket, prefix []byte, max int) (int, error) {
 	}
 	return n, nil
 }
+
+// The values of aggregate reports are package reports' (how they are
+// encoded and summed is pure, and lives there); the store's API names them
+// here.
+type (
+	// Geo is API.md's "geo" object of a source; a nil field is unknown.
+	Geo = reports.Geo
+	// PolicyPublished is the policy the reporter saw published.
+	PolicyPublished = reports.PolicyPublished
+	// Report is one stored aggregate report (its metadata; records are
+	// read with ReportRecords).
+	Report = reports.Report
+	// Reason is a policy override reason of a record.
+	Reason = reports.Reason
+	// DKIMAuth is one DKIM auth result of a record.
+	DKIMAuth = reports.DKIMAuth
+	// SPFAuth is one SPF auth result of a record.
+	SPFAuth = reports.SPFAuth
+	// AuthResults are the raw auth results of a record.
+	AuthResults = reports.AuthResults
+	// Record is one <record> of a report.
+	Record = reports.Record
+)

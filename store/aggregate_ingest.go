@@ -13,6 +13,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // The write side of reports, used by package ingest. A report is built in a
@@ -53,8 +54,8 @@ const discardStep = 1000
 type ReportDraft struct {
 	rep     Report
 	bin     [16]byte
-	sum     *summaryAcc
-	src     []ipCount
+	sum     *reports.SummaryAcc
+	src     []reports.IPCount
 	buf     []byte // encoded record blocks not yet handed out, back to back
 	ends    []int  // end offset in buf of each closed block
 	open    int    // offset in buf of the open block
@@ -69,8 +70,8 @@ type ReportDraft struct {
 
 	// srcDay is the report's per-source roll-up (source_rollup.go), which
 	// Finish encodes into srcEnc.
-	srcDay reportSources
-	srcEnc sourceEntries
+	srcDay reports.Sources
+	srcEnc reports.SourceEntries
 
 	// key is the date index key, which carries the dedup identity.
 	key []byte
@@ -112,8 +113,8 @@ func (db *DB) NewReportDraft(r Report) (*ReportDraft, error) {
 	}
 	r.DateBegin, r.DateEnd = r.DateBegin.UTC().Truncate(time.Second), r.DateEnd.UTC().Truncate(time.Second)
 	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount, r.RecordCount = 0, 0, 0, 0
-	d := &ReportDraft{rep: r, sum: newSummaryAcc(), hints: &db.drafts}
-	d.srcDay.pool = &db.drafts.sources
+	d := &ReportDraft{rep: r, sum: reports.NewSummaryAcc(), hints: &db.drafts}
+	d.srcDay.Pool = &db.drafts.sources
 	d.bin = bin
 	// The date index key carries the dedup identity: FindDuplicate needs it
 	// before the records are read.
@@ -139,7 +140,7 @@ func (d *ReportDraft) Add(r *Record) {
 		}
 		d.buf = append(d.buf, codecVersion)
 	}
-	d.scratch = appendRecord(d.scratch[:0], r)
+	d.scratch = reports.AppendRecord(d.scratch[:0], r)
 	d.buf = binary.AppendUvarint(d.buf, uint64(len(d.scratch)))
 	d.buf = append(d.buf, d.scratch...)
 	d.openN++
@@ -148,10 +149,10 @@ func (d *ReportDraft) Add(r *Record) {
 		d.closeBlock()
 	}
 	d.n++
-	d.sum.add(r)
+	d.sum.Add(r)
 	// The report's sources for the day roll-up (d.src) are taken from the
 	// per-source roll-up at Finish: one map per record, not two.
-	d.srcDay.add(r)
+	d.srcDay.Add(r)
 }
 
 // draftHints are what a DB's drafts learn from the reports before them,
@@ -162,7 +163,7 @@ type draftHints struct {
 	// 0 before the first.
 	buf atomic.Int64
 	// sources are the per-source roll-ups' hint and spare slices.
-	sources sourcePool
+	sources reports.SourcePool
 }
 
 const minDraftBuf, maxDraftBuf = 512, 64 << 10
@@ -215,16 +216,16 @@ func (d *ReportDraft) Finish() {
 		d.hints.buf.Store(int64(min(max(len(d.buf)+len(d.buf)/8, minDraftBuf), maxDraftBuf)))
 	}
 	r := &d.rep
-	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.sum.messages, d.sum.dmarcPass, d.sum.dmarcFail
+	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.sum.Totals()
 	r.RecordCount = int(d.n)
-	s := d.sum.summary()
-	d.val = appendReport(nil, r, &s)
+	s := d.sum.Summary()
+	d.val = reports.AppendReport(nil, r, &s)
 	d.index = binary.BigEndian.AppendUint64([]byte(r.ID), unixKey(r.DateEnd))
 	d.day = days.Of(r.DateBegin)
-	d.srcDay.compact()
-	d.src = d.srcDay.counts()
-	d.srcEnc = d.srcDay.encode(r.DateBegin, r.DateEnd)
-	d.srcDay.release()
+	d.srcDay.Compact()
+	d.src = d.srcDay.Counts()
+	d.srcEnc = d.srcDay.Encode(r.DateBegin, r.DateEnd)
+	d.srcDay.Release()
 }
 
 // reportIndexKey is the key of a report in the date index of the listings.
@@ -305,7 +306,7 @@ type Ingester struct {
 
 type cachedRollup struct {
 	raw []byte
-	r   *dayRollup
+	r   *reports.DayRollup
 }
 
 // maxCacheBytes bounds the encoded size of the cached roll-ups.
@@ -373,7 +374,7 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 		}
 	}
 	outs := make([]ReportOutcome, len(b.Reports))
-	days := map[string]*dayRollup{}
+	days := map[string]*reports.DayRollup{}
 	latest := map[string]time.Time{}
 	owners := map[string]string{} // domain id -> org id, "" when gone
 	var stored []*ReportDraft
@@ -399,9 +400,9 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 			}
 			days[key] = day
 		}
-		day.reports++
-		day.sum.merge(d.sum)
-		day.src.mergeCounts(d.src)
+		day.Reports++
+		day.Sum.Merge(d.sum)
+		day.Src.MergeCounts(d.src)
 		if t, ok := latest[d.rep.DomainID]; !ok || d.rep.ReceivedAt.After(t) {
 			latest[d.rep.DomainID] = d.rep.ReceivedAt
 		}
@@ -529,15 +530,15 @@ func storeDraft(tx *bolt.Tx, idents *identityFilter, records *bolt.Bucket, d *Re
 // one. The cached copy is used while the stored bytes are those it wrote;
 // it is changed in place, so Commit empties the cache when the transaction
 // fails.
-func (in *Ingester) loadRollup(tx *bolt.Tx, key string) (*dayRollup, error) {
+func (in *Ingester) loadRollup(tx *bolt.Tx, key string) (*reports.DayRollup, error) {
 	cur := tx.Bucket(bucketRollups).Get([]byte(key))
 	if cur == nil {
-		return newDayRollup(), nil
+		return reports.NewDayRollup(), nil
 	}
 	if c := in.cache[key]; c != nil && bytes.Equal(c.raw, cur) {
 		return c.r, nil
 	}
-	r, err := decodeDayRollup(cur)
+	r, err := reports.DecodeDayRollup(cur)
 	if err != nil {
 		return nil, fmt.Errorf("roll-up %x: %w", key, err)
 	}
@@ -545,12 +546,12 @@ func (in *Ingester) loadRollup(tx *bolt.Tx, key string) (*dayRollup, error) {
 }
 
 // putRollup stores a day roll-up, its sources capped, and caches it.
-func (in *Ingester) putRollup(tx *bolt.Tx, key string, r *dayRollup) error {
-	r.src.prune(MaxDaySources)
+func (in *Ingester) putRollup(tx *bolt.Tx, key string, r *reports.DayRollup) error {
+	r.Src.Prune(MaxDaySources)
 	// Room for what it took last time and what the commit added: a day of
 	// a few hundred sources grew its buffer from nothing a dozen times.
-	raw := appendDayRollup(make(codec.Enc, 0, max(r.size+r.size/4, 64*len(r.src)+512)), r)
-	r.size = len(raw)
+	raw := reports.AppendDayRollup(make(codec.Enc, 0, max(r.Size+r.Size/4, 64*len(r.Src)+512)), r)
+	r.Size = len(raw)
 	if err := tx.Bucket(bucketRollups).Put([]byte(key), raw); err != nil {
 		return err
 	}
@@ -563,7 +564,7 @@ func (in *Ingester) putRollup(tx *bolt.Tx, key string, r *dayRollup) error {
 
 // remember caches a roll-up just written, emptying the cache when it would
 // grow past its budget (commits mostly touch the same few recent days).
-func (in *Ingester) remember(key string, raw []byte, r *dayRollup) {
+func (in *Ingester) remember(key string, raw []byte, r *reports.DayRollup) {
 	if old := in.cache[key]; old != nil {
 		in.cacheBytes -= len(old.raw)
 	}

@@ -137,7 +137,7 @@ func (e *ruleEval) report(d *ReportDraft) error {
 	if e.rules.KeepsSources(d.day, e.today) {
 		hs := make([]uint64, 0, len(d.src))
 		for i := range d.src {
-			hs = append(hs, hashIP(d.src[i].ip))
+			hs = append(hs, hashIP(d.src[i].IP))
 		}
 		e.idx.learn(d.rep.DomainID, d.day, hs)
 	}
@@ -157,9 +157,9 @@ func ruleReport(d *ReportDraft) alert.Report {
 		Messages: r.MessageCount, DMARCPass: r.DMARCPassCount, DMARCFail: r.DMARCFailCount}
 	for i := range d.src {
 		c := &d.src[i]
-		if c.fail > 0 {
-			rep.FailingSources = append(rep.FailingSources, alert.Source{IP: c.ip, Messages: c.messages,
-				DMARCPass: c.pass, DMARCFail: c.fail, Origin: alert.Origin{CountryCode: c.cc, ASN: c.asn, ASOrg: c.asOrg}})
+		if c.Fail > 0 {
+			rep.FailingSources = append(rep.FailingSources, alert.Source{IP: c.IP, Messages: c.Messages,
+				DMARCPass: c.Pass, DMARCFail: c.Fail, Origin: alert.Origin{CountryCode: c.CC, ASN: c.ASN, ASOrg: c.ASOrg}})
 		}
 	}
 	return rep

@@ -35,7 +35,7 @@ func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) 
 			return err
 		}
 		return days.Scan(tx.Bucket(bucketRollups).Cursor(), []byte(domainID), 0, fromDay, toDay, func(day uint32, _, v []byte) error {
-			// The head of appendDayRollup: version, reports, then
+			// The head of AppendDayRollup: version, reports, then
 			// appendSummary's totals up to the dispositions.
 			d := codec.NewDec(v)
 			if d.Byte() != codecVersion {

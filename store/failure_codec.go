@@ -3,20 +3,19 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
 	"time"
 
-	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // Keys and values of the failure report buckets (declared in schema.go).
 //
-//	failure_reports            id -> appendFailure
-//	failure_headers            id -> appendFailureHeaders (absent: no headers)
+//	failure_reports            id -> AppendFailure
+//	failure_headers            id -> AppendFailureHeaders (absent: no headers)
 //	failure_reports_by_org     org | arrival | id -> failIndexValue
 //	failure_reports_by_domain  domain | arrival | id -> failIndexValue
 //	failure_dedup              domain | identity hash -> id
-//	failure_rollups            org | UTC day | domain -> appendFailureDay
+//	failure_rollups            org | UTC day | domain -> AppendFailureDay
 //
 // arrival is big-endian Unix seconds, day big-endian days since 1970, so
 // that an organization's (or a domain's) reports are a range sorted by
@@ -50,7 +49,7 @@ func failKeyID(k []byte) string { return string(k[idLen+8:]) }
 // failIndexValue is domain id | auth failure mask | source IP ("" when
 // unknown): what the list filters on, so that filtering reads no report.
 func failIndexValue(r *FailureReport, mask byte) []byte {
-	ip := r.sourceIPOf()
+	ip := reports.SourceIPOf(r)
 	v := make([]byte, 0, idLen+1+len(ip))
 	v = append(v, r.DomainID...)
 	v = append(v, mask)
@@ -106,62 +105,3 @@ func failRollupDay(k []byte) uint32 { return binary.BigEndian.Uint32(k[idLen : i
 
 // failRollupDomain returns the domain id of a roll-up key.
 func failRollupDomain(k []byte) string { return string(k[idLen+4:]) }
-
-// appendFailure encodes a failure report (the id is the key; headers are
-// stored apart).
-func appendFailure(e codec.Enc, r *FailureReport, mask byte, dkim [2]*string) codec.Enc {
-	e = append(e, codecVersion)
-	e = e.Str(r.DomainID).Str(r.Domain).Str(r.OrgID).Time(r.ReceivedAt).Time(r.ArrivalDate)
-	e = e.Opt(r.Reporter).Opt(r.SourceIP).Opt(r.OriginalMailFrom).Opt(r.OriginalRcptTo).Opt(r.ReportedDomain)
-	e = e.Opt(r.Subject).Opt(r.MessageID).Str(r.FeedbackType).Uvarint(uint64(mask)).Opt(r.DeliveryResult)
-	a := &r.AuthenticationResults
-	e = e.Opt(a.DMARC).Opt(a.SPF).Opt(a.DKIM).Opt(dkim[0]).Opt(dkim[1])
-	return appendGeo(e, r.Geo)
-}
-
-// decodeFailure reads what appendFailure wrote.
-func decodeFailure(id string, raw []byte) (*FailureReportDetail, byte, error) {
-	d := codec.NewDec(raw)
-	if d.Byte() != codecVersion {
-		return nil, 0, fmt.Errorf("failure report %s: %w", id, errCorrupt)
-	}
-	r := &FailureReport{ID: id, DomainID: d.Str(), Domain: d.Str(), OrgID: d.Str(), ReceivedAt: d.Time(), ArrivalDate: d.Time()}
-	r.Reporter, r.SourceIP, r.OriginalMailFrom, r.OriginalRcptTo, r.ReportedDomain = d.Opt(), d.Opt(), d.Opt(), d.Opt(), d.Opt()
-	r.Subject, r.MessageID, r.FeedbackType = d.Opt(), d.Opt(), d.Str()
-	mask := byte(d.Uvarint())
-	r.AuthFailure = failChecksOf(mask)
-	r.DeliveryResult = d.Opt()
-	r.AuthenticationResults = FailureAuthResults{DMARC: d.Opt(), SPF: d.Opt(), DKIM: d.Opt()}
-	det := &FailureReportDetail{FailureReport: r, DKIMDomain: d.Opt(), DKIMSelector: d.Opt()}
-	r.Geo = decodeGeo(&d)
-	if !d.Done() {
-		return nil, 0, fmt.Errorf("failure report %s: %w", id, errCorrupt)
-	}
-	return det, mask, nil
-}
-
-// appendFailureHeaders encodes the headers of an original message.
-func appendFailureHeaders(e codec.Enc, hs []FailureHeader) codec.Enc {
-	e = append(e, codecVersion)
-	e = e.Uvarint(uint64(len(hs)))
-	for _, h := range hs {
-		e = e.Str(h.Name).Str(h.Value)
-	}
-	return e
-}
-
-// decodeFailureHeaders reads what appendFailureHeaders wrote.
-func decodeFailureHeaders(id string, raw []byte) ([]FailureHeader, error) {
-	d := codec.NewDec(raw)
-	if d.Byte() != codecVersion {
-		return nil, fmt.Errorf("failure report %s headers: %w", id, errCorrupt)
-	}
-	hs := make([]FailureHeader, d.Count())
-	for i := range hs {
-		hs[i] = FailureHeader{Name: d.Str(), Value: d.Str()}
-	}
-	if !d.Done() {
-		return nil, fmt.Errorf("failure report %s headers: %w", id, errCorrupt)
-	}
-	return hs, nil
-}

@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // storeFailures writes the failure drafts of a commit, each unless its
@@ -43,7 +44,7 @@ func storeFailures(tx *bolt.Tx, drafts []*FailureDraft, owners map[string]string
 		if err != nil {
 			return nil, err
 		}
-		day.add(&f.rep, f.mask, 1)
+		day.Add(&f.rep, f.mask, 1)
 		f.out.Stored = true
 		stored = append(stored, f)
 	}
@@ -102,7 +103,7 @@ func deleteFailure(tx *bolt.Tx, id string, rolls failDays) error {
 	if raw == nil {
 		return nil
 	}
-	det, mask, err := decodeFailure(id, raw)
+	det, mask, err := reports.DecodeFailure(id, raw)
 	if err != nil {
 		return err
 	}
@@ -129,23 +130,23 @@ func deleteFailure(tx *bolt.Tx, id string, rolls failDays) error {
 	if err != nil {
 		return err
 	}
-	day.add(r, mask, -1)
+	day.Add(r, mask, -1)
 	return nil
 }
 
 // failDays holds the roll-ups a transaction changes, by key, so that each
 // is decoded and written once.
-type failDays map[string]*failureDay
+type failDays map[string]*reports.FailureDay
 
 // get returns the roll-up under key, loading it (or starting it) once.
-func (d failDays) get(tx *bolt.Tx, key []byte) (*failureDay, error) {
+func (d failDays) get(tx *bolt.Tx, key []byte) (*reports.FailureDay, error) {
 	if day := d[string(key)]; day != nil {
 		return day, nil
 	}
-	day := newFailureDay()
+	day := reports.NewFailureDay()
 	if raw := tx.Bucket(bucketFailureRollups).Get(key); raw != nil {
 		var err error
-		if day, err = decodeFailureDay(raw); err != nil {
+		if day, err = reports.DecodeFailureDay(raw); err != nil {
 			return nil, fmt.Errorf("failure roll-up %x: %w", key, err)
 		}
 	}
@@ -157,14 +158,14 @@ func (d failDays) get(tx *bolt.Tx, key []byte) (*failureDay, error) {
 func (d failDays) put(tx *bolt.Tx) error {
 	b := tx.Bucket(bucketFailureRollups)
 	for key, day := range d {
-		if day.total <= 0 {
+		if day.Total() <= 0 {
 			if err := b.Delete([]byte(key)); err != nil {
 				return err
 			}
 			continue
 		}
-		day.prune(MaxDaySources)
-		if err := b.Put([]byte(key), appendFailureDay(nil, day)); err != nil {
+		day.Prune(MaxDaySources)
+		if err := b.Put([]byte(key), reports.AppendFailureDay(nil, day)); err != nil {
 			return err
 		}
 	}
@@ -179,7 +180,7 @@ func failureRefs(stored []*FailureDraft) []FailureRef {
 	refs := make([]FailureRef, len(stored))
 	for i, f := range stored {
 		refs[i] = FailureRef{ID: f.rep.ID, OrgID: f.rep.OrgID, DomainID: f.rep.DomainID,
-			SourceIP: f.rep.sourceIPOf(), Geo: f.rep.Geo, ArrivalDate: f.rep.ArrivalDate}
+			SourceIP: reports.SourceIPOf(&f.rep), Geo: f.rep.Geo, ArrivalDate: f.rep.ArrivalDate}
 	}
 	return refs
 }

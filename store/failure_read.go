@@ -5,6 +5,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // FailureFilter selects failure reports for ListFailureReports. DateFrom
@@ -63,7 +65,7 @@ func (db *DB) ListFailureReportsPage(orgID string, f FailureFilter) (*FailureRep
 	}
 	var mask byte
 	if f.AuthFailure != "" {
-		if mask = failureCheckBit(f.AuthFailure); mask == 0 {
+		if mask = reports.FailureCheckBit(f.AuthFailure); mask == 0 {
 			return nil, errorf(ErrInvalid, "the failed check must be dmarc, spf or dkim")
 		}
 	}
@@ -179,12 +181,12 @@ func getFailure(tx *bolt.Tx, id string, withHeaders bool) (*FailureReportDetail,
 	if raw == nil {
 		return nil, errFailureNotFound()
 	}
-	det, _, err := decodeFailure(id, raw)
+	det, _, err := reports.DecodeFailure(id, raw)
 	if err != nil || !withHeaders {
 		return det, err
 	}
 	if hraw := tx.Bucket(bucketFailureHeaders).Get(idKey(id)); hraw != nil {
-		if det.Headers, err = decodeFailureHeaders(id, hraw); err != nil {
+		if det.Headers, err = reports.DecodeFailureHeaders(id, hraw); err != nil {
 			return nil, err
 		}
 	}

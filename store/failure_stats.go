@@ -10,44 +10,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
-
-// FailureCheckCounts counts failure reports per failed check (a report
-// naming several counts for each).
-type FailureCheckCounts struct {
-	DMARC int64 `json:"dmarc"`
-	SPF   int64 `json:"spf"`
-	DKIM  int64 `json:"dkim"`
-}
 
 // FailureDomainCount counts the failure reports of one domain.
 type FailureDomainCount struct {
 	DomainID string `json:"domain_id"`
 	Domain   string `json:"domain"`
 	Count    int64  `json:"count"`
-}
-
-// FailureSourceCount counts the failure reports about one source IP.
-type FailureSourceCount struct {
-	SourceIP    string  `json:"source_ip"`
-	Count       int64   `json:"count"`
-	CountryCode *string `json:"country_code"`
-}
-
-// FailureCountryCount counts the failure reports from one country (nil
-// code: unknown, or no source IP).
-type FailureCountryCount struct {
-	CountryCode *string `json:"country_code"`
-	CountryName *string `json:"country_name"`
-	Count       int64   `json:"count"`
-}
-
-// FailureASNCount counts the failure reports from one autonomous system
-// (nil ASN: unknown, or no source IP).
-type FailureASNCount struct {
-	ASN   *uint32 `json:"asn"`
-	ASOrg *string `json:"as_org"`
-	Count int64   `json:"count"`
 }
 
 // FailureDayCount counts the failure reports that arrived on one UTC day.
@@ -106,24 +76,24 @@ func (db *DB) FailureSummary(orgID string, now time.Time) (*FailureSummary, erro
 	for d := first; d <= today; d++ {
 		s.ByDay = append(s.ByDay, FailureDayCount{Date: days.Date(d)})
 	}
-	acc := newFailSummaryAcc()
+	acc := reports.NewFailSummaryAcc()
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		err := eachRawFailureDay(tx, orgID, first, today, func(day uint32, domainID string, raw []byte) error {
-			n, err := acc.add(raw, domainID)
+			n, err := acc.Add(raw, domainID)
 			s.ByDay[day-first].Count += n
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		s.ByDomain, err = domainCounts(tx, acc.domains)
+		s.ByDomain, err = domainCounts(tx, acc.Domains())
 		return err
 	})
 	if err != nil {
 		return nil, wrap("failure summary", err)
 	}
-	s.Total, s.TopSourceIPs = acc.total, topFailSources(acc.sources, FailureTopSources)
-	s.ByAuthFailure = FailureCheckCounts{DMARC: acc.auth[0], SPF: acc.auth[1], DKIM: acc.auth[2]}
+	s.Total, s.TopSourceIPs = acc.Total(), acc.Top(FailureTopSources)
+	s.ByAuthFailure = acc.ByAuthFailure()
 	return s, nil
 }
 
@@ -137,7 +107,7 @@ func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureSta
 	if f.DateFrom != nil && f.DateTo != nil && f.DateTo.Before(*f.DateFrom) {
 		return nil, ErrRangeReversed
 	}
-	all := newFailureDay()
+	all := reports.NewFailureDay()
 	perDomain := map[string]int64{}
 	var st *FailureStats
 	err := db.bolt.View(func(tx *bolt.Tx) error {
@@ -146,10 +116,10 @@ func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureSta
 				return err
 			}
 		}
-		add := func(domainID string, day *failureDay) {
+		add := func(domainID string, day *reports.FailureDay) {
 			if f.DomainID == "" || f.DomainID == domainID {
-				perDomain[domainID] += day.total
-				all.merge(day)
+				perDomain[domainID] += day.Total()
+				all.Merge(day)
 			}
 		}
 		if err := statsRangeDays(tx, orgID, f, add); err != nil {
@@ -159,8 +129,8 @@ func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureSta
 		if err != nil {
 			return err
 		}
-		st = &FailureStats{Total: all.total, ByAuthFailure: all.byAuthFailure(), ByCountry: all.byCountry(),
-			ByASN: all.byASN(), ByDomain: byDomain, TopSourceIPs: topFailSources(all.sources, FailureTopSources)}
+		st = &FailureStats{Total: all.Total(), ByAuthFailure: all.ByAuthFailure(), ByCountry: all.ByCountry(),
+			ByASN: all.ByASN(), ByDomain: byDomain, TopSourceIPs: all.Top(FailureTopSources)}
 		return nil
 	})
 	if err != nil {
@@ -172,7 +142,7 @@ func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureSta
 // statsRangeDays feeds add with what arrived from f.DateFrom to f.DateTo:
 // roll-ups for the days wholly inside, and, for a first or last day the
 // range cuts, a roll-up made from its reports in range.
-func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(string, *failureDay)) error {
+func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(string, *reports.FailureDay)) error {
 	firstDay, lastDay := uint32(0), uint32(1<<32-1)
 	if f.DateFrom != nil {
 		firstDay = days.Of(*f.DateFrom)
@@ -207,15 +177,15 @@ func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(st
 	if firstDay > lastDay {
 		return nil
 	}
-	return eachFailureDay(tx, orgID, firstDay, lastDay, func(_ uint32, domainID string, day *failureDay) {
+	return eachFailureDay(tx, orgID, firstDay, lastDay, func(_ uint32, domainID string, day *reports.FailureDay) {
 		add(domainID, day)
 	})
 }
 
 // partialDay counts, per domain, the reports of orgID that arrived from
 // from to to (both included), reading them.
-func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, *failureDay)) error {
-	rolls := map[string]*failureDay{}
+func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, *reports.FailureDay)) error {
+	rolls := map[string]*reports.FailureDay{}
 	lo, hi := failTimePrefix(orgID, from), failTimePrefix(orgID, to.Add(time.Second))
 	c := tx.Bucket(bucketFailuresByOrg).Cursor()
 	for k, _ := c.Seek(lo); k != nil && bytes.Compare(k, hi) < 0; k, _ = c.Next() {
@@ -227,16 +197,16 @@ func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, 
 		if raw == nil {
 			continue
 		}
-		det, mask, err := decodeFailure(id, raw)
+		det, mask, err := reports.DecodeFailure(id, raw)
 		if err != nil {
 			return err
 		}
 		day := rolls[det.DomainID]
 		if day == nil {
-			day = newFailureDay()
+			day = reports.NewFailureDay()
 			rolls[det.DomainID] = day
 		}
-		day.add(det.FailureReport, mask, 1)
+		day.Add(det.FailureReport, mask, 1)
 	}
 	for domainID, day := range rolls {
 		add(domainID, day)
@@ -246,9 +216,9 @@ func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, 
 
 // eachFailureDay calls fn for every roll-up of orgID from day first to
 // last, in day order.
-func eachFailureDay(tx *bolt.Tx, orgID string, first, last uint32, fn func(uint32, string, *failureDay)) error {
+func eachFailureDay(tx *bolt.Tx, orgID string, first, last uint32, fn func(uint32, string, *reports.FailureDay)) error {
 	return eachRawFailureDay(tx, orgID, first, last, func(day uint32, domainID string, raw []byte) error {
-		f, err := decodeFailureDay(raw)
+		f, err := reports.DecodeFailureDay(raw)
 		if err != nil {
 			return err
 		}
@@ -291,3 +261,16 @@ func domainCounts(tx *bolt.Tx, counts map[string]int64) ([]FailureDomainCount, e
 	})
 	return out, nil
 }
+
+// The counts of failure report statistics are package reports' values.
+type (
+	// FailureCheckCounts counts failure reports per failed check.
+	FailureCheckCounts = reports.FailureCheckCounts
+	// FailureSourceCount counts the failure reports about one source IP.
+	FailureSourceCount = reports.FailureSourceCount
+	// FailureCountryCount counts the failure reports from one country.
+	FailureCountryCount = reports.FailureCountryCount
+	// FailureASNCount counts the failure reports from one autonomous
+	// system.
+	FailureASNCount = reports.FailureASNCount
+)

@@ -11,7 +11,7 @@ import (
 )
 
 // eachRollupTotals is eachRollup reading only the totals of each roll-up
-// (version, reports, messages, DMARC pass and fail; see appendDayRollup),
+// (version, reports, messages, DMARC pass and fail; see AppendDayRollup),
 // from their compact copies in bucketDayTotals, not the roll-ups: the
 // overview of 1,000 domains reads 30,000 days.
 func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn func(uint32, DayStats)) error {

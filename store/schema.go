@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // Buckets. Every name the file uses is declared here; Open creates any that
@@ -37,7 +39,7 @@ var (
 	bucketDomainsByEmail = []byte("domains_by_email")
 
 	// bucketReports: report id -> the report and its summary (binary,
-	// appendReport). A report is visible once it is here.
+	// AppendReport). A report is visible once it is here.
 	bucketReports = []byte("reports")
 	// bucketReportsByDomain: reportKey(domain id, date_begin, identity) ->
 	// report id | date_end (big-endian Unix seconds): the date index of the
@@ -55,8 +57,8 @@ var (
 	// records are being written in several transactions and that is not yet
 	// visible; leftovers after a crash are deleted (DiscardPendingReports).
 	bucketReportsPending = []byte("reports_pending")
-	// bucketRollups: rollupKey(domain id, UTC day) -> dayRollup (binary,
-	// appendDayRollup).
+	// bucketRollups: rollupKey(domain id, UTC day) -> DayRollup (binary,
+	// AppendDayRollup).
 	bucketRollups = []byte("report_rollups")
 	// bucketDayTotals: rollupKey(domain id, UTC day) -> the totals at the
 	// head of that roll-up, for the overview (day_totals.go).
@@ -101,7 +103,7 @@ var (
 	bucketAlertSenders = []byte("alert_senders")
 
 	// Failure (forensic) reports; keys and values in failure_codec.go.
-	// bucketFailures: report id -> the report (binary, appendFailure).
+	// bucketFailures: report id -> the report (binary, AppendFailure).
 	bucketFailures = []byte("failure_reports")
 	// bucketFailureHeaders: report id -> its original headers, when any.
 	bucketFailureHeaders = []byte("failure_headers")
@@ -112,7 +114,7 @@ var (
 	// bucketFailureDedup: failDedupKey (domain id | identity hash) -> report id.
 	bucketFailureDedup = []byte("failure_dedup")
 	// bucketFailureRollups: failRollupKey(org id, UTC day, domain id) ->
-	// failureDay (binary, appendFailureDay).
+	// FailureDay (binary, AppendFailureDay).
 	bucketFailureRollups = []byte("failure_rollups")
 
 	// SMTP TLS reports (RFC 8460); keys in tls.go.
@@ -124,7 +126,7 @@ var (
 	bucketTLSByDomain = []byte("tls_reports_by_domain")
 	// bucketTLSDedup: tlsDedupKey(domain id, org name, report id) -> id.
 	bucketTLSDedup = []byte("tls_dedup")
-	// bucketTLSRollups: tlsRollupKey(domain id, UTC day) -> tlsDay (JSON).
+	// bucketTLSRollups: tlsRollupKey(domain id, UTC day) -> TLSDay (JSON).
 	bucketTLSRollups = []byte("tls_rollups")
 	// Sources (source_rollup.go, rdns.go).
 	// bucketSourceRollups: rollupKey(domain id, UTC day) | seq (big-endian)
@@ -316,3 +318,10 @@ func rollupKey(domainID string, day uint32) []byte {
 	k = append(k, domainID...)
 	return binary.BigEndian.AppendUint32(k, day)
 }
+
+// codecVersion is the first byte of the binary values the store writes
+// itself (package reports writes the rest).
+const codecVersion = codec.Version
+
+// errCorrupt reports a stored value that does not decode.
+var errCorrupt = codec.ErrCorrupt

@@ -2,17 +2,16 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // Per-source roll-ups: for each domain, UTC day (of a report's date_begin)
@@ -36,124 +35,20 @@ import (
 // maxSourceSegments is how many segments one domain-day may have.
 const maxSourceSegments = 32
 
-// maxSourceAuth is how many distinct (kind, domain, result) entries a
-// source keeps per day; the rest count in the totals only.
-const maxSourceAuth = 8
-
-// AuthDomainCount counts a source's messages with one auth result: Kind
-// "spf" (the SPF-checked domain, usually the envelope sender's) or "dkim"
-// (the signing domain), the domain and its result as reported.
-type AuthDomainCount struct {
-	Kind     string `json:"kind"`
-	Domain   string `json:"domain"`
-	Result   string `json:"result"`
-	Messages int64  `json:"messages"`
-}
-
-// SourceRollup is the mail of one source IP for one domain: on one day as
-// stored, or summed over days by a reader. SPFAligned and DKIMAligned are
-// the DMARC-evaluated (aligned) results; Auth the raw results with their
-// domains, most messages first. FirstSeen is the earliest date_begin and
-// LastSeen the latest date_end of the reports that carried the source.
-type SourceRollup struct {
-	SourceIP    string
-	Messages    int64
-	DMARCPass   int64
-	SPFAligned  int64
-	DKIMAligned int64
-	Disposition DispositionCount
-	FirstSeen   time.Time
-	LastSeen    time.Time
-	CountryCode *string
-	ASN         *uint32
-	ASOrg       *string
-	Auth        []AuthDomainCount
-}
-
-// Merge adds o (the same source on another day or report) into s.
-func (s *SourceRollup) Merge(o *SourceRollup) {
-	s.Messages += o.Messages
-	s.DMARCPass += o.DMARCPass
-	s.SPFAligned += o.SPFAligned
-	s.DKIMAligned += o.DKIMAligned
-	s.Disposition.None += o.Disposition.None
-	s.Disposition.Quarantine += o.Disposition.Quarantine
-	s.Disposition.Reject += o.Disposition.Reject
-	if s.FirstSeen.IsZero() || (!o.FirstSeen.IsZero() && o.FirstSeen.Before(s.FirstSeen)) {
-		s.FirstSeen = o.FirstSeen
-	}
-	if o.LastSeen.After(s.LastSeen) {
-		s.LastSeen = o.LastSeen
-	}
-	if s.CountryCode == nil {
-		s.CountryCode = o.CountryCode
-	}
-	if s.ASN == nil {
-		s.ASN, s.ASOrg = o.ASN, o.ASOrg
-	}
-	for _, a := range o.Auth {
-		s.addAuth(a.Kind, a.Domain, a.Result, a.Messages)
-	}
-}
-
-// addAuth counts n messages with one auth result, keeping at most
-// maxSourceAuth distinct entries.
-func (s *SourceRollup) addAuth(kind, domain, result string, n int64) {
-	for i := range s.Auth {
-		a := &s.Auth[i]
-		if a.Kind == kind && a.Domain == domain && a.Result == result {
-			a.Messages += n
-			return
-		}
-	}
-	if len(s.Auth) >= maxSourceAuth {
-		return
-	}
-	s.Auth = append(s.Auth, AuthDomainCount{Kind: kind, Domain: domain, Result: result, Messages: n})
-}
-
-// maxDraftSourceIPs is how many distinct sources a report being ingested
-// keeps in its per-source roll-up; past it the sources with the fewest
-// messages are folded into one row without IP (SourceIP ""), down to
-// keepDraftSourceIPs, so that a report of a million distinct sources
-// needs bounded memory while every total stays exact.
-const (
-	maxDraftSourceIPs  = 16 << 10
-	keepDraftSourceIPs = maxDraftSourceIPs / 2
-)
-
-// OtherSources is the SourceIP of the row that sums the sources a report
-// with more than 16,384 distinct sources could not keep one by one.
-const OtherSources = ""
-
-// daySources is a domain-day's sources by IP, as segments are merged.
-type daySources map[string]*SourceRollup
-
-// sourceEntries is the per-source roll-up of one or more reports,
-// encoded as a segment's blocks (appendBlockV2). body starts with its
-// version byte (segV2), so that a domain-day with one report in a commit
-// (as when reports arrive one by one) stores body as its segment without
-// a copy.
-type sourceEntries struct {
-	n    int
-	body []byte   // segV2, then a block
-	more [][]byte // the bodies of further reports of the same day
-}
-
 // sourceRollups gathers, during one commit, the encoded per-source
 // roll-ups of the reports it stores, by domain and day. A day's segment
 // is the entries of its reports back to back: a segment may hold a source
 // more than once, and readers sum by IP. Drafts are only read: a commit
 // that fails is retried with the same drafts.
-type sourceRollups map[string]*sourceEntries // rollupKey -> entries
+type sourceRollups map[string]*reports.SourceEntries // rollupKey -> entries
 
 // newSourceRollups starts the per-source roll-ups of one commit.
 func newSourceRollups() sourceRollups { return sourceRollups{} }
 
 // addEntries adds a report's encoded sources to its domain's day; the
 // bytes are only read.
-func (sr sourceRollups) addEntries(domainID string, dayNum uint32, src sourceEntries) {
-	if src.n == 0 {
+func (sr sourceRollups) addEntries(domainID string, dayNum uint32, src reports.SourceEntries) {
+	if src.Len() == 0 {
 		return
 	}
 	sr.addKeyed(string(rollupKey(domainID, dayNum)), src)
@@ -161,43 +56,16 @@ func (sr sourceRollups) addEntries(domainID string, dayNum uint32, src sourceEnt
 
 // addKeyed is addEntries for the day's rollupKey, which the commit has
 // made already for the day roll-up.
-func (sr sourceRollups) addKeyed(key string, src sourceEntries) {
-	if src.n == 0 {
+func (sr sourceRollups) addKeyed(key string, src reports.SourceEntries) {
+	if src.Len() == 0 {
 		return
 	}
-	if day := sr[key]; day != nil {
-		day.n += src.n
-		day.more = append(day.more, src.body)
-		return
+	day := sr[key]
+	if day == nil {
+		day = &reports.SourceEntries{}
+		sr[key] = day
 	}
-	sr[key] = &sourceEntries{n: src.n, body: src.body}
-}
-
-// size is how many bytes the entries take.
-func (s *sourceEntries) size() int {
-	n := len(s.body)
-	for _, b := range s.more {
-		n += len(b)
-	}
-	return n
-}
-
-// frame returns the entries as a segment: the body itself when there is
-// one report (the caller only reads it), else the bodies concatenated,
-// each without its leading version byte but the first.
-func (s *sourceEntries) frame() []byte {
-	if len(s.more) == 0 {
-		return s.body
-	}
-	size := len(s.body)
-	for _, b := range s.more {
-		size += len(b) - 1
-	}
-	seg := append(make([]byte, 0, size), s.body...)
-	for _, b := range s.more {
-		seg = append(seg, b[1:]...)
-	}
-	return seg
+	day.Append(src)
 }
 
 // put writes one segment per domain-day touched (merging the day's
@@ -228,7 +96,7 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 			// big first segment is rewritten when the others have grown
 			// as large, not every maxSourceSegments commits.
 			from := uint32(0)
-			if first := b.Get(sourceSegKey(prefix, 0)); first != nil && segmentBytes(b, prefix, 1)+day.size() < len(first) {
+			if first := b.Get(sourceSegKey(prefix, 0)); first != nil && segmentBytes(b, prefix, 1)+day.Size() < len(first) {
 				from = 1
 			}
 			if seg, err = mergeSegments(b, prefix, from, day); err != nil {
@@ -236,7 +104,7 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 			}
 			seq = from
 		} else {
-			seg = day.frame()
+			seg = day.Frame()
 		}
 		if err := b.Put(sourceSegKey(prefix, seq), seg); err != nil {
 			return err
@@ -251,19 +119,12 @@ func (sr sourceRollups) put(tx *bolt.Tx) error {
 // mergeSegments deletes the segments of the day prefix from seq from on
 // and returns one segment of their sources and the new entries, one entry
 // per source.
-func mergeSegments(b *bolt.Bucket, prefix []byte, from uint32, add *sourceEntries) ([]byte, error) {
-	day := daySources{}
-	merge := func(s *SourceRollup) {
-		if g := day[s.SourceIP]; g != nil {
-			g.Merge(s)
-		} else {
-			day[s.SourceIP] = s // decodeSourceSegment's to keep
-		}
-	}
-	if err := eachSegment(b, prefix, from, merge); err != nil {
+func mergeSegments(b *bolt.Bucket, prefix []byte, from uint32, add *reports.SourceEntries) ([]byte, error) {
+	day := reports.DaySources{}
+	if err := eachSegment(b, prefix, from, day.Add); err != nil {
 		return nil, err
 	}
-	if err := decodeSourceSegment(add.frame(), merge); err != nil {
+	if err := reports.DecodeSourceSegment(add.Frame(), day.Add); err != nil {
 		return nil, fmt.Errorf("new source roll-up entries: %w", err)
 	}
 	start := sourceSegKey(prefix, from)
@@ -273,7 +134,7 @@ func mergeSegments(b *bolt.Bucket, prefix []byte, from uint32, add *sourceEntrie
 			return nil, err
 		}
 	}
-	return appendSourceSegment(make(codec.Enc, 0, 64*len(day)), day), nil
+	return reports.AppendSourceSegment(make(codec.Enc, 0, 64*len(day)), day), nil
 }
 
 // segmentBytes is the size of the day prefix's segments from seq from on.
@@ -311,96 +172,11 @@ func nextSegment(b *bolt.Bucket, prefix []byte) (uint32, error) {
 	return binary.BigEndian.Uint32(k[len(prefix):]) + 1, nil
 }
 
-// A segment is its version and then blocks until its end: a block is
-// the first and last seen times (Unix seconds, the second as a delta),
-// the number of entries, and the entries, which share those times (see
-// source_codec.go for version 2, which every segment is written in now;
-// version 1, codecVersion, is still read).
-
-// appendBlockHeader starts a block of n entries seen from first to last.
-func appendBlockHeader(e codec.Enc, first, last int64, n int) codec.Enc {
-	return e.Varint(first).Varint(last - first).Uvarint(uint64(n))
-}
-
-// appendSourceSegment encodes the sources of a segment, in blocks of the
-// same first and last seen times, each in IP order.
-func appendSourceSegment(e codec.Enc, day daySources) codec.Enc {
-	srcs := make([]*SourceRollup, 0, len(day))
-	for _, s := range day {
-		srcs = append(srcs, s)
-	}
-	slices.SortFunc(srcs, func(a, b *SourceRollup) int {
-		return cmp.Or(a.FirstSeen.Compare(b.FirstSeen), a.LastSeen.Compare(b.LastSeen), strings.Compare(a.SourceIP, b.SourceIP))
-	})
-	e = append(e, segV2)
-	var t strTable
-	for len(srcs) > 0 {
-		n := 1
-		for n < len(srcs) && srcs[n].FirstSeen.Equal(srcs[0].FirstSeen) && srcs[n].LastSeen.Equal(srcs[0].LastSeen) {
-			n++
-		}
-		block := srcs[:n]
-		e = appendBlockV2(e, &t, srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix(), n, func(i int, s *SourceRollup) { *s = *block[i] })
-		srcs = srcs[n:]
-	}
-	return e
-}
-
-// decodeSourceSegment calls fn with each source of a segment; each call
-// gets a new SourceRollup the caller may keep.
-func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
-	d := codec.NewDec(raw)
-	switch d.Byte() {
-	case segV2:
-		for d.Ok() && d.Len() > 0 {
-			if err := decodeBlockV2(&d, fn); err != nil {
-				return err
-			}
-		}
-		if !d.Ok() {
-			return errCorrupt
-		}
-		return nil
-	case codecVersion:
-	default:
-		return errCorrupt
-	}
-	for d.Ok() && d.Len() > 0 {
-		f := d.Varint()
-		first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.Varint(), 0).UTC()
-		n := d.Count()
-		for range n {
-			s := &SourceRollup{SourceIP: d.Str(), Messages: d.Varint(), DMARCPass: d.Varint(),
-				SPFAligned: d.Varint(), DKIMAligned: d.Varint(), FirstSeen: first, LastSeen: last}
-			s.Disposition = DispositionCount{None: d.Varint(), Quarantine: d.Varint(), Reject: d.Varint()}
-			s.CountryCode, s.ASN, s.ASOrg = d.Opt(), d.OptU32(), d.Opt()
-			na := d.Count()
-			if na > maxSourceAuth {
-				return errCorrupt
-			}
-			if na > 0 {
-				s.Auth = make([]AuthDomainCount, na)
-				for i := range s.Auth {
-					s.Auth[i] = AuthDomainCount{Kind: d.Sym(), Domain: d.Str(), Result: d.Sym(), Messages: d.Varint()}
-				}
-			}
-			if !d.Ok() {
-				return errCorrupt
-			}
-			fn(s)
-		}
-	}
-	if !d.Ok() {
-		return errCorrupt
-	}
-	return nil
-}
-
 // eachSegment decodes the segments of the day prefix from seq from on.
 func eachSegment(b *bolt.Bucket, prefix []byte, from uint32, fn func(*SourceRollup)) error {
 	c := b.Cursor()
 	for k, v := c.Seek(sourceSegKey(prefix, from)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if err := decodeSourceSegment(v, fn); err != nil {
+		if err := reports.DecodeSourceSegment(v, fn); err != nil {
 			return fmt.Errorf("source roll-up %x: %w", k, err)
 		}
 	}
@@ -425,7 +201,7 @@ func (db *DB) EachSourceDay(orgID, domainID string, from, to time.Time, fn func(
 		// Keys: domain | day | segment seq.
 		return days.Scan(tx.Bucket(bucketSourceRollups).Cursor(), []byte(domainID), 4, fromDay, toDay, func(day uint32, _, v []byte) error {
 			t := days.Start(day)
-			if err := decodeSourceSegment(v, func(s *SourceRollup) { fn(t, s) }); err != nil {
+			if err := reports.DecodeSourceSegment(v, func(s *SourceRollup) { fn(t, s) }); err != nil {
 				return fmt.Errorf("source roll-up of domain %s day %d: %w", domainID, day, err)
 			}
 			return nil
@@ -496,3 +272,15 @@ func deleteDomainSources(tx *bolt.Tx, domainID string) error {
 	_, err := deletePrefix(tx.Bucket(bucketRDNSPending), []byte(domainID), -1)
 	return err
 }
+
+// The per-source roll-ups are package reports' values.
+type (
+	// AuthDomainCount counts a source's messages with one auth result.
+	AuthDomainCount = reports.AuthDomainCount
+	// SourceRollup is the mail of one source IP for one domain.
+	SourceRollup = reports.SourceRollup
+)
+
+// OtherSources is the SourceIP of the row that sums the sources a report
+// with more than 16,384 distinct sources could not keep one by one.
+const OtherSources = reports.OtherSources

@@ -31,13 +31,13 @@ func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
 		}
 		d.Finish()
 		drafts = append(drafts, d)
-		before = append(before, bytes.Clone(d.srcEnc.body))
+		before = append(before, bytes.Clone(d.srcEnc.Frame()))
 	}
 	if _, err := db.NewIngester().Commit(&IngestBatch{Reports: drafts}); err != nil {
 		t.Fatal(err)
 	}
 	for i, d := range drafts {
-		if !bytes.Equal(d.srcEnc.body, before[i]) || d.srcEnc.n != 10 {
+		if !bytes.Equal(d.srcEnc.Frame(), before[i]) || d.srcEnc.Len() != 10 {
 			t.Errorf("draft %d's sources changed by the commit", i)
 		}
 	}

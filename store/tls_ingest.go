@@ -2,6 +2,8 @@ package store
 
 import (
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // TLS reports through the ingest pipeline: a TLSDraft is prepared (its
@@ -39,8 +41,8 @@ func NewTLSDraft(in TLSInput) (*TLSDraft, error) {
 	if !ValidID(in.OrgID) || !ValidID(in.DomainID) {
 		return nil, errorf(ErrInvalid, "TLS report needs a domain and an organization")
 	}
-	d := tlsDetailOf(in)
-	return &TLSDraft{rep: d, val: appendTLS(nil, in.OrgID, d), dkey: tlsDedupKey(in.DomainID, d.OrganizationName, d.ReportID)}, nil
+	d := reports.TLSDetailOf(NewID(), in.OrgID, in.DomainID, in.Report, in.ReceivedAt)
+	return &TLSDraft{rep: d, val: reports.AppendTLS(nil, in.OrgID, d), dkey: tlsDedupKey(in.DomainID, d.OrganizationName, d.ReportID)}, nil
 }
 
 // Report returns the report as it is stored (its ID included).

@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"encoding/json"
@@ -21,8 +21,8 @@ import (
 //	  mx hostname (opt) | mx helo (opt) | receiving ip (opt) | failed |
 //	  additional information (opt) | failure reason code (opt)))
 
-// appendTLS encodes report d of organization orgID.
-func appendTLS(e codec.Enc, orgID string, d *TLSReportDetail) codec.Enc {
+// AppendTLS encodes report d of organization orgID.
+func AppendTLS(e codec.Enc, orgID string, d *TLSReportDetail) codec.Enc {
 	r := d.TLSReport
 	e = append(e, codecVersion)
 	e = e.Str(orgID).Str(r.DomainID).Str(r.OrganizationName).Str(r.ReportID).Opt(r.ContactInfo)
@@ -41,9 +41,9 @@ func appendTLS(e codec.Enc, orgID string, d *TLSReportDetail) codec.Enc {
 	return e
 }
 
-// decodeTLS reads a stored TLS report: what appendTLS wrote, or the JSON
+// DecodeTLS reads a stored TLS report: what AppendTLS wrote, or the JSON
 // of the first release.
-func decodeTLS(id string, raw []byte) (*TLSReportDetail, error) {
+func DecodeTLS(id string, raw []byte) (*TLSReportDetail, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		var v tlsStoredValue
 		if err := json.Unmarshal(raw, &v); err != nil {

@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"reflect"
@@ -33,7 +33,7 @@ func TestRecordCodec(t *testing.T) {
 	partial.Geo = &Geo{ASN: new(uint32(0))}
 	for name, r := range map[string]*Record{"full": fullRecord(), "minimal": minimal, "partial geo": partial} {
 		t.Run(name, func(t *testing.T) {
-			got, err := decodeRecord(appendRecord(nil, r))
+			got, err := decodeRecord(AppendRecord(nil, r))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +49,7 @@ func TestRecordCodec(t *testing.T) {
 // TestRecordCodecCorrupt ensures every truncation of an encoded record, and
 // trailing bytes, are reported as corrupt rather than decoded wrongly.
 func TestRecordCodecCorrupt(t *testing.T) {
-	raw := appendRecord(nil, fullRecord())
+	raw := AppendRecord(nil, fullRecord())
 	for i := range raw {
 		if _, err := decodeRecord(raw[:i]); err == nil {
 			t.Errorf("truncated to %d bytes: decoded", i)
@@ -67,16 +67,16 @@ func TestRecordCodecCorrupt(t *testing.T) {
 
 // TestReportCodec ensures a report and its summary survive encoding.
 func TestReportCodec(t *testing.T) {
-	r := &Report{DomainID: NewID(), Domain: "example.com", OrgID: NewID(), OrgName: "google.com",
+	r := &Report{DomainID: "00000000-0000-7000-8000-000000000001", Domain: "example.com", OrgID: "00000000-0000-7000-8000-000000000001", OrgName: "google.com",
 		OrgEmail: "noreply@google.com", ExternalReportID: "123", DateBegin: time.Unix(1700000000, 0).UTC(),
 		DateEnd: time.Unix(1700086399, 0).UTC(), ReceivedAt: time.Unix(1700090000, 0).UTC(),
 		PolicyPublished: PolicyPublished{Domain: "example.com", P: "reject", SP: new("none"), PCT: 50, ADKIM: "s", ASPF: "r"},
 		MessageCount:    42, DMARCPassCount: 42, RecordCount: 1}
-	acc := newSummaryAcc()
-	acc.add(fullRecord())
-	acc.add(&Record{SourceIP: "192.0.2.1", Count: 3, DKIM: "fail", SPF: "fail", Disposition: "reject"})
-	s := acc.summary()
-	got, gotSum, err := decodeReport("id", appendReport(nil, r, &s), true)
+	acc := NewSummaryAcc()
+	acc.Add(fullRecord())
+	acc.Add(&Record{SourceIP: "192.0.2.1", Count: 3, DKIM: "fail", SPF: "fail", Disposition: "reject"})
+	s := acc.Summary()
+	got, gotSum, err := DecodeReport("id", AppendReport(nil, r, &s), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,26 +93,26 @@ func TestReportCodec(t *testing.T) {
 // TestDayRollupCodec ensures a roll-up survives encoding and that pruning
 // caps its sources at MaxDaySources, keeping those with the most messages.
 func TestDayRollupCodec(t *testing.T) {
-	r := newDayRollup()
-	add := newDayRollup()
-	add.reports = 2
+	r := NewDayRollup()
+	add := NewDayRollup()
+	add.Reports = 2
 	for i := range MaxDaySources + 50 {
 		rec := &Record{SourceIP: "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256), Count: int64(i + 1), DKIM: "pass"}
-		add.sum.add(rec)
-		add.src.add(rec.SourceIP, sourceCount{messages: rec.Count, pass: rec.Count})
+		add.Sum.Add(rec)
+		add.Src.Add(rec.SourceIP, SourceCount{Messages: rec.Count, Pass: rec.Count})
 	}
-	r.reports += add.reports
-	r.sum.merge(add.sum)
-	r.src.merge(add.src)
-	r.src.prune(MaxDaySources)
-	if len(r.src) != MaxDaySources || r.src["10.0.0.0"] != nil || r.src["10.0.4.25"] == nil {
-		t.Fatalf("kept %d sources; smallest kept: %v", len(r.src), r.src["10.0.0.0"])
+	r.Reports += add.Reports
+	r.Sum.Merge(add.Sum)
+	r.Src.Merge(add.Src)
+	r.Src.Prune(MaxDaySources)
+	if len(r.Src) != MaxDaySources || r.Src["10.0.0.0"] != nil || r.Src["10.0.4.25"] == nil {
+		t.Fatalf("kept %d sources; smallest kept: %v", len(r.Src), r.Src["10.0.0.0"])
 	}
-	got, err := decodeDayRollup(appendDayRollup(nil, r))
+	got, err := DecodeDayRollup(AppendDayRollup(nil, r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.reports != 2 || !reflect.DeepEqual(got.src, r.src) || !reflect.DeepEqual(got.sum.summary(), r.sum.summary()) {
+	if got.Reports != 2 || !reflect.DeepEqual(got.Src, r.Src) || !reflect.DeepEqual(got.Sum.Summary(), r.Sum.Summary()) {
 		t.Errorf("decoded roll-up differs")
 	}
 }
@@ -120,27 +120,27 @@ func TestDayRollupCodec(t *testing.T) {
 // FuzzDecode ensures the decoders of stored values never panic or allocate
 // without bound on damaged bytes, and round-trip what they accept.
 func FuzzDecode(f *testing.F) {
-	f.Add(appendRecord(nil, fullRecord()))
-	r := newDayRollup()
-	r.sum.add(fullRecord())
-	r.src.add("192.0.2.1", sourceCount{messages: 3})
-	f.Add([]byte(appendDayRollup(nil, r)))
-	s := r.sum.summary()
-	f.Add([]byte(appendReport(nil, &Report{DomainID: "d", OrgName: "o"}, &s)))
+	f.Add(AppendRecord(nil, fullRecord()))
+	r := NewDayRollup()
+	r.Sum.Add(fullRecord())
+	r.Src.Add("192.0.2.1", SourceCount{Messages: 3})
+	f.Add([]byte(AppendDayRollup(nil, r)))
+	s := r.Sum.Summary()
+	f.Add([]byte(AppendReport(nil, &Report{DomainID: "d", OrgName: "o"}, &s)))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if rec, err := decodeRecord(raw); err == nil {
-			again, err := decodeRecord(appendRecord(nil, rec))
+			again, err := decodeRecord(AppendRecord(nil, rec))
 			if err != nil || !reflect.DeepEqual(again, rec) {
 				t.Fatalf("record does not round-trip: %+v / %+v (%v)", rec, again, err)
 			}
 		}
-		_ = decodeBlock(raw, func(*Record) error { return nil })
-		_, _ = decodeDayRollup(raw)
-		_, _, _ = decodeReport("id", raw, true)
+		_ = DecodeBlock(raw, func(*Record) error { return nil })
+		_, _ = DecodeDayRollup(raw)
+		_, _, _ = DecodeReport("id", raw, true)
 	})
 }
 
-// decodeRecord decodes a value written by appendRecord, as a record block
+// decodeRecord decodes a value written by AppendRecord, as a record block
 // decodes each of its records.
 func decodeRecord(raw []byte) (*Record, error) {
 	d := codec.NewStringDec(raw)

@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"cmp"
@@ -13,7 +13,7 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
-// reportSources accumulates one report's per-source roll-up while its
+// Sources accumulates one report's per-source roll-up while its
 // records are added. Each record appends a row; rows are summed by source
 // only when many have piled up (compact) and at the end. A report's
 // records mostly come from distinct sources, so a map of one object per
@@ -26,7 +26,7 @@ import (
 // first appear (at most maxSourceAuth of them), and past
 // maxDraftSourceIPs distinct sources the ones with the fewest messages are
 // folded into the row of OtherSources, down to keepDraftSourceIPs.
-type reportSources struct {
+type Sources struct {
 	rows []srcRow
 	// auths holds the rows' auth results: row i's are auths[a0:a1].
 	auths []AuthDomainCount
@@ -42,9 +42,9 @@ type reportSources struct {
 	spare      []srcRow
 	spareAuths []AuthDomainCount
 	grp, first []int32 // scratch of sum
-	// pool is the DB's, which hands the slices on from report to report;
+	// Pool is the DB's, which hands the slices on from report to report;
 	// nil: new slices, sized for 4 sources.
-	pool *sourcePool
+	Pool *SourcePool
 }
 
 // srcRow is one record's contribution to its source, or (once compacted)
@@ -63,8 +63,8 @@ type srcRow struct {
 // bounds a large report's rows to that many past its distinct sources.
 const compactEvery = 4096
 
-// sourcePool is what the reportSources of one DB share.
-type sourcePool struct {
+// SourcePool is what the Sources of one DB share.
+type SourcePool struct {
 	// hint is how many rows a report's first record makes room for: as
 	// many as the last report summed had sources (reports of one import or
 	// reporter are alike), between 4 and compactEvery; 0 before the first.
@@ -74,7 +74,7 @@ type sourcePool struct {
 }
 
 // rows is how many rows a report's first record makes room for.
-func (p *sourcePool) rows() int {
+func (p *SourcePool) rows() int {
 	if p != nil {
 		if n := p.hint.Load(); n > 0 {
 			return int(n)
@@ -95,27 +95,27 @@ type sourceBufs struct {
 
 // take gives s the slices of a finished report, or new ones sized by the
 // pool's hint.
-func (s *reportSources) take() {
-	n := s.pool.rows()
-	if s.pool == nil {
+func (s *Sources) take() {
+	n := s.Pool.rows()
+	if s.Pool == nil {
 		s.rows, s.auths = make([]srcRow, 0, n), make([]AuthDomainCount, 0, 2*n)
 		return
 	}
-	if b, _ := s.pool.bufs.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
+	if b, _ := s.Pool.bufs.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
 		s.rows, s.auths, s.perm, s.tab, s.strs = b.rows[:0], b.auths[:0], b.perm[:0], b.tab, b.strs
 		s.spare, s.spareAuths, s.grp, s.first = b.spare[:0], b.spareAuths[:0], b.grp[:0], b.first[:0]
 		*b = sourceBufs{}
-		s.pool.bufs.Put(b)
+		s.Pool.bufs.Put(b)
 		return
 	}
 	s.rows, s.auths = make([]srcRow, 0, n), make([]AuthDomainCount, 0, 2*n)
 }
 
-// release hands s's slices to the next report and empties s. Nothing may
+// Release hands s's slices to the next report and empties s. Nothing may
 // point into them any more: counts and encode copy what they keep.
-func (s *reportSources) release() {
-	if s.pool != nil && cap(s.rows) > 0 && cap(s.rows) <= compactEvery {
-		b, _ := s.pool.bufs.Get().(*sourceBufs)
+func (s *Sources) Release() {
+	if s.Pool != nil && cap(s.rows) > 0 && cap(s.rows) <= compactEvery {
+		b, _ := s.Pool.bufs.Get().(*sourceBufs)
 		if b == nil {
 			b = new(sourceBufs)
 		}
@@ -127,14 +127,14 @@ func (s *reportSources) release() {
 		s.strs.s = SourceRollup{}
 		b.rows, b.auths, b.perm, b.tab, b.strs = s.rows[:0], s.auths[:0], s.perm[:0], s.tab, s.strs
 		b.spare, b.spareAuths, b.grp, b.first = s.spare[:0], s.spareAuths[:0], s.grp[:0], s.first[:0]
-		s.pool.bufs.Put(b)
+		s.Pool.bufs.Put(b)
 	}
-	*s = reportSources{}
+	*s = Sources{}
 }
 
-// add counts one record. r may be reused afterwards: only its strings,
+// Add counts one record. r may be reused afterwards: only its strings,
 // which never change, are kept.
-func (s *reportSources) add(r *Record) {
+func (s *Sources) Add(r *Record) {
 	if s.rows == nil {
 		s.take()
 	}
@@ -174,15 +174,15 @@ func (s *reportSources) add(r *Record) {
 	row.a1 = int32(len(s.auths))
 	s.rows = append(s.rows, row)
 	if len(s.rows)-s.summed >= compactEvery {
-		s.compact()
+		s.Compact()
 	}
 }
 
-// compact sums the rows by source and prunes them past maxDraftSourceIPs
+// Compact sums the rows by source and prunes them past maxDraftSourceIPs
 // sources. Rows are only moved when a source has several: a report's
 // sources are mostly distinct, and then a look-up per row in a table of
 // their hashes is all it costs.
-func (s *reportSources) compact() {
+func (s *Sources) Compact() {
 	if s.summed == len(s.rows) {
 		return
 	}
@@ -190,8 +190,8 @@ func (s *reportSources) compact() {
 		s.sum()
 	}
 	s.summed = len(s.rows)
-	if s.pool != nil {
-		s.pool.hint.Store(int64(min(max(len(s.rows), 4), compactEvery)))
+	if s.Pool != nil {
+		s.Pool.hint.Store(int64(min(max(len(s.rows), 4), compactEvery)))
 	}
 	if len(s.rows) > maxDraftSourceIPs {
 		s.prune(keepDraftSourceIPs)
@@ -203,7 +203,7 @@ func (s *reportSources) compact() {
 // and a counting sort, which keeps each source's rows in the order they
 // came (the first one's geolocation and auth order win), the summed row
 // first.
-func (s *reportSources) sum() {
+func (s *Sources) sum() {
 	n := len(s.rows)
 	tab := s.table(n)
 	mask := len(tab) - 1
@@ -269,7 +269,7 @@ func (s *reportSources) sum() {
 
 // table returns the scratch hash table for n rows, empty: a power of two
 // of at least 2n entries, so it is at most half full.
-func (s *reportSources) table(n int) []int32 {
+func (s *Sources) table(n int) []int32 {
 	size := 1 << bits.Len(uint(2*n))
 	if cap(s.tab) < size {
 		s.tab = make([]int32, size)
@@ -282,7 +282,7 @@ func (s *reportSources) table(n int) []int32 {
 
 // distinct tells whether every row has its own source, with an open
 // addressing table of row numbers keyed by a hash of the IP.
-func (s *reportSources) distinct() bool {
+func (s *Sources) distinct() bool {
 	tab := s.table(len(s.rows))
 	mask := len(tab) - 1
 	for i := range s.rows {
@@ -340,7 +340,7 @@ func (r *srcRow) sum(o *srcRow) {
 // prune keeps the keep sources with the most messages (and the row of
 // other sources) and folds the rest into that row, which has no
 // geolocation. The rows must be summed; they stay so.
-func (s *reportSources) prune(keep int) {
+func (s *Sources) prune(keep int) {
 	// The sources are sorted in place and the auth results written into
 	// the spare ones: a report of a million records from distinct sources
 	// pruned a hundred times, and made three new slices of up to 16,000
@@ -391,7 +391,7 @@ func (s *reportSources) prune(keep int) {
 
 // rollup returns row r as a SourceRollup for the encoder: it points into
 // r and the auth results, so it is only read while they are.
-func (s *reportSources) rollup(r *srcRow, out *SourceRollup) {
+func (s *Sources) rollup(r *srcRow, out *SourceRollup) {
 	*out = SourceRollup{SourceIP: r.ip, Messages: r.messages, DMARCPass: r.pass, SPFAligned: r.spf, DKIMAligned: r.dkim,
 		Disposition: DispositionCount{None: r.none, Quarantine: r.quarantine, Reject: r.reject},
 		Auth:        s.auths[r.a0:r.a1]}
@@ -406,42 +406,42 @@ func (s *reportSources) rollup(r *srcRow, out *SourceRollup) {
 	}
 }
 
-// ipCount is one source of a report as the day roll-up and the alert
+// IPCount is one source of a report as the day roll-up and the alert
 // rules count it.
-type ipCount struct {
-	ip string
-	sourceCount
+type IPCount struct {
+	IP string
+	SourceCount
 }
 
-// counts returns the sources as the day roll-up counts them, at most
+// Counts returns the sources as the day roll-up counts them, at most
 // maxDraftSources of them (those with the most messages, ties by IP),
 // without the row of other sources. The rows must be summed. A slice, not
 // a map: its readers only go through it. Its geolocation points into
 // slices of its own, not into the rows, which the next report reuses (and
 // which the day roll-up would keep alive otherwise).
-func (s *reportSources) counts() []ipCount {
-	out := make([]ipCount, 0, len(s.rows))
+func (s *Sources) Counts() []IPCount {
+	out := make([]IPCount, 0, len(s.rows))
 	var g geoRefs
 	for i := range s.rows {
 		r := &s.rows[i]
 		if r.ip == OtherSources {
 			continue
 		}
-		c := ipCount{ip: r.ip, sourceCount: sourceCount{messages: r.messages, pass: r.pass, fail: r.messages - r.pass}}
+		c := IPCount{IP: r.ip, SourceCount: SourceCount{Messages: r.messages, Pass: r.pass, Fail: r.messages - r.pass}}
 		if r.hasCC {
-			c.cc = g.str(r.cc)
+			c.CC = g.str(r.cc)
 		}
 		if r.hasASN {
-			c.asn = g.num(r.asn)
+			c.ASN = g.num(r.asn)
 		}
 		if r.hasASOrg {
-			c.asOrg = g.str(r.asOrg)
+			c.ASOrg = g.str(r.asOrg)
 		}
 		out = append(out, c)
 	}
 	if len(out) > maxDraftSources {
-		slices.SortFunc(out, func(a, b ipCount) int {
-			return cmp.Or(cmp.Compare(b.messages, a.messages), strings.Compare(a.ip, b.ip))
+		slices.SortFunc(out, func(a, b IPCount) int {
+			return cmp.Or(cmp.Compare(b.Messages, a.Messages), strings.Compare(a.IP, b.IP))
 		})
 		out = out[:maxDraftSources]
 	}
@@ -480,14 +480,14 @@ func refTo[T comparable](list *[]T, v T) *T {
 	return &l[len(l)-1]
 }
 
-// encode encodes the sources as one block of segment entries, each seen
+// Encode encodes the sources as one block of segment entries, each seen
 // from begin to end (see encodeSources). The rows must be summed.
-func (s *reportSources) encode(begin, end time.Time) sourceEntries {
+func (s *Sources) Encode(begin, end time.Time) SourceEntries {
 	if len(s.rows) == 0 {
-		return sourceEntries{}
+		return SourceEntries{}
 	}
 	e := make(codec.Enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
 	e = append(e, segV2)
 	e = appendBlockV2(e, &s.strs, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
-	return sourceEntries{n: len(s.rows), body: e}
+	return SourceEntries{n: len(s.rows), body: e}
 }

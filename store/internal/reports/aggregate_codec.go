@@ -1,6 +1,7 @@
-package store
+package reports
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
@@ -29,8 +30,8 @@ const (
 	geoASOrg
 )
 
-// appendRecord encodes r (its DMARC field is derived, not stored).
-func appendRecord(dst []byte, r *Record) []byte {
+// AppendRecord encodes r (its DMARC field is derived, not stored).
+func AppendRecord(dst []byte, r *Record) []byte {
 	e := codec.Enc(dst)
 	e = append(e, codecVersion)
 	e = e.Str(r.SourceIP).Varint(r.Count).Sym(r.Disposition).Sym(r.DKIM).Sym(r.SPF)
@@ -94,10 +95,10 @@ func appendGeo(e codec.Enc, g *Geo) codec.Enc {
 	return e
 }
 
-// decodeBlock calls fn for each record of a block value: a version byte,
-// then each record as uvarint length + appendRecord bytes. The records'
+// DecodeBlock calls fn for each record of a block value: a version byte,
+// then each record as uvarint length + AppendRecord bytes. The records'
 // strings share one copy of the block.
-func decodeBlock(raw []byte, fn func(*Record) error) error {
+func DecodeBlock(raw []byte, fn func(*Record) error) error {
 	d := codec.NewStringDec(raw)
 	if d.Byte() != codecVersion {
 		return errCorrupt
@@ -196,4 +197,40 @@ func dmarcResult(dkim, spf string) string {
 		return "pass"
 	}
 	return "fail"
+}
+
+// AppendReport encodes a report and its summary (the id is the key).
+func AppendReport(e codec.Enc, r *Report, s *Summary) codec.Enc {
+	e = append(e, codecVersion)
+	e = e.Str(r.DomainID).Str(r.Domain).Str(r.OrgID).Str(r.OrgName).Str(r.OrgEmail).Str(r.ExternalReportID)
+	e = e.Time(r.DateBegin).Time(r.DateEnd).Time(r.ReceivedAt)
+	p := &r.PolicyPublished
+	e = e.Str(p.Domain).Sym(p.P).Opt(p.SP).Opt(p.NP).Varint(int64(p.PCT)).Sym(p.ADKIM).Sym(p.ASPF)
+	e = e.Varint(r.MessageCount).Varint(r.DMARCPassCount).Varint(r.DMARCFailCount).Uvarint(uint64(r.RecordCount))
+	return appendSummary(e, s)
+}
+
+// DecodeReport reads what AppendReport wrote; the summary only when asked.
+func DecodeReport(id string, raw []byte, withSummary bool) (*Report, *Summary, error) {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
+		return nil, nil, fmt.Errorf("report %s: %w", id, errCorrupt)
+	}
+	r := &Report{ID: id, DomainID: d.Str(), Domain: d.Str(), OrgID: d.Str(), OrgName: d.Str(),
+		OrgEmail: d.Str(), ExternalReportID: d.Str(), DateBegin: d.Time(), DateEnd: d.Time(), ReceivedAt: d.Time()}
+	r.PolicyPublished = PolicyPublished{Domain: d.Str(), P: d.Sym(), SP: d.Opt(), NP: d.Opt(),
+		PCT: int(d.Varint()), ADKIM: d.Sym(), ASPF: d.Sym()}
+	r.MessageCount, r.DMARCPassCount, r.DMARCFailCount = d.Varint(), d.Varint(), d.Varint()
+	r.RecordCount = int(d.Uvarint())
+	var s *Summary
+	if withSummary {
+		s = new(decodeSummary(&d))
+		if d.Len() != 0 {
+			d.Fail()
+		}
+	}
+	if !d.Ok() {
+		return nil, nil, fmt.Errorf("report %s: %w", id, errCorrupt)
+	}
+	return r, s, nil
 }

@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ func tlsCodecSample() *TLSReportDetail {
 	s := func(v string) *string { return &v }
 	t0 := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	return &TLSReportDetail{
-		TLSReport: &TLSReport{ID: NewID(), DomainID: NewID(), OrgID: NewID(), OrganizationName: "Google Inc.",
+		TLSReport: &TLSReport{ID: "00000000-0000-7000-8000-000000000001", DomainID: "00000000-0000-7000-8000-000000000001", OrgID: "00000000-0000-7000-8000-000000000001", OrganizationName: "Google Inc.",
 			ReportID: "2026-11-20T00:00:00Z_example.com", ContactInfo: s("smtp-tls-reporting@google.com"),
 			DateBegin: t0, DateEnd: t0.Add(24*time.Hour - time.Second), ReceivedAt: t0.Add(30 * time.Hour),
 			SuccessfulSessions: 1<<53 - 1, FailedSessions: 3},
@@ -34,8 +34,8 @@ func tlsCodecSample() *TLSReportDetail {
 // nil and empty text told apart.
 func TestTLSCodecRoundTrip(t *testing.T) {
 	want := tlsCodecSample()
-	raw := appendTLS(nil, want.OrgID, want)
-	got, err := decodeTLS(want.ID, raw)
+	raw := AppendTLS(nil, want.OrgID, want)
+	got, err := DecodeTLS(want.ID, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +54,14 @@ func TestTLSCodecLegacyJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeTLS(want.ID, raw)
+	got, err := DecodeTLS(want.ID, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got.TLSReport, want.TLSReport)
 	}
-	if _, err := decodeTLS(want.ID, []byte(`{"org_id":`)); err == nil {
+	if _, err := DecodeTLS(want.ID, []byte(`{"org_id":`)); err == nil {
 		t.Fatal("broken JSON decoded")
 	}
 }
@@ -70,13 +70,13 @@ func TestTLSCodecLegacyJSON(t *testing.T) {
 // bytes are refused as corrupt, never a panic or a short report.
 func TestTLSCodecCorrupt(t *testing.T) {
 	d := tlsCodecSample()
-	raw := appendTLS(nil, d.OrgID, d)
+	raw := AppendTLS(nil, d.OrgID, d)
 	for n := 0; n < len(raw); n++ {
-		if _, err := decodeTLS(d.ID, raw[:n]); !errors.Is(err, errCorrupt) {
+		if _, err := DecodeTLS(d.ID, raw[:n]); !errors.Is(err, errCorrupt) {
 			t.Fatalf("%d of %d bytes: err = %v", n, len(raw), err)
 		}
 	}
-	if _, err := decodeTLS(d.ID, append(raw, 0)); !errors.Is(err, errCorrupt) {
+	if _, err := DecodeTLS(d.ID, append(raw, 0)); !errors.Is(err, errCorrupt) {
 		t.Fatalf("trailing byte: err = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"errors"
@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
@@ -68,7 +66,7 @@ func TestSourceSegmentRoundTrip(t *testing.T) {
 	}
 	for name, raw := range map[string][]byte{"v2": v2, "v1": v1} {
 		var got []*SourceRollup
-		if err := decodeSourceSegment(raw, func(s *SourceRollup) { got = append(got, s) }); err != nil {
+		if err := DecodeSourceSegment(raw, func(s *SourceRollup) { got = append(got, s) }); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(got) != len(srcs) {
@@ -85,25 +83,21 @@ func TestSourceSegmentRoundTrip(t *testing.T) {
 	}
 	// Cut anywhere, a segment is an error, never a panic or a wrong source.
 	for n := 1; n < len(v2); n++ {
-		err := decodeSourceSegment(v2[:n], func(*SourceRollup) {})
+		err := DecodeSourceSegment(v2[:n], func(*SourceRollup) {})
 		if err != nil && !errors.Is(err, errCorrupt) {
 			t.Fatalf("cut at %d: %v", n, err)
 		}
 	}
-	if err := decodeSourceSegment([]byte{9}, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
+	if err := DecodeSourceSegment([]byte{9}, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
 		t.Errorf("unknown version: %v", err)
 	}
 }
 
 // TestMergeReadsVersion1 merges a day's segment written in version 1 (as
-// a database from before holds them) with new entries: every source is
-// summed, and the merged segment is written in version 2.
+// a database from before holds them) with new entries, as the commit that
+// merges a day's segments does: every source is summed, and the merged
+// segment is written in version 2.
 func TestMergeReadsVersion1(t *testing.T) {
-	db, err := Open(t.TempDir()+"/x.db", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	srcs := codecSources()
 	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
 	old := appendBlockHeader(codec.Enc{codecVersion}, first, last, len(srcs))
@@ -111,37 +105,30 @@ func TestMergeReadsVersion1(t *testing.T) {
 		old = appendSourceEntryV1(old, s)
 	}
 	var tab strTable
-	add := appendBlockV2(codec.Enc{segV2}, &tab, first, last, 2, func(i int, s *SourceRollup) { *s = *srcs[i] })
-	prefix := rollupKey("00000000-0000-7000-8000-000000000001", 20000)
-	err = db.bolt.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSourceRollups)
-		if err := b.Put(sourceSegKey(prefix, 0), old); err != nil {
-			return err
-		}
-		merged, err := mergeSegments(b, prefix, 0, &sourceEntries{n: 2, body: add})
-		if err != nil {
-			return err
-		}
-		if merged[0] != segV2 {
-			t.Errorf("merged segment of version %d", merged[0])
-		}
-		got := map[string]int64{}
-		if err := decodeSourceSegment(merged, func(s *SourceRollup) { got[s.SourceIP] += s.Messages }); err != nil {
-			return err
-		}
-		for i, s := range srcs {
-			want := s.Messages
-			if i < 2 {
-				want *= 2
-			}
-			if got[s.SourceIP] != want {
-				t.Errorf("%q: %d messages, want %d", s.SourceIP, got[s.SourceIP], want)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	add := SourceEntries{n: 2, body: appendBlockV2(codec.Enc{segV2}, &tab, first, last, 2, func(i int, s *SourceRollup) { *s = *srcs[i] })}
+	day := DaySources{}
+	if err := DecodeSourceSegment(old, day.Add); err != nil {
 		t.Fatal(err)
+	}
+	if err := DecodeSourceSegment(add.Frame(), day.Add); err != nil {
+		t.Fatal(err)
+	}
+	merged := AppendSourceSegment(nil, day)
+	if merged[0] != segV2 {
+		t.Errorf("merged segment of version %d", merged[0])
+	}
+	got := map[string]int64{}
+	if err := DecodeSourceSegment(merged, func(s *SourceRollup) { got[s.SourceIP] += s.Messages }); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range srcs {
+		want := s.Messages
+		if i < 2 {
+			want *= 2
+		}
+		if got[s.SourceIP] != want {
+			t.Errorf("%q: %d messages, want %d", s.SourceIP, got[s.SourceIP], want)
+		}
 	}
 }
 

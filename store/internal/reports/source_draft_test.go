@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"cmp"
@@ -12,7 +12,7 @@ import (
 )
 
 // TestReportSourcesMatchesOneRollupPerSource checks the rows of
-// reportSources, summed in batches, against the plain way of keeping a
+// Sources, summed in batches, against the plain way of keeping a
 // report's sources: one SourceRollup per IP, each record merged into it as
 // it comes. Reports with every source distinct, with sources repeated
 // across compactions, with more auth results than a source keeps, and
@@ -36,7 +36,7 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 			// first one released (its rows and the spare ones of sum).
 			for range 2 {
 				rng := rand.New(rand.NewPCG(7, uint64(tc.records)))
-				var s reportSources
+				var s Sources
 				want := map[string]*SourceRollup{}
 				for i := range tc.records {
 					ip := fmt.Sprintf("10.0.%d.%d", rng.IntN(tc.ips)>>8&255, rng.IntN(tc.ips)&255)
@@ -52,7 +52,7 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 						r.AuthResults.DKIM = append(r.AuthResults.DKIM, DKIMAuth{Domain: fmt.Sprintf("d%d.example", rng.IntN(tc.authDomains)), Result: "pass"})
 					}
 					r.AuthResults.SPF = append(r.AuthResults.SPF, SPFAuth{Domain: fmt.Sprintf("s%d.example", rng.IntN(tc.authDomains)), Result: "fail"})
-					s.add(r)
+					s.Add(r)
 					// The reference: the record as a one-record roll-up, merged.
 					one := &SourceRollup{SourceIP: ip}
 					n := r.Count
@@ -81,10 +81,10 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 						want[ip] = one
 					}
 				}
-				s.compact()
+				s.Compact()
 				day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
 				got := map[string]*SourceRollup{}
-				if err := decodeSourceSegment(s.encode(day, day.Add(time.Hour)).body, func(r *SourceRollup) {
+				if err := DecodeSourceSegment(s.Encode(day, day.Add(time.Hour)).body, func(r *SourceRollup) {
 					if got[r.SourceIP] != nil {
 						t.Fatalf("source %s encoded twice", r.SourceIP)
 					}
@@ -101,19 +101,19 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 						t.Fatalf("source %s:\n got %+v\nwant %+v", ip, got[ip], w)
 					}
 				}
-				counts := map[string]sourceCount{}
-				for _, c := range s.counts() {
-					counts[c.ip] = c.sourceCount
+				counts := map[string]SourceCount{}
+				for _, c := range s.Counts() {
+					counts[c.IP] = c.SourceCount
 				}
 				if len(counts) != len(want) {
 					t.Fatalf("%d sources counted, want %d", len(counts), len(want))
 				}
 				for ip, w := range want {
-					if c, ok := counts[ip]; !ok || c.messages != w.Messages || c.pass != w.DMARCPass || c.fail != w.Messages-w.DMARCPass {
+					if c, ok := counts[ip]; !ok || c.Messages != w.Messages || c.Pass != w.DMARCPass || c.Fail != w.Messages-w.DMARCPass {
 						t.Fatalf("counts of %s: %+v, want %d messages, %d passing", ip, c, w.Messages, w.DMARCPass)
 					}
 				}
-				s.release()
+				s.Release()
 			}
 		})
 	}
@@ -124,15 +124,16 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 // point into them: the next report's sources, written over the same rows,
 // must leave the first report's counts as they were.
 func TestReportSourcesReusedAfterFinish(t *testing.T) {
-	mk := func(prefix, cc, org string, asn uint32) []ipCount {
-		var s reportSources
+	pool := &SourcePool{} // a DB's: what hands the rows on
+	mk := func(prefix, cc, org string, asn uint32) []IPCount {
+		s := Sources{Pool: pool}
 		for i := range 50 {
-			s.add(&Record{SourceIP: fmt.Sprintf("%s.%d", prefix, i), Count: int64(i + 1), Disposition: "none", DKIM: "pass",
+			s.Add(&Record{SourceIP: fmt.Sprintf("%s.%d", prefix, i), Count: int64(i + 1), Disposition: "none", DKIM: "pass",
 				Geo: &Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}})
 		}
-		s.compact()
-		out := s.counts()
-		s.release()
+		s.Compact()
+		out := s.Counts()
+		s.Release()
 		return out
 	}
 	first := mk("192.0.2", "SE", "First AB", 64500)
@@ -143,9 +144,9 @@ func TestReportSourcesReusedAfterFinish(t *testing.T) {
 		t.Fatalf("%d sources, want 50", len(first))
 	}
 	for _, c := range first {
-		if c.cc == nil || *c.cc != "SE" || c.asOrg == nil || *c.asOrg != "First AB" || c.asn == nil || *c.asn != 64500 ||
-			len(c.ip) < 8 || c.ip[:8] != "192.0.2." {
-			t.Fatalf("first report's source changed by the next ones: %s %v %v %v", c.ip, deref(c.cc), deref(c.asOrg), deref(c.asn))
+		if c.CC == nil || *c.CC != "SE" || c.ASOrg == nil || *c.ASOrg != "First AB" || c.ASN == nil || *c.ASN != 64500 ||
+			len(c.IP) < 8 || c.IP[:8] != "192.0.2." {
+			t.Fatalf("first report's source changed by the next ones: %s %v %v %v", c.IP, deref(c.CC), deref(c.ASOrg), deref(c.ASN))
 		}
 	}
 }
@@ -161,7 +162,7 @@ func deref[T any](p *T) any {
 // anywhere among many distinct ones, and none where there is none, also
 // when its table is reused at another size.
 func TestReportSourcesDistinct(t *testing.T) {
-	var s reportSources
+	var s Sources
 	for _, n := range []int{1, 2, 50, 5000, 3} {
 		s.rows = s.rows[:0]
 		for i := range n {
@@ -182,7 +183,7 @@ func TestReportSourcesDistinct(t *testing.T) {
 
 // pruneReference is prune as it was before it reused the spare slices:
 // new slices for everything, the reference of TestPruneReusesSlices.
-func pruneReference(s *reportSources, keep int) {
+func pruneReference(s *Sources, keep int) {
 	var other srcRow
 	rest := make([]srcRow, 0, len(s.rows))
 	for _, r := range s.rows {
@@ -221,8 +222,8 @@ func pruneReference(s *reportSources, keep int) {
 }
 
 // expandRows lists s's rows with their auth results, for comparing two
-// reportSources whose auth results sit at different offsets.
-func expandRows(s *reportSources) []string {
+// Sources whose auth results sit at different offsets.
+func expandRows(s *Sources) []string {
 	out := make([]string, len(s.rows))
 	for i, r := range s.rows {
 		auths := s.auths[r.a0:r.a1]
@@ -239,7 +240,7 @@ func expandRows(s *reportSources) []string {
 // and when sources repeat across prunes (sum then swaps the slices too).
 func TestPruneReusesSlices(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 9))
-	var s, ref reportSources
+	var s, ref Sources
 	record := func(i int) *Record {
 		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 		if rng.IntN(4) == 0 {
@@ -254,8 +255,8 @@ func TestPruneReusesSlices(t *testing.T) {
 	for round := range 6 {
 		for i := range 700 + rng.IntN(400) {
 			r := record(round<<12 + i)
-			s.add(r)
-			ref.add(r)
+			s.Add(r)
+			ref.Add(r)
 		}
 		if !s.distinct() {
 			s.sum()

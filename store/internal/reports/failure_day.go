@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"cmp"
@@ -7,12 +7,43 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
-// failureDay counts the failure reports of one domain of one organization
+// FailureCheckCounts counts failure reports per failed check (a report
+// naming several counts for each).
+type FailureCheckCounts struct {
+	DMARC int64 `json:"dmarc"`
+	SPF   int64 `json:"spf"`
+	DKIM  int64 `json:"dkim"`
+}
+
+// FailureSourceCount counts the failure reports about one source IP.
+type FailureSourceCount struct {
+	SourceIP    string  `json:"source_ip"`
+	Count       int64   `json:"count"`
+	CountryCode *string `json:"country_code"`
+}
+
+// FailureCountryCount counts the failure reports from one country (nil
+// code: unknown, or no source IP).
+type FailureCountryCount struct {
+	CountryCode *string `json:"country_code"`
+	CountryName *string `json:"country_name"`
+	Count       int64   `json:"count"`
+}
+
+// FailureASNCount counts the failure reports from one autonomous system
+// (nil ASN: unknown, or no source IP).
+type FailureASNCount struct {
+	ASN   *uint32 `json:"asn"`
+	ASOrg *string `json:"as_org"`
+	Count int64   `json:"count"`
+}
+
+// FailureDay counts the failure reports of one domain of one organization
 // on one UTC day (of their arrival date): what the summary and statistics
 // read instead of the reports. Sources are capped at MaxDaySources a day
 // (the ones with the most reports), as for aggregate roll-ups: below the
 // cap top_source_ips is exact; every other count always is.
-type failureDay struct {
+type FailureDay struct {
 	total     int64
 	auth      [len(failChecks)]int64
 	countries map[string]*failCountry // by code, "" = unknown
@@ -36,12 +67,13 @@ type failSource struct {
 	n  int64
 }
 
-func newFailureDay() *failureDay {
-	return &failureDay{countries: map[string]*failCountry{}, asns: map[int64]*failASN{}, sources: map[string]*failSource{}}
+// NewFailureDay returns an empty roll-up.
+func NewFailureDay() *FailureDay {
+	return &FailureDay{countries: map[string]*failCountry{}, asns: map[int64]*failASN{}, sources: map[string]*failSource{}}
 }
 
-// add counts one report n times (n is -1 to take it back out).
-func (f *failureDay) add(r *FailureReport, mask byte, n int64) {
+// Add counts one report n times (n is -1 to take it back out).
+func (f *FailureDay) Add(r *FailureReport, mask byte, n int64) {
 	f.total += n
 	for i, c := range failChecks {
 		if mask&c.bit != 0 {
@@ -55,12 +87,12 @@ func (f *failureDay) add(r *FailureReport, mask byte, n int64) {
 	}
 	f.addCountry(&failCountry{code: cc, name: cname, n: n})
 	f.addASN(&failASN{asn: asn, org: asOrg, n: n})
-	if ip := r.sourceIPOf(); ip != "" {
+	if ip := SourceIPOf(r); ip != "" {
 		f.addSource(ip, &failSource{cc: cc, n: n})
 	}
 }
 
-func (f *failureDay) addCountry(c *failCountry) {
+func (f *FailureDay) addCountry(c *failCountry) {
 	key := ""
 	if c.code != nil {
 		key = *c.code
@@ -78,7 +110,7 @@ func (f *failureDay) addCountry(c *failCountry) {
 	}
 }
 
-func (f *failureDay) addASN(a *failASN) {
+func (f *FailureDay) addASN(a *failASN) {
 	key := int64(-1)
 	if a.asn != nil {
 		key = int64(*a.asn)
@@ -97,7 +129,7 @@ func (f *failureDay) addASN(a *failASN) {
 }
 
 // addSource counts a source. Taking back a source pruned since is a no-op.
-func (f *failureDay) addSource(ip string, s *failSource) {
+func (f *FailureDay) addSource(ip string, s *failSource) {
 	g := f.sources[ip]
 	if g == nil {
 		if s.n <= 0 {
@@ -114,8 +146,8 @@ func (f *failureDay) addSource(ip string, s *failSource) {
 	}
 }
 
-// merge adds o into f.
-func (f *failureDay) merge(o *failureDay) {
+// Merge adds o into f.
+func (f *FailureDay) Merge(o *FailureDay) {
 	f.total += o.total
 	for i := range f.auth {
 		f.auth[i] += o.auth[i]
@@ -131,8 +163,8 @@ func (f *failureDay) merge(o *failureDay) {
 	}
 }
 
-// prune drops all but the keep sources with the most reports.
-func (f *failureDay) prune(keep int) {
+// Prune drops all but the keep sources with the most reports.
+func (f *FailureDay) Prune(keep int) {
 	if len(f.sources) <= keep {
 		return
 	}
@@ -142,7 +174,7 @@ func (f *failureDay) prune(keep int) {
 }
 
 // topSources returns the n sources with the most reports, ties by IP.
-func (f *failureDay) topSources(n int) []FailureSourceCount {
+func (f *FailureDay) topSources(n int) []FailureSourceCount {
 	out := make([]FailureSourceCount, 0, len(f.sources))
 	for ip, s := range f.sources {
 		out = append(out, FailureSourceCount{SourceIP: ip, Count: s.n, CountryCode: s.cc})
@@ -153,14 +185,14 @@ func (f *failureDay) topSources(n int) []FailureSourceCount {
 	return out[:min(n, len(out))]
 }
 
-// byAuthFailure returns the counts per check.
-func (f *failureDay) byAuthFailure() FailureCheckCounts {
+// ByAuthFailure returns the counts per check.
+func (f *FailureDay) ByAuthFailure() FailureCheckCounts {
 	return FailureCheckCounts{DMARC: f.auth[0], SPF: f.auth[1], DKIM: f.auth[2]}
 }
 
-// byCountry returns the country groups, most reports first, unknown last
+// ByCountry returns the country groups, most reports first, unknown last
 // among equals.
-func (f *failureDay) byCountry() []FailureCountryCount {
+func (f *FailureDay) ByCountry() []FailureCountryCount {
 	out := make([]FailureCountryCount, 0, len(f.countries))
 	for _, c := range f.countries {
 		out = append(out, FailureCountryCount{CountryCode: c.code, CountryName: c.name, Count: c.n})
@@ -171,9 +203,9 @@ func (f *failureDay) byCountry() []FailureCountryCount {
 	return out
 }
 
-// byASN returns the ASN groups, most reports first, unknown last among
+// ByASN returns the ASN groups, most reports first, unknown last among
 // equals.
-func (f *failureDay) byASN() []FailureASNCount {
+func (f *FailureDay) ByASN() []FailureASNCount {
 	out := make([]FailureASNCount, 0, len(f.asns))
 	for _, a := range f.asns {
 		out = append(out, FailureASNCount{ASN: a.asn, ASOrg: a.org, Count: a.n})
@@ -184,9 +216,9 @@ func (f *failureDay) byASN() []FailureASNCount {
 	return out
 }
 
-// appendFailureDay encodes f: version, total, checks, countries, ASNs,
+// AppendFailureDay encodes f: version, total, checks, countries, ASNs,
 // sources.
-func appendFailureDay(e codec.Enc, f *failureDay) codec.Enc {
+func AppendFailureDay(e codec.Enc, f *FailureDay) codec.Enc {
 	e = append(e, codecVersion)
 	e = e.Varint(f.total)
 	for _, n := range f.auth {
@@ -207,13 +239,13 @@ func appendFailureDay(e codec.Enc, f *failureDay) codec.Enc {
 	return e
 }
 
-// decodeFailureDay reads what appendFailureDay wrote.
-func decodeFailureDay(raw []byte) (*failureDay, error) {
+// DecodeFailureDay reads what AppendFailureDay wrote.
+func DecodeFailureDay(raw []byte) (*FailureDay, error) {
 	d := codec.NewStringDec(raw)
 	if d.Byte() != codecVersion {
 		return nil, errCorrupt
 	}
-	f := newFailureDay()
+	f := NewFailureDay()
 	f.total = d.Varint()
 	for i := range f.auth {
 		f.auth[i] = d.Varint()
@@ -249,24 +281,25 @@ func derefOr(p *string, def string) string {
 	return *p
 }
 
-// failSummaryAcc sums encoded roll-ups for the summary, reading only what
+// FailSummaryAcc sums encoded roll-ups for the summary, reading only what
 // it shows (totals, checks, domains, sources) straight from the stored
 // bytes: the summary must stay fast however many reports the window holds,
 // and decoding whole roll-ups (countries, ASNs, a map per day) was most of
 // its cost.
-type failSummaryAcc struct {
+type FailSummaryAcc struct {
 	total   int64
 	auth    [len(failChecks)]int64
 	domains map[string]int64
 	sources map[string]*failSource
 }
 
-func newFailSummaryAcc() *failSummaryAcc {
-	return &failSummaryAcc{domains: map[string]int64{}, sources: map[string]*failSource{}}
+// NewFailSummaryAcc returns an empty accumulator.
+func NewFailSummaryAcc() *FailSummaryAcc {
+	return &FailSummaryAcc{domains: map[string]int64{}, sources: map[string]*failSource{}}
 }
 
-// add merges one encoded failureDay of domainID and returns its total.
-func (a *failSummaryAcc) add(raw []byte, domainID string) (int64, error) {
+// Add merges one encoded FailureDay of domainID and returns its total.
+func (a *FailSummaryAcc) Add(raw []byte, domainID string) (int64, error) {
 	d := codec.NewDec(raw)
 	if d.Byte() != codecVersion {
 		return 0, errCorrupt
@@ -313,6 +346,26 @@ func (a *failSummaryAcc) add(raw []byte, domainID string) (int64, error) {
 	a.domains[domainID] += total
 	return total, nil
 }
+
+// Total returns the reports counted.
+func (f *FailureDay) Total() int64 { return f.total }
+
+// Top returns the n sources with the most reports, ties by IP.
+func (f *FailureDay) Top(n int) []FailureSourceCount { return topFailSources(f.sources, n) }
+
+// Total returns the reports counted.
+func (a *FailSummaryAcc) Total() int64 { return a.total }
+
+// ByAuthFailure returns the counts per check.
+func (a *FailSummaryAcc) ByAuthFailure() FailureCheckCounts {
+	return FailureCheckCounts{DMARC: a.auth[0], SPF: a.auth[1], DKIM: a.auth[2]}
+}
+
+// Domains returns the reports counted per domain id.
+func (a *FailSummaryAcc) Domains() map[string]int64 { return a.domains }
+
+// Top returns the n sources with the most reports, ties by IP.
+func (a *FailSummaryAcc) Top(n int) []FailureSourceCount { return topFailSources(a.sources, n) }
 
 // topFailSources returns the n sources with the most reports (ties by IP)
 // by selection, not by sorting them all.

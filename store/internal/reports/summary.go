@@ -1,16 +1,11 @@
-package store
+package reports
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
-	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // AuthCount counts messages passing and failing one mechanism.
@@ -72,21 +67,6 @@ type Summary struct {
 	ByAuthResult []AuthResultGroup `json:"by_auth_result"`
 }
 
-// ReportStats is the statistics of one report.
-type ReportStats struct {
-	ReportID string `json:"report_id"`
-	Summary
-}
-
-// DayStats is one UTC day of a domain's statistics.
-type DayStats struct {
-	Date      string `json:"date"`
-	Messages  int64  `json:"messages"`
-	DMARCPass int64  `json:"dmarc_pass"`
-	DMARCFail int64  `json:"dmarc_fail"`
-	Reports   int    `json:"reports"`
-}
-
 // SourceStats counts the messages of one sending IP.
 type SourceStats struct {
 	SourceIP    string  `json:"source_ip"`
@@ -96,17 +76,6 @@ type SourceStats struct {
 	CountryCode *string `json:"country_code"`
 	ASN         *uint32 `json:"asn"`
 	ASOrg       *string `json:"as_org"`
-}
-
-// DomainStats is the statistics of a domain over a range of UTC days.
-type DomainStats struct {
-	DomainID string    `json:"domain_id"`
-	DateFrom time.Time `json:"date_from"`
-	DateTo   time.Time `json:"date_to"`
-	Summary
-	ReportCount int           `json:"report_count"`
-	ByDay       []DayStats    `json:"by_day"`
-	TopSources  []SourceStats `json:"top_sources"`
 }
 
 // Statistics are computed once, at ingest: each report stores its Summary,
@@ -127,17 +96,11 @@ const MaxDaySources = 1000
 // maxDraftSources is when a report being ingested prunes its sources.
 const maxDraftSources = 4 * MaxDaySources
 
-// maxStatsDays is the longest range DomainStatistics serves.
-const maxStatsDays = 366
-
-// topSources is how many sources DomainStatistics returns.
-const topSources = 20
-
-// summaryAcc accumulates a Summary from records. Its groups are values in
+// SummaryAcc accumulates a Summary from records. Its groups are values in
 // slices, found through a groupIndex: a report's records mostly share a few
 // countries, networks and auth results, so a map per group kind cost three
 // allocations per report and three hashes per record for nothing.
-type summaryAcc struct {
+type SummaryAcc struct {
 	messages                         int64
 	dmarcPass, dmarcFail             int64
 	dkimPass, dkimFail               int64
@@ -210,12 +173,19 @@ func (x *groupIndex[K]) add(k K) int {
 	return i
 }
 
-func newSummaryAcc() *summaryAcc { return &summaryAcc{} }
+// NewSummaryAcc returns an empty accumulator.
+func NewSummaryAcc() *SummaryAcc { return &SummaryAcc{} }
 
-// add counts one record. A disposition other than quarantine or reject
+// Totals returns the messages counted and how many of them passed and
+// failed DMARC.
+func (a *SummaryAcc) Totals() (messages, pass, fail int64) {
+	return a.messages, a.dmarcPass, a.dmarcFail
+}
+
+// Add counts one record. A disposition other than quarantine or reject
 // (none, RFC 9990 "pass", or an unknown value) counts as none: the message
 // was delivered as if there were no policy.
-func (a *summaryAcc) add(r *Record) {
+func (a *SummaryAcc) Add(r *Record) {
 	n := r.Count
 	pass := r.DKIM == "pass" || r.SPF == "pass"
 	a.messages += n
@@ -251,7 +221,7 @@ func ifPass(ok bool, n int64) int64 {
 // countCountry adds messages to the group of code (nil = unknown). Only
 // the strings are kept, never the pointers: a caller may reuse what they
 // point to.
-func (a *summaryAcc) countCountry(code, name *string, messages, pass, fail int64) {
+func (a *SummaryAcc) countCountry(code, name *string, messages, pass, fail int64) {
 	key := ""
 	if code != nil {
 		key = *code
@@ -272,7 +242,7 @@ func (a *summaryAcc) countCountry(code, name *string, messages, pass, fail int64
 }
 
 // countASN adds messages to the group of asn (nil = unknown).
-func (a *summaryAcc) countASN(asn *uint32, org *string, messages, pass, fail int64) {
+func (a *SummaryAcc) countASN(asn *uint32, org *string, messages, pass, fail int64) {
 	key := int64(-1)
 	if asn != nil {
 		key = int64(*asn)
@@ -292,7 +262,7 @@ func (a *summaryAcc) countASN(asn *uint32, org *string, messages, pass, fail int
 	g.messages, g.pass, g.fail = g.messages+messages, g.pass+pass, g.fail+fail
 }
 
-func (a *summaryAcc) countAuth(k authKey, messages int64) {
+func (a *SummaryAcc) countAuth(k authKey, messages int64) {
 	i := a.authIdx.find(k)
 	if i < 0 {
 		i = a.authIdx.add(k)
@@ -309,8 +279,8 @@ func ptrIf[T any](v *T, ok bool) *T {
 	return v
 }
 
-// merge adds o into a.
-func (a *summaryAcc) merge(o *summaryAcc) {
+// Merge adds o into a.
+func (a *SummaryAcc) Merge(o *SummaryAcc) {
 	a.messages += o.messages
 	a.dmarcPass, a.dmarcFail = a.dmarcPass+o.dmarcPass, a.dmarcFail+o.dmarcFail
 	a.dkimPass, a.dkimFail = a.dkimPass+o.dkimPass, a.dkimFail+o.dkimFail
@@ -329,10 +299,10 @@ func (a *summaryAcc) merge(o *summaryAcc) {
 	}
 }
 
-// summary returns the Summary, groups ordered by messages (most first),
+// Summary returns the Summary, groups ordered by messages (most first),
 // ties by key, unknown last among equals. Its strings point into a, whose
 // groups never change a string once set.
-func (a *summaryAcc) summary() Summary {
+func (a *SummaryAcc) Summary() Summary {
 	s := Summary{
 		MessageCount: a.messages,
 		DMARC:        DMARCCount{Pass: a.dmarcPass, Fail: a.dmarcFail, PassRate: passRate(a.dmarcPass, a.messages)},
@@ -457,8 +427,8 @@ func decodeSummary(d *codec.Dec) Summary {
 }
 
 // accOf turns a decoded Summary back into an accumulator, to merge into.
-func accOf(s *Summary) *summaryAcc {
-	a := newSummaryAcc()
+func accOf(s *Summary) *SummaryAcc {
+	a := NewSummaryAcc()
 	a.messages, a.dmarcPass, a.dmarcFail = s.MessageCount, s.DMARC.Pass, s.DMARC.Fail
 	a.dkimPass, a.dkimFail, a.spfPass, a.spfFail = s.DKIM.Pass, s.DKIM.Fail, s.SPF.Pass, s.SPF.Fail
 	a.dispNone, a.dispQuarantine, a.dispRe = s.Disposition.None, s.Disposition.Quarantine, s.Disposition.Reject
@@ -474,33 +444,34 @@ func accOf(s *Summary) *summaryAcc {
 	return a
 }
 
-// sourceCount is the mail of one source IP.
-type sourceCount struct {
-	messages, pass, fail int64
-	cc, asOrg            *string
-	asn                  *uint32
+// SourceCount is the mail of one source IP.
+type SourceCount struct {
+	Messages, Pass, Fail int64
+	CC, ASOrg            *string
+	ASN                  *uint32
 }
 
-// sourceAcc counts mail per source IP, keeping at most a cap of them.
-type sourceAcc map[string]*sourceCount
+// SourceAcc counts mail per source IP, keeping at most a cap of them.
+type SourceAcc map[string]*SourceCount
 
-func (s sourceAcc) add(ip string, c sourceCount) {
+// Add counts c for source ip, copying what its geolocation points to.
+func (s SourceAcc) Add(ip string, c SourceCount) {
 	g := s[ip]
 	if g == nil {
-		g = &sourceCount{cc: clonePtr(c.cc), asOrg: clonePtr(c.asOrg), asn: clonePtr(c.asn)}
+		g = &SourceCount{CC: clonePtr(c.CC), ASOrg: clonePtr(c.ASOrg), ASN: clonePtr(c.ASN)}
 		s[ip] = g
 	}
-	g.messages, g.pass, g.fail = g.messages+c.messages, g.pass+c.pass, g.fail+c.fail
+	g.Messages, g.Pass, g.Fail = g.Messages+c.Messages, g.Pass+c.Pass, g.Fail+c.Fail
 }
 
-// merge adds o into s. The two may share the pointees of their
+// Merge adds o into s. The two may share the pointees of their
 // geolocation, which are never changed: the writer of ingest merges every
 // report into its day, and a copy per source of every report was its
 // largest cost.
-func (s sourceAcc) merge(o sourceAcc) {
+func (s SourceAcc) Merge(o SourceAcc) {
 	for ip, c := range o {
 		if g := s[ip]; g != nil {
-			g.messages, g.pass, g.fail = g.messages+c.messages, g.pass+c.pass, g.fail+c.fail
+			g.Messages, g.Pass, g.Fail = g.Messages+c.Messages, g.Pass+c.Pass, g.Fail+c.Fail
 			continue
 		}
 		g := *c
@@ -508,31 +479,31 @@ func (s sourceAcc) merge(o sourceAcc) {
 	}
 }
 
-// mergeCounts adds a report's sources into s. The counts of its new
+// MergeCounts adds a report's sources into s. The counts of its new
 // sources are allocated together: the single writer made an object per
 // source of every report.
-func (s sourceAcc) mergeCounts(o []ipCount) {
-	var slab []sourceCount
+func (s SourceAcc) MergeCounts(o []IPCount) {
+	var slab []SourceCount
 	for i := range o {
 		c := &o[i]
-		if g := s[c.ip]; g != nil {
-			g.messages, g.pass, g.fail = g.messages+c.messages, g.pass+c.pass, g.fail+c.fail
+		if g := s[c.IP]; g != nil {
+			g.Messages, g.Pass, g.Fail = g.Messages+c.Messages, g.Pass+c.Pass, g.Fail+c.Fail
 			continue
 		}
 		if slab == nil {
-			slab = make([]sourceCount, 0, len(o)-i)
+			slab = make([]SourceCount, 0, len(o)-i)
 		}
-		slab = append(slab, c.sourceCount)
-		s[c.ip] = &slab[len(slab)-1]
+		slab = append(slab, c.SourceCount)
+		s[c.IP] = &slab[len(slab)-1]
 	}
 }
 
-// sortedSources returns the sources, most messages first, ties by IP.
-func (s sourceAcc) sorted() []SourceStats {
+// Sorted returns the sources, most messages first, ties by IP.
+func (s SourceAcc) Sorted() []SourceStats {
 	out := make([]SourceStats, 0, len(s))
 	for ip, c := range s {
-		out = append(out, SourceStats{SourceIP: ip, Messages: c.messages, DMARCPass: c.pass, DMARCFail: c.fail,
-			CountryCode: c.cc, ASN: c.asn, ASOrg: c.asOrg})
+		out = append(out, SourceStats{SourceIP: ip, Messages: c.Messages, DMARCPass: c.Pass, DMARCFail: c.Fail,
+			CountryCode: c.CC, ASN: c.ASN, ASOrg: c.ASOrg})
 	}
 	slices.SortFunc(out, func(x, y SourceStats) int {
 		return cmp.Or(cmp.Compare(y.Messages, x.Messages), cmp.Compare(x.SourceIP, y.SourceIP))
@@ -540,136 +511,59 @@ func (s sourceAcc) sorted() []SourceStats {
 	return out
 }
 
-// prune drops all but the keep sources with the most messages.
-func (s sourceAcc) prune(keep int) {
+// Prune drops all but the keep sources with the most messages.
+func (s SourceAcc) Prune(keep int) {
 	if len(s) <= keep {
 		return
 	}
-	for _, x := range s.sorted()[keep:] {
+	for _, x := range s.Sorted()[keep:] {
 		delete(s, x.SourceIP)
 	}
 }
 
-// dayRollup is one domain's sums for one UTC day.
-type dayRollup struct {
-	reports int64
-	sum     *summaryAcc
-	src     sourceAcc
-	size    int // bytes of its last encoding, to size the next one
+// DayRollup is one domain's sums for one UTC day.
+type DayRollup struct {
+	Reports int64
+	Sum     *SummaryAcc
+	Src     SourceAcc
+	Size    int // bytes of its last encoding, to size the next one
 }
 
-func newDayRollup() *dayRollup {
-	return &dayRollup{sum: newSummaryAcc(), src: make(sourceAcc)}
+// NewDayRollup returns an empty roll-up.
+func NewDayRollup() *DayRollup {
+	return &DayRollup{Sum: NewSummaryAcc(), Src: make(SourceAcc)}
 }
 
-// appendDayRollup encodes r: version, reports, summary, sources.
-func appendDayRollup(e codec.Enc, r *dayRollup) codec.Enc {
+// AppendDayRollup encodes r: version, reports, summary, sources.
+func AppendDayRollup(e codec.Enc, r *DayRollup) codec.Enc {
 	e = append(e, codecVersion)
-	e = e.Varint(r.reports)
-	s := r.sum.summary()
+	e = e.Varint(r.Reports)
+	s := r.Sum.Summary()
 	e = appendSummary(e, &s)
-	e = e.Uvarint(uint64(len(r.src)))
-	for ip, c := range r.src {
-		e = e.Str(ip).Varint(c.messages).Varint(c.pass).Varint(c.fail).Opt(c.cc).OptU32(c.asn).Opt(c.asOrg)
+	e = e.Uvarint(uint64(len(r.Src)))
+	for ip, c := range r.Src {
+		e = e.Str(ip).Varint(c.Messages).Varint(c.Pass).Varint(c.Fail).Opt(c.CC).OptU32(c.ASN).Opt(c.ASOrg)
 	}
 	return e
 }
 
-// decodeDayRollup reads what appendDayRollup wrote.
-func decodeDayRollup(raw []byte) (*dayRollup, error) {
+// DecodeDayRollup reads what AppendDayRollup wrote.
+func DecodeDayRollup(raw []byte) (*DayRollup, error) {
 	d := codec.NewDec(raw)
 	if d.Byte() != codecVersion {
 		return nil, errCorrupt
 	}
-	r := &dayRollup{reports: d.Varint(), size: len(raw)}
+	r := &DayRollup{Reports: d.Varint(), Size: len(raw)}
 	s := decodeSummary(&d)
-	r.sum = accOf(&s)
+	r.Sum = accOf(&s)
 	n := d.Count()
-	r.src = make(sourceAcc, n)
+	r.Src = make(SourceAcc, n)
 	for range n {
 		ip := d.Str()
-		r.src[ip] = &sourceCount{messages: d.Varint(), pass: d.Varint(), fail: d.Varint(), cc: d.Opt(), asn: d.OptU32(), asOrg: d.Opt()}
+		r.Src[ip] = &SourceCount{Messages: d.Varint(), Pass: d.Varint(), Fail: d.Varint(), CC: d.Opt(), ASN: d.OptU32(), ASOrg: d.Opt()}
 	}
 	if !d.Done() {
 		return nil, errCorrupt
 	}
 	return r, nil
-}
-
-// ReportStatistics returns the summary stored with report id of
-// organization orgID. ErrNotFound as FindReport.
-func (db *DB) ReportStatistics(orgID, id string) (*ReportStats, error) {
-	var st *ReportStats
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		rec, sum, err := getOrgReport(tx, orgID, id, true)
-		if err != nil {
-			return err
-		}
-		st = &ReportStats{ReportID: rec.ID, Summary: *sum}
-		return nil
-	})
-	if err != nil {
-		return nil, wrap("report statistics", err)
-	}
-	return st, nil
-}
-
-// DomainStatistics returns the statistics of domain domainID of
-// organization orgID over the UTC days from..to (both truncated to their
-// UTC day, both included), read from the per-day roll-ups written at
-// ingest. A report counts on the UTC day of its date_begin. ByDay has every
-// day of the range, zeros included, oldest first; TopSources the 20 sources
-// with the most messages (see MaxDaySources). Errors: ErrNotFound when the
-// domain is not the organization's, ErrRangeReversed (an ErrInvalid) when
-// to is before from, ErrRangeTooLong when the range is longer than 366
-// days.
-func (db *DB) DomainStatistics(orgID, domainID string, from, to time.Time) (*DomainStats, error) {
-	fromDay, toDay, err := statsDays(from, to)
-	if err != nil {
-		return nil, err
-	}
-	st := &DomainStats{DomainID: domainID, DateFrom: days.Start(fromDay), DateTo: days.Start(toDay),
-		ByDay: make([]DayStats, 0, toDay-fromDay+1), TopSources: []SourceStats{}}
-	total := newDayRollup()
-	err = db.bolt.View(func(tx *bolt.Tx) error {
-		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
-			return err
-		}
-		return eachRollup(tx, domainID, fromDay, toDay, func(day uint32, r *dayRollup) {
-			for uint32(len(st.ByDay)) < day-fromDay {
-				st.ByDay = append(st.ByDay, emptyDay(fromDay+uint32(len(st.ByDay))))
-			}
-			st.ByDay = append(st.ByDay, DayStats{Date: days.Date(day),
-				Messages: r.sum.messages, DMARCPass: r.sum.dmarcPass, DMARCFail: r.sum.dmarcFail, Reports: int(r.reports)})
-			total.reports += r.reports
-			total.sum.merge(r.sum)
-			total.src.merge(r.src)
-		})
-	})
-	if err != nil {
-		return nil, wrap("domain statistics", err)
-	}
-	for uint32(len(st.ByDay)) <= toDay-fromDay {
-		st.ByDay = append(st.ByDay, emptyDay(fromDay+uint32(len(st.ByDay))))
-	}
-	st.Summary = total.sum.summary()
-	st.ReportCount = int(total.reports)
-	if top := total.src.sorted(); len(top) > 0 {
-		st.TopSources = top[:min(len(top), topSources)]
-	}
-	return st, nil
-}
-
-func emptyDay(day uint32) DayStats { return DayStats{Date: days.Date(day)} }
-
-// eachRollup calls fn for every roll-up of the domain from fromDay to toDay.
-func eachRollup(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn func(uint32, *dayRollup)) error {
-	return days.Scan(tx.Bucket(bucketRollups).Cursor(), []byte(domainID), 0, fromDay, toDay, func(day uint32, _, v []byte) error {
-		r, err := decodeDayRollup(v)
-		if err != nil {
-			return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, err)
-		}
-		fn(day, r)
-		return nil
-	})
 }

@@ -1,4 +1,4 @@
-package store
+package reports
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func TestSummaryAccGroups(t *testing.T) {
 			countries := map[string]*named{} // "" = unknown
 			asns := map[int64]*named{}       // -1 = unknown
 			auths := map[authKey]int64{}
-			whole, parts := newSummaryAcc(), []*summaryAcc{newSummaryAcc(), newSummaryAcc(), newSummaryAcc()}
+			whole, parts := NewSummaryAcc(), []*SummaryAcc{NewSummaryAcc(), NewSummaryAcc(), NewSummaryAcc()}
 			results := []string{"pass", "fail", "none", "temperror"}
 			var cc, cname, org string // reused by every record, as ingest does
 			var asn uint32
@@ -66,20 +66,20 @@ func TestSummaryAccGroups(t *testing.T) {
 				add(countries[ck], cn)
 				add(asns[ak], an)
 				auths[authKey{r.DKIM, r.SPF, dmarcResult(r.DKIM, r.SPF)}] += r.Count
-				whole.add(r)
-				parts[i%len(parts)].add(r)
+				whole.Add(r)
+				parts[i%len(parts)].Add(r)
 			}
 			cc, cname, org, asn = "XX", "overwritten", "overwritten", 1
 
-			merged := newSummaryAcc()
+			merged := NewSummaryAcc()
 			for _, p := range parts {
-				merged.merge(p)
+				merged.Merge(p)
 			}
-			got := whole.summary()
-			if m := merged.summary(); !reflect.DeepEqual(m, got) {
+			got := whole.Summary()
+			if m := merged.Summary(); !reflect.DeepEqual(m, got) {
 				t.Errorf("merged summary differs:\n%+v\nwant %+v", m, got)
 			}
-			if r := accOf(&got).summary(); !reflect.DeepEqual(r, got) {
+			if r := accOf(&got).Summary(); !reflect.DeepEqual(r, got) {
 				t.Errorf("summary rebuilt from a decoded one differs:\n%+v\nwant %+v", r, got)
 			}
 			if len(got.ByCountry) != len(countries) || len(got.ByASN) != len(asns) || len(got.ByAuthResult) != len(auths) {
