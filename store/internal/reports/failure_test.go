@@ -1,9 +1,11 @@
 package reports
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // TestFailureDayCodec ensures a roll-up reads back as written and that a
@@ -67,4 +69,78 @@ func TestTopFailSources(t *testing.T) {
 	if got := topFailSources(nil, 10); len(got) != 0 {
 		t.Errorf("no sources: %v", got)
 	}
+}
+
+// failureSample is a failure report with every field set.
+func failureSample() (*FailureReport, [2]*string, []FailureHeader) {
+	s := func(v string) *string { return &v }
+	r := &FailureReport{DomainID: "00000000-0000-7000-8000-000000000001", Domain: "example.com",
+		OrgID: "00000000-0000-7000-8000-000000000002", ReceivedAt: time.Unix(1700000000, 0).UTC(),
+		ArrivalDate: time.Unix(1699990000, 0).UTC(), Reporter: s("reporter.example"), SourceIP: s("192.0.2.1"),
+		OriginalMailFrom: s("a@example.com"), OriginalRcptTo: s("b@example.net"), ReportedDomain: s("example.com"),
+		Subject: s("Hello"), MessageID: s("<1@example.com>"), FeedbackType: "auth-failure", AuthFailure: []string{"dmarc", "dkim"},
+		DeliveryResult: s("reject"), AuthenticationResults: FailureAuthResults{DMARC: s("fail"), SPF: s("pass")},
+		Geo: &Geo{CountryCode: s("GB"), Latitude: new(51.5), ASN: new(uint32(20712))}}
+	return r, [2]*string{s("example.com"), s("s1")}, []FailureHeader{{Name: "From", Value: "a@example.com"}, {Name: "Subject", Value: ""}}
+}
+
+// TestFailureCodec ensures a failure report and its headers read back as
+// written, and that every truncation is refused.
+func TestFailureCodec(t *testing.T) {
+	r, dkim, hs := failureSample()
+	raw := AppendFailure(nil, r, FailMask(r.AuthFailure), dkim)
+	got, mask, err := DecodeFailure("id", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *r
+	want.ID = "id"
+	if !reflect.DeepEqual(got.FailureReport, &want) || mask != FailMask(r.AuthFailure) || *got.DKIMDomain != "example.com" || *got.DKIMSelector != "s1" {
+		t.Errorf("decoded %+v (mask %b)\nwant %+v", got.FailureReport, mask, &want)
+	}
+	hraw := AppendFailureHeaders(nil, hs)
+	if gotHs, err := DecodeFailureHeaders("id", hraw); err != nil || !reflect.DeepEqual(gotHs, hs) {
+		t.Errorf("headers %+v, %v", gotHs, err)
+	}
+	for i := range raw {
+		if _, _, err := DecodeFailure("id", raw[:i]); err == nil {
+			t.Fatalf("a report cut at %d bytes decodes", i)
+		}
+	}
+	for i := range hraw {
+		if _, err := DecodeFailureHeaders("id", hraw[:i]); err == nil {
+			t.Fatalf("headers cut at %d bytes decode", i)
+		}
+	}
+}
+
+// FuzzFailureCodec ensures the decoders of failure reports, their headers
+// and their day roll-ups never panic on damaged bytes, and that what they
+// accept encodes to bytes that decode to the same encoding again.
+func FuzzFailureCodec(f *testing.F) {
+	r, dkim, hs := failureSample()
+	f.Add([]byte(AppendFailure(nil, r, FailMask(r.AuthFailure), dkim)))
+	f.Add([]byte(AppendFailureHeaders(nil, hs)))
+	day := NewFailureDay()
+	day.Add(r, FailMask(r.AuthFailure), 1)
+	f.Add([]byte(AppendFailureDay(nil, day)))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if det, mask, err := DecodeFailure("id", raw); err == nil {
+			once := AppendFailure(nil, det.FailureReport, mask, [2]*string{det.DKIMDomain, det.DKIMSelector})
+			again, mask2, err := DecodeFailure("id", once)
+			if err != nil || !bytes.Equal(AppendFailure(nil, again.FailureReport, mask2, [2]*string{again.DKIMDomain, again.DKIMSelector}), once) {
+				t.Fatalf("failure report %x does not round-trip: %v", raw, err)
+			}
+		}
+		if hs, err := DecodeFailureHeaders("id", raw); err == nil {
+			if again, err := DecodeFailureHeaders("id", AppendFailureHeaders(nil, hs)); err != nil || !reflect.DeepEqual(again, hs) {
+				t.Fatalf("headers %x do not round-trip: %v", raw, err)
+			}
+		}
+		if d, err := DecodeFailureDay(raw); err == nil {
+			if again, err := DecodeFailureDay(AppendFailureDay(nil, d)); err != nil || again.Total() != d.Total() {
+				t.Fatalf("failure day %x does not round-trip: %v", raw, err)
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -79,4 +80,24 @@ func TestTLSCodecCorrupt(t *testing.T) {
 	if _, err := DecodeTLS(d.ID, append(raw, 0)); !errors.Is(err, errCorrupt) {
 		t.Fatalf("trailing byte: err = %v", err)
 	}
+}
+
+// FuzzTLSCodec ensures the decoder of stored TLS reports (binary, or the
+// JSON of the first release) never panics on damaged bytes, and that what
+// it accepts encodes to bytes that decode to the same encoding again.
+func FuzzTLSCodec(f *testing.F) {
+	d := tlsCodecSample()
+	f.Add([]byte(AppendTLS(nil, d.OrgID, d)))
+	f.Add([]byte(`{"org_id":"o","id":"x","policies":[]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := DecodeTLS("id", raw)
+		if err != nil {
+			return
+		}
+		once := AppendTLS(nil, got.OrgID, got)
+		again, err := DecodeTLS("id", once)
+		if err != nil || !bytes.Equal(AppendTLS(nil, again.OrgID, again), once) {
+			t.Fatalf("TLS report %x does not round-trip: %v", raw, err)
+		}
+	})
 }
