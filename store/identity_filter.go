@@ -70,24 +70,6 @@ func (f *identityFilter) mayContain(domainID, ident []byte) bool {
 	return f.keys.Has(f.hashes(domainID, ident))
 }
 
-// DedupFilterStats is what the dedup identity filter holds (see
-// identity_filter.go), for /metrics.
-type DedupFilterStats struct {
-	Reports int64 // identities added since it was built
-	Bytes   int64 // memory of its bits
-	Scans   int64 // scans of a domain's reports after a "maybe", since Open
-}
-
-// DedupFilterStats returns the filter's figures; zero before it is built
-// (a read-only store builds it at its first dedup check).
-func (db *DB) DedupFilterStats() DedupFilterStats {
-	f := db.idents.Load()
-	if f == nil {
-		return DedupFilterStats{Scans: db.identScans.Load()}
-	}
-	return DedupFilterStats{Reports: f.keys.Len(), Bytes: f.keys.Bytes(), Scans: db.identScans.Load() + f.scans.Load()}
-}
-
 // identities returns the filter of stored identities. Open builds it for a
 // writable store; a read-only one builds it at first use, from tx (nothing
 // else writes the file meanwhile: bbolt's lock keeps writers out).

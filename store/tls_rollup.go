@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -68,54 +67,3 @@ func (ds tlsDays) put(tx *bolt.Tx) error {
 	}
 	return nil
 }
-
-// TLSStatistics returns the TLS statistics of domain domainID of
-// organization orgID over the UTC days from from to to (both included, at
-// most 366), read from the roll-ups only. Errors: ErrNotFound for a domain
-// of another organization, ErrRangeReversed or ErrRangeTooLong as
-// DomainStatistics.
-func (db *DB) TLSStatistics(orgID, domainID string, from, to time.Time) (*TLSStatistics, error) {
-	fromDay, toDay, err := statsDays(from, to)
-	if err != nil {
-		return nil, err
-	}
-	rolls := map[uint32]*reports.TLSDay{}
-	err = db.bolt.View(func(tx *bolt.Tx) error {
-		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
-			return err
-		}
-		c := tx.Bucket(bucketTLSRollups).Cursor()
-		end := tlsRollupKey(domainID, toDay)
-		for k, v := c.Seek(tlsRollupKey(domainID, fromDay)); k != nil && string(k) <= string(end); k, v = c.Next() {
-			if len(k) != idLen+4 {
-				continue
-			}
-			d := &reports.TLSDay{}
-			if err := json.Unmarshal(v, d); err != nil {
-				return fmt.Errorf("decode TLS roll-up %x: %w", k, err)
-			}
-			rolls[binary.BigEndian.Uint32(k[idLen:])] = d
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, wrap("TLS statistics", err)
-	}
-	return reports.TLSStatisticsOf(domainID, fromDay, toDay, rolls), nil
-}
-
-// TLS statistics are package reports' values.
-type (
-	// TLSStatistics are a domain's TLS sessions over a range of UTC days.
-	TLSStatistics = reports.TLSStatistics
-	// TLSDayStats are one UTC day's sessions.
-	TLSDayStats = reports.TLSDayStats
-	// TLSResultStats are the failed sessions of one result type.
-	TLSResultStats = reports.TLSResultStats
-	// TLSPolicyStats are the sessions under one policy type.
-	TLSPolicyStats = reports.TLSPolicyStats
-	// TLSMXStats are the failed sessions with one receiving MX host.
-	TLSMXStats = reports.TLSMXStats
-	// TLSIPStats are the failed sessions from one sending IP.
-	TLSIPStats = reports.TLSIPStats
-)

@@ -284,3 +284,27 @@ type (
 // OtherSources is the SourceIP of the row that sums the sources a report
 // with more than 16,384 distinct sources could not keep one by one.
 const OtherSources = reports.OtherSources
+
+// FirstSourceDay returns the UTC day of domain id's oldest per-source
+// roll-up (the first day of its reports still kept), and false when it has
+// none. One seek: cheap for every domain every hour.
+func (db *DB) FirstSourceDay(domainID string) (time.Time, bool, error) {
+	var day time.Time
+	found := false
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		prefix := []byte(domainID)
+		k, _ := tx.Bucket(bucketSourceRollups).Cursor().Seek(prefix)
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			return nil
+		}
+		if len(k) != len(prefix)+8 {
+			return fmt.Errorf("source roll-up key of length %d: %w", len(k), errCorrupt)
+		}
+		day, found = days.Start(binary.BigEndian.Uint32(k[len(prefix):])), true
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, wrap("first source day", err)
+	}
+	return day, found, nil
+}

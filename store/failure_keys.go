@@ -10,12 +10,12 @@ import (
 
 // Keys and values of the failure report buckets (declared in schema.go).
 //
-//	failure_reports            id -> AppendFailure
-//	failure_headers            id -> AppendFailureHeaders (absent: no headers)
+//	failure_reports            id -> reports.AppendFailure
+//	failure_headers            id -> reports.AppendFailureHeaders (absent: no headers)
 //	failure_reports_by_org     org | arrival | id -> failIndexValue
 //	failure_reports_by_domain  domain | arrival | id -> failIndexValue
 //	failure_dedup              domain | identity hash -> id
-//	failure_rollups            org | UTC day | domain -> AppendFailureDay
+//	failure_rollups            org | UTC day | domain -> reports.AppendFailureDay
 //
 // arrival is big-endian Unix seconds, day big-endian days since 1970, so
 // that an organization's (or a domain's) reports are a range sorted by

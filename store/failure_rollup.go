@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -9,91 +8,6 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/days"
 	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
-
-// storeFailures writes the failure drafts of a commit, each unless its
-// domain is gone (or moved to another organization) or the same report
-// (reporter, source IP, message id, arrival date) is stored for the domain
-// already, and updates the day roll-ups once per day touched. It sets each
-// draft's Outcome and returns the drafts stored, in order. owners caches
-// domain id -> organization id ("" when gone) across the commit.
-func storeFailures(tx *bolt.Tx, drafts []*FailureDraft, owners map[string]string) ([]*FailureDraft, error) {
-	if len(drafts) == 0 {
-		return nil, nil
-	}
-	var stored []*FailureDraft
-	rolls := failDays{}
-	for _, f := range drafts {
-		f.out = FailureOutcome{}
-		owner, err := domainOwner(tx, owners, f.rep.DomainID)
-		if err != nil {
-			return nil, err
-		}
-		if owner == "" || owner != f.rep.OrgID {
-			f.out.DomainGone = true
-			continue
-		}
-		dedup := failDedupKey(&f.rep)
-		if id := tx.Bucket(bucketFailureDedup).Get(dedup); id != nil && tx.Bucket(bucketFailures).Get(id) != nil {
-			f.out.DuplicateID = string(id)
-			continue
-		}
-		if err := putFailure(tx, f, dedup); err != nil {
-			return nil, err
-		}
-		day, err := rolls.get(tx, failRollupKey(f.rep.OrgID, days.Of(f.rep.ArrivalDate), f.rep.DomainID))
-		if err != nil {
-			return nil, err
-		}
-		day.Add(&f.rep, f.mask, 1)
-		f.out.Stored = true
-		stored = append(stored, f)
-	}
-	return stored, rolls.put(tx)
-}
-
-// domainOwner returns the organization of a domain, "" when it is gone.
-func domainOwner(tx *bolt.Tx, owners map[string]string, domainID string) (string, error) {
-	if owner, ok := owners[domainID]; ok {
-		return owner, nil
-	}
-	dom, err := getDomain(tx, domainID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return "", err
-	}
-	owner := ""
-	if err == nil {
-		owner = dom.OrgID
-	}
-	owners[domainID] = owner
-	return owner, nil
-}
-
-// putFailure writes a report, its headers and its index entries.
-func putFailure(tx *bolt.Tx, f *FailureDraft, dedup []byte) error {
-	r := &f.rep
-	idx := failIndexValue(r, f.mask)
-	puts := []struct {
-		bucket []byte
-		k, v   []byte
-	}{
-		{bucketFailures, idKey(r.ID), f.val},
-		{bucketFailuresByOrg, failTimeKey(r.OrgID, r.ArrivalDate, r.ID), idx},
-		{bucketFailuresByDomain, failTimeKey(r.DomainID, r.ArrivalDate, r.ID), idx},
-		{bucketFailureDedup, dedup, []byte(r.ID)},
-	}
-	if f.hdrVal != nil {
-		puts = append(puts, struct {
-			bucket []byte
-			k, v   []byte
-		}{bucketFailureHeaders, idKey(r.ID), f.hdrVal})
-	}
-	for _, p := range puts {
-		if err := tx.Bucket(p.bucket).Put(p.k, p.v); err != nil {
-			return fmt.Errorf("failure report %s: %w", r.ID, err)
-		}
-	}
-	return nil
-}
 
 // deleteFailure removes a stored report with its headers and index
 // entries, and takes it out of its day roll-up (in days, written by the
