@@ -12,7 +12,7 @@ import (
 //
 // bucketDayTotals: rollupKey(domain id, UTC day) -> the head of that day's
 // roll-up (version, reports, messages, DMARC pass, DMARC fail; the bytes
-// AppendDayRollup writes first), so eachRollupTotals reads a few bytes per
+// reports.AppendDayRollup writes first), so eachRollupTotals reads a few bytes per
 // day from densely packed pages instead of the start of every large roll-up
 // (a cold overview of 1,000 domains x 30 days at 333 records a report paid
 // one page fault per roll-up). It is written with the roll-up (putRollup),

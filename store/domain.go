@@ -332,110 +332,6 @@ func (db *DB) DeleteDomain(orgID, id string) error {
 	return wrap("delete domain", err)
 }
 
-func errDomainNotFound() error { return errorf(ErrNotFound, "domain not found") }
-
-// getDomain reads domain id; ErrNotFound when absent or id malformed.
-func getDomain(tx *bolt.Tx, id string) (*domainRecord, error) {
-	if !ValidID(id) {
-		return nil, errDomainNotFound()
-	}
-	raw := tx.Bucket(bucketDomains).Get(idKey(id))
-	if raw == nil {
-		return nil, errDomainNotFound()
-	}
-	return decodeDomain(id, raw)
-}
-
-// getOrgDomain is getDomain that also hides other organizations' domains.
-func getOrgDomain(tx *bolt.Tx, orgID, id string) (*domainRecord, error) {
-	rec, err := getDomain(tx, id)
-	if err != nil {
-		return nil, err
-	}
-	if rec.OrgID != orgID {
-		return nil, errDomainNotFound()
-	}
-	return rec, nil
-}
-
-func decodeDomain(id string, raw []byte) (*domainRecord, error) {
-	rec := new(domainRecord)
-	if err := json.Unmarshal(raw, rec); err != nil {
-		return nil, fmt.Errorf("decode domain %s: %w", id, err)
-	}
-	return rec, nil
-}
-
-func putDomain(tx *bolt.Tx, rec *domainRecord) error {
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode domain %s: %w", rec.ID, err)
-	}
-	return tx.Bucket(bucketDomains).Put(idKey(rec.ID), raw)
-}
-
-// insertDomain writes a new domain and its three index entries.
-func (db *DB) insertDomain(tx *bolt.Tx, rec *domainRecord) error {
-	db.names.changing(tx)
-	if err := putDomain(tx, rec); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketDomainsByOrg).Put(orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID), nil); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketDomainsByName).Put(domainNameKey(rec.OrgID, rec.Name), idKey(rec.ID)); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketDomainsByEmail).Put(emailKey(rec.ReportingEmail), idKey(rec.ID))
-}
-
-// removeDomain deletes a domain and its three index entries.
-func (db *DB) removeDomain(tx *bolt.Tx, rec *domainRecord) error {
-	db.names.changing(tx)
-	for _, del := range []struct {
-		bucket, key []byte
-	}{
-		{bucketDomains, idKey(rec.ID)},
-		{bucketDomainsByOrg, orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID)},
-		{bucketDomainsByName, domainNameKey(rec.OrgID, rec.Name)},
-		{bucketDomainsByEmail, emailKey(rec.ReportingEmail)},
-	} {
-		if err := tx.Bucket(del.bucket).Delete(del.key); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// recordOf copies d into its stored form, times in UTC at second precision.
-func recordOf(d *Domain) *domainRecord {
-	return &domainRecord{
-		ID: d.ID, OrgID: d.OrgID, Name: d.Name, Status: d.Status,
-		VerifiedAt: secondUTC(d.VerifiedAt), LastReportAt: secondUTC(d.LastReportAt),
-		CreatedAt: d.CreatedAt, ReportingEmail: d.ReportingEmail,
-		DMARCRecord: d.DMARCRecord, LastDNSRecord: d.LastDNSRecord,
-		RegisteredDNSRecord: d.RegisteredDNSRecord,
-	}
-}
-
-func (rec *domainRecord) domain() *Domain {
-	return &Domain{
-		ID: rec.ID, OrgID: rec.OrgID, Name: rec.Name, Status: rec.Status,
-		VerifiedAt: rec.VerifiedAt, LastReportAt: rec.LastReportAt, CreatedAt: rec.CreatedAt,
-		ReportingEmail: rec.ReportingEmail, DMARCRecord: rec.DMARCRecord, LastDNSRecord: rec.LastDNSRecord,
-		RegisteredDNSRecord: rec.RegisteredDNSRecord,
-	}
-}
-
-// secondUTC returns a copy of t in UTC at second precision, as the API shows
-// times; nil stays nil.
-func secondUTC(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	return new(t.UTC().Truncate(time.Second))
-}
-
 // DomainRef names a domain: what routing a report needs of it.
 type DomainRef struct {
 	ID, OrgID, Name string
@@ -588,4 +484,108 @@ func (db *DB) DomainIDs() ([]string, error) {
 // still returns the same number.
 func (db *DB) DomainsVersion(orgID string) uint64 {
 	return db.domainVersions.counter(orgID).Load()
+}
+
+func errDomainNotFound() error { return errorf(ErrNotFound, "domain not found") }
+
+// getDomain reads domain id; ErrNotFound when absent or id malformed.
+func getDomain(tx *bolt.Tx, id string) (*domainRecord, error) {
+	if !ValidID(id) {
+		return nil, errDomainNotFound()
+	}
+	raw := tx.Bucket(bucketDomains).Get(idKey(id))
+	if raw == nil {
+		return nil, errDomainNotFound()
+	}
+	return decodeDomain(id, raw)
+}
+
+// getOrgDomain is getDomain that also hides other organizations' domains.
+func getOrgDomain(tx *bolt.Tx, orgID, id string) (*domainRecord, error) {
+	rec, err := getDomain(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.OrgID != orgID {
+		return nil, errDomainNotFound()
+	}
+	return rec, nil
+}
+
+func decodeDomain(id string, raw []byte) (*domainRecord, error) {
+	rec := new(domainRecord)
+	if err := json.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("decode domain %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+func putDomain(tx *bolt.Tx, rec *domainRecord) error {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode domain %s: %w", rec.ID, err)
+	}
+	return tx.Bucket(bucketDomains).Put(idKey(rec.ID), raw)
+}
+
+// insertDomain writes a new domain and its three index entries.
+func (db *DB) insertDomain(tx *bolt.Tx, rec *domainRecord) error {
+	db.names.changing(tx)
+	if err := putDomain(tx, rec); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketDomainsByOrg).Put(orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID), nil); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketDomainsByName).Put(domainNameKey(rec.OrgID, rec.Name), idKey(rec.ID)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketDomainsByEmail).Put(emailKey(rec.ReportingEmail), idKey(rec.ID))
+}
+
+// removeDomain deletes a domain and its three index entries.
+func (db *DB) removeDomain(tx *bolt.Tx, rec *domainRecord) error {
+	db.names.changing(tx)
+	for _, del := range []struct {
+		bucket, key []byte
+	}{
+		{bucketDomains, idKey(rec.ID)},
+		{bucketDomainsByOrg, orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID)},
+		{bucketDomainsByName, domainNameKey(rec.OrgID, rec.Name)},
+		{bucketDomainsByEmail, emailKey(rec.ReportingEmail)},
+	} {
+		if err := tx.Bucket(del.bucket).Delete(del.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordOf copies d into its stored form, times in UTC at second precision.
+func recordOf(d *Domain) *domainRecord {
+	return &domainRecord{
+		ID: d.ID, OrgID: d.OrgID, Name: d.Name, Status: d.Status,
+		VerifiedAt: secondUTC(d.VerifiedAt), LastReportAt: secondUTC(d.LastReportAt),
+		CreatedAt: d.CreatedAt, ReportingEmail: d.ReportingEmail,
+		DMARCRecord: d.DMARCRecord, LastDNSRecord: d.LastDNSRecord,
+		RegisteredDNSRecord: d.RegisteredDNSRecord,
+	}
+}
+
+func (rec *domainRecord) domain() *Domain {
+	return &Domain{
+		ID: rec.ID, OrgID: rec.OrgID, Name: rec.Name, Status: rec.Status,
+		VerifiedAt: rec.VerifiedAt, LastReportAt: rec.LastReportAt, CreatedAt: rec.CreatedAt,
+		ReportingEmail: rec.ReportingEmail, DMARCRecord: rec.DMARCRecord, LastDNSRecord: rec.LastDNSRecord,
+		RegisteredDNSRecord: rec.RegisteredDNSRecord,
+	}
+}
+
+// secondUTC returns a copy of t in UTC at second precision, as the API shows
+// times; nil stays nil.
+func secondUTC(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	return new(t.UTC().Truncate(time.Second))
 }

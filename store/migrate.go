@@ -30,9 +30,10 @@ var migrations = []migration{
 	// 3 -> 4: the compact day totals of every roll-up (day_totals.go).
 	migrateDayTotals,
 	// 4 -> 5: per-source segments may be written in version 2
-	// (source_codec.go), which programs of schema 4 cannot read; those of
-	// version 1 stay as they are. Nothing to rewrite: the bump makes an
-	// older dmarcd refuse the file instead of failing on its segments.
+	// (store/internal/reports/source_codec.go), which programs of schema
+	// 4 cannot read; those of version 1 stay as they are. Nothing to
+	// rewrite: the bump makes an older dmarcd refuse the file instead of
+	// failing on its segments.
 	func(*bolt.Tx) error { return nil },
 	// 5 -> 6: the dedup index by identity goes: the date index keys carry
 	// the identity, and an in-memory filter stands in for the index

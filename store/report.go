@@ -13,6 +13,29 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
+// The values of aggregate reports are package reports' (how they are
+// encoded and summed is pure, and lives there); the store's API names them
+// here.
+type (
+	// Geo is API.md's "geo" object of a source; a nil field is unknown.
+	Geo = reports.Geo
+	// PolicyPublished is the policy the reporter saw published.
+	PolicyPublished = reports.PolicyPublished
+	// Report is one stored aggregate report (its metadata; records are
+	// read with ReportRecords).
+	Report = reports.Report
+	// Reason is a policy override reason of a record.
+	Reason = reports.Reason
+	// DKIMAuth is one DKIM auth result of a record.
+	DKIMAuth = reports.DKIMAuth
+	// SPFAuth is one SPF auth result of a record.
+	SPFAuth = reports.SPFAuth
+	// AuthResults are the raw auth results of a record.
+	AuthResults = reports.AuthResults
+	// Record is one <record> of a report.
+	Record = reports.Record
+)
+
 // ReportFilter selects reports for ListReports: DateFrom keeps reports with
 // date_begin >= DateFrom, DateTo those with date_end <= DateTo.
 type ReportFilter struct {
@@ -23,8 +46,6 @@ type ReportFilter struct {
 	// after that report, in the same order, and Page.Page is ignored.
 	After []byte
 }
-
-func errReportNotFound() error { return errorf(ErrNotFound, "report not found") }
 
 // ListReports returns one page of the reports of organization orgID (of
 // one domain when f.DomainID is set), newest date_begin first, and how many
@@ -90,6 +111,193 @@ func (db *DB) ListReportsPage(orgID string, f ReportFilter) (*ReportPage, error)
 		return nil, wrap("list reports", err)
 	}
 	return page, nil
+}
+
+// FindReport returns report id of organization orgID. ErrNotFound also when
+// it belongs to another organization or id is malformed.
+func (db *DB) FindReport(orgID, id string) (*Report, error) {
+	var rec *Report
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, _, err = getOrgReport(tx, orgID, id, false)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("find report", err)
+	}
+	return rec, nil
+}
+
+// ReportRecords calls fn for every record of report id of organization
+// orgID, in report order, reading them in bounded batches (so a large
+// report is streamed, never held in memory) and calling fn outside any
+// transaction. An error from fn stops the scan and is returned as is.
+// ErrNotFound as FindReport, also when the report is deleted mid-way.
+func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
+	// Records are read in batches, each in its own short read transaction,
+	// and fn runs outside them: fn usually writes to a client, and a read
+	// transaction held open by a slow client would keep bbolt from growing
+	// its file, stalling ingest. A visible report never changes, so the
+	// batches are consistent; if it is deleted meanwhile, the next batch
+	// answers ErrNotFound.
+	bin, _ := binID(id)
+	after := []byte(nil) // key of the last block read; nil before the first
+	batch := make([]*Record, 0, recordsPerBatch)
+	for {
+		batch = batch[:0]
+		err := db.bolt.View(func(tx *bolt.Tx) error {
+			if _, _, err := getOrgReport(tx, orgID, id, false); err != nil {
+				return err
+			}
+			c := tx.Bucket(bucketRecords).Cursor()
+			k, v := c.Seek(bin[:])
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil && bytes.HasPrefix(k, bin[:]); k, v = c.Next() {
+				if err := reports.DecodeBlock(v, func(r *Record) error {
+					batch = append(batch, r)
+					return nil
+				}); err != nil {
+					return fmt.Errorf("record block %x: %w", k, err)
+				}
+				after = append(after[:0], k...)
+				if len(batch) >= recordsPerBatch {
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return wrap("report records", err)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		for _, r := range batch {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(batch) < recordsPerBatch {
+			return nil
+		}
+	}
+}
+
+// DiscardPendingReports deletes what is left of reports whose ingestion
+// stopped half-way (a crash between the transactions of a large report)
+// and returns how many there were. Package ingest calls it when a pipeline
+// is created, before anything is ingested: a report is either fully stored
+// or absent.
+func (db *DB) DiscardPendingReports() (int, error) {
+	var pending [][]byte
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketReportsPending).ForEach(func(k, _ []byte) error {
+			pending = append(pending, bytes.Clone(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, wrap("discard pending reports", err)
+	}
+	for _, k := range pending {
+		if err := db.discardPending(k); err != nil {
+			return 0, wrap("discard pending reports", err)
+		}
+	}
+	return len(pending), nil
+}
+
+// retentionStep bounds the entities one retention transaction deletes, so
+// that the single writer is never held long and ingest goes on meanwhile.
+const retentionStep = 500
+
+// DeleteReportsBefore deletes the aggregate reports whose date_end is
+// before t, and the daily roll-ups of the UTC days before t's (statistics
+// of those days go with them, also the share of a report kept because it
+// ends after t), and returns how many reports it deleted.
+// It works in transactions of bounded size: each makes up to a few hundred
+// reports invisible (metadata and index entries) and marks their records
+// pending, which are then deleted a block range at a time; a crash in
+// between leaves pending records that DiscardPendingReports removes at the
+// next start.
+func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
+	cutoff := unixKey(t)
+	total := 0
+	for {
+		var gone [][16]byte
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			var err error
+			gone, err = hideOldReports(tx, cutoff, retentionStep)
+			return err
+		})
+		if err != nil {
+			return total, wrap("delete old reports", err)
+		}
+		for _, bin := range gone {
+			if err := db.discardPending(bin[:]); err != nil {
+				return total, wrap("delete old reports", err)
+			}
+		}
+		total += len(gone)
+		if len(gone) < retentionStep {
+			break
+		}
+	}
+	if err := db.deleteRollupsBefore(days.Of(t)); err != nil {
+		return total, wrap("delete old roll-ups", err)
+	}
+	if total > 0 {
+		if err := db.refreshIdentities(); err != nil {
+			return total, wrap("delete old reports", err)
+		}
+	}
+	return total, nil
+}
+
+// ReportStats is the statistics of one report.
+type ReportStats struct {
+	ReportID string `json:"report_id"`
+	Summary
+}
+
+// ReportStatistics returns the summary stored with report id of
+// organization orgID. ErrNotFound as FindReport.
+func (db *DB) ReportStatistics(orgID, id string) (*ReportStats, error) {
+	var st *ReportStats
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		rec, sum, err := getOrgReport(tx, orgID, id, true)
+		if err != nil {
+			return err
+		}
+		st = &ReportStats{ReportID: rec.ID, Summary: *sum}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("report statistics", err)
+	}
+	return st, nil
+}
+
+// DedupFilterStats is what the dedup identity filter holds (see
+// identity_filter.go), for /metrics.
+type DedupFilterStats struct {
+	Reports int64 // identities added since it was built
+	Bytes   int64 // memory of its bits
+	Scans   int64 // scans of a domain's reports after a "maybe", since Open
+}
+
+// DedupFilterStats returns the filter's figures; zero before it is built
+// (a read-only store builds it at its first dedup check).
+func (db *DB) DedupFilterStats() DedupFilterStats {
+	f := db.idents.Load()
+	if f == nil {
+		return DedupFilterStats{Scans: db.identScans.Load()}
+	}
+	return DedupFilterStats{Reports: f.keys.Len(), Bytes: f.keys.Bytes(), Scans: db.identScans.Load() + f.scans.Load()}
 }
 
 // offset1 checks the limit of a listing resumed from a cursor.
@@ -203,11 +411,15 @@ func indexedEnd(v []byte) uint64 {
 type reportHeap []*reportIter
 
 func (h reportHeap) Len() int { return len(h) }
+
 func (h reportHeap) Less(i, j int) bool {
 	return bytes.Compare(h[i].k[len(h[i].prefix):], h[j].k[len(h[j].prefix):]) > 0
 }
+
 func (h reportHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *reportHeap) Push(x any)   { *h = append(*h, x.(*reportIter)) }
+
+func (h *reportHeap) Push(x any) { *h = append(*h, x.(*reportIter)) }
+
 func (h *reportHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -215,83 +427,11 @@ func (h *reportHeap) Pop() any {
 	return x
 }
 
-// FindReport returns report id of organization orgID. ErrNotFound also when
-// it belongs to another organization or id is malformed.
-func (db *DB) FindReport(orgID, id string) (*Report, error) {
-	var rec *Report
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		rec, _, err = getOrgReport(tx, orgID, id, false)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("find report", err)
-	}
-	return rec, nil
-}
-
-// ReportRecords calls fn for every record of report id of organization
-// orgID, in report order, reading them in bounded batches (so a large
-// report is streamed, never held in memory) and calling fn outside any
-// transaction. An error from fn stops the scan and is returned as is.
-// ErrNotFound as FindReport, also when the report is deleted mid-way.
-func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
-	// Records are read in batches, each in its own short read transaction,
-	// and fn runs outside them: fn usually writes to a client, and a read
-	// transaction held open by a slow client would keep bbolt from growing
-	// its file, stalling ingest. A visible report never changes, so the
-	// batches are consistent; if it is deleted meanwhile, the next batch
-	// answers ErrNotFound.
-	bin, _ := binID(id)
-	after := []byte(nil) // key of the last block read; nil before the first
-	batch := make([]*Record, 0, recordsPerBatch)
-	for {
-		batch = batch[:0]
-		err := db.bolt.View(func(tx *bolt.Tx) error {
-			if _, _, err := getOrgReport(tx, orgID, id, false); err != nil {
-				return err
-			}
-			c := tx.Bucket(bucketRecords).Cursor()
-			k, v := c.Seek(bin[:])
-			if after != nil {
-				if k, v = c.Seek(after); bytes.Equal(k, after) {
-					k, v = c.Next()
-				}
-			}
-			for ; k != nil && bytes.HasPrefix(k, bin[:]); k, v = c.Next() {
-				if err := reports.DecodeBlock(v, func(r *Record) error {
-					batch = append(batch, r)
-					return nil
-				}); err != nil {
-					return fmt.Errorf("record block %x: %w", k, err)
-				}
-				after = append(after[:0], k...)
-				if len(batch) >= recordsPerBatch {
-					break
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return wrap("report records", err)
-		}
-		if len(batch) == 0 {
-			return nil
-		}
-		for _, r := range batch {
-			if err := fn(r); err != nil {
-				return err
-			}
-		}
-		if len(batch) < recordsPerBatch {
-			return nil
-		}
-	}
-}
-
 // recordsPerBatch is how many records ReportRecords reads per transaction:
 // a few MB at most, a handful of transactions for a 100,000-record report.
 const recordsPerBatch = 4096
+
+func errReportNotFound() error { return errorf(ErrNotFound, "report not found") }
 
 // getReport reads report id, with its summary when withSummary is set.
 // ErrNotFound when absent or id malformed.
@@ -387,100 +527,6 @@ func deletePrefix(b *bolt.Bucket, prefix []byte, max int) (int, error) {
 		n++
 	}
 	return n, nil
-}
-
-// The values of aggregate reports are package reports' (how they are
-// encoded and summed is pure, and lives there); the store's API names them
-// here.
-type (
-	// Geo is API.md's "geo" object of a source; a nil field is unknown.
-	Geo = reports.Geo
-	// PolicyPublished is the policy the reporter saw published.
-	PolicyPublished = reports.PolicyPublished
-	// Report is one stored aggregate report (its metadata; records are
-	// read with ReportRecords).
-	Report = reports.Report
-	// Reason is a policy override reason of a record.
-	Reason = reports.Reason
-	// DKIMAuth is one DKIM auth result of a record.
-	DKIMAuth = reports.DKIMAuth
-	// SPFAuth is one SPF auth result of a record.
-	SPFAuth = reports.SPFAuth
-	// AuthResults are the raw auth results of a record.
-	AuthResults = reports.AuthResults
-	// Record is one <record> of a report.
-	Record = reports.Record
-)
-
-// DiscardPendingReports deletes what is left of reports whose ingestion
-// stopped half-way (a crash between the transactions of a large report)
-// and returns how many there were. Package ingest calls it when a pipeline
-// is created, before anything is ingested: a report is either fully stored
-// or absent.
-func (db *DB) DiscardPendingReports() (int, error) {
-	var pending [][]byte
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketReportsPending).ForEach(func(k, _ []byte) error {
-			pending = append(pending, bytes.Clone(k))
-			return nil
-		})
-	})
-	if err != nil {
-		return 0, wrap("discard pending reports", err)
-	}
-	for _, k := range pending {
-		if err := db.discardPending(k); err != nil {
-			return 0, wrap("discard pending reports", err)
-		}
-	}
-	return len(pending), nil
-}
-
-// retentionStep bounds the entities one retention transaction deletes, so
-// that the single writer is never held long and ingest goes on meanwhile.
-const retentionStep = 500
-
-// DeleteReportsBefore deletes the aggregate reports whose date_end is
-// before t, and the daily roll-ups of the UTC days before t's (statistics
-// of those days go with them, also the share of a report kept because it
-// ends after t), and returns how many reports it deleted.
-// It works in transactions of bounded size: each makes up to a few hundred
-// reports invisible (metadata and index entries) and marks their records
-// pending, which are then deleted a block range at a time; a crash in
-// between leaves pending records that DiscardPendingReports removes at the
-// next start.
-func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
-	cutoff := unixKey(t)
-	total := 0
-	for {
-		var gone [][16]byte
-		err := db.bolt.Update(func(tx *bolt.Tx) error {
-			var err error
-			gone, err = hideOldReports(tx, cutoff, retentionStep)
-			return err
-		})
-		if err != nil {
-			return total, wrap("delete old reports", err)
-		}
-		for _, bin := range gone {
-			if err := db.discardPending(bin[:]); err != nil {
-				return total, wrap("delete old reports", err)
-			}
-		}
-		total += len(gone)
-		if len(gone) < retentionStep {
-			break
-		}
-	}
-	if err := db.deleteRollupsBefore(days.Of(t)); err != nil {
-		return total, wrap("delete old roll-ups", err)
-	}
-	if total > 0 {
-		if err := db.refreshIdentities(); err != nil {
-			return total, wrap("delete old reports", err)
-		}
-	}
-	return total, nil
 }
 
 // hideOldReports removes the metadata and index entries of up to max
@@ -580,46 +626,4 @@ func (db *DB) deleteDayKeysBefore(bucket []byte, day uint32) error {
 			return err
 		}
 	}
-}
-
-// ReportStats is the statistics of one report.
-type ReportStats struct {
-	ReportID string `json:"report_id"`
-	Summary
-}
-
-// ReportStatistics returns the summary stored with report id of
-// organization orgID. ErrNotFound as FindReport.
-func (db *DB) ReportStatistics(orgID, id string) (*ReportStats, error) {
-	var st *ReportStats
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		rec, sum, err := getOrgReport(tx, orgID, id, true)
-		if err != nil {
-			return err
-		}
-		st = &ReportStats{ReportID: rec.ID, Summary: *sum}
-		return nil
-	})
-	if err != nil {
-		return nil, wrap("report statistics", err)
-	}
-	return st, nil
-}
-
-// DedupFilterStats is what the dedup identity filter holds (see
-// identity_filter.go), for /metrics.
-type DedupFilterStats struct {
-	Reports int64 // identities added since it was built
-	Bytes   int64 // memory of its bits
-	Scans   int64 // scans of a domain's reports after a "maybe", since Open
-}
-
-// DedupFilterStats returns the filter's figures; zero before it is built
-// (a read-only store builds it at its first dedup check).
-func (db *DB) DedupFilterStats() DedupFilterStats {
-	f := db.idents.Load()
-	if f == nil {
-		return DedupFilterStats{Scans: db.identScans.Load()}
-	}
-	return DedupFilterStats{Reports: f.keys.Len(), Bytes: f.keys.Bytes(), Scans: db.identScans.Load() + f.scans.Load()}
 }

@@ -64,7 +64,7 @@ type ReportDraft struct {
 	scratch []byte
 	hints   *draftHints // the DB's, learnt from the reports before
 
-	// srcDay is the report's per-source roll-up (source_rollup.go), which
+	// srcDay is the report's per-source roll-up (source.go), which
 	// Finish encodes into srcEnc.
 	srcDay reports.Sources
 	srcEnc reports.SourceEntries

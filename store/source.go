@@ -18,7 +18,7 @@ import (
 // and source IP, the counts the sources, senders and policy-advice views
 // need, kept at ingest so that those views never scan records.
 //
-// Unlike the day roll-up (rollup.go), which caps its sources, these keep
+// Unlike the day roll-up (reports.DayRollup), which caps its sources, these keep
 // every source IP. A day of a busy domain may hold tens of thousands of
 // them, too many to decode and re-encode on every commit, so a day is
 // stored as segments: each commit appends one segment per domain and day it

@@ -11,7 +11,7 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
-// Backfill of the per-source roll-ups (source_rollup.go) for reports
+// Backfill of the per-source roll-ups (source.go) for reports
 // stored before they existed. Schema migration 1 -> 2 (migrateSourceRollups)
 // empties the source roll-ups, which a development version may have kept
 // for part of the reports only, and records in the meta bucket the last

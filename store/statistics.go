@@ -123,7 +123,7 @@ type (
 const MaxDaySources = reports.MaxDaySources
 
 // eachRollupTotals is eachRollup reading only the totals of each roll-up
-// (version, reports, messages, DMARC pass and fail; see AppendDayRollup),
+// (version, reports, messages, DMARC pass and fail; see reports.AppendDayRollup),
 // from their compact copies in bucketDayTotals, not the roll-ups: the
 // overview of 1,000 domains reads 30,000 days.
 func eachRollupTotals(tx *bolt.Tx, domainID string, fromDay, toDay uint32, fn func(uint32, DayStats)) error {
@@ -210,7 +210,7 @@ func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) 
 			return err
 		}
 		return days.Scan(tx.Bucket(bucketRollups).Cursor(), []byte(domainID), 0, fromDay, toDay, func(day uint32, _, v []byte) error {
-			// The head of AppendDayRollup: version, reports, then
+			// The head of reports.AppendDayRollup: version, reports, then
 			// appendSummary's totals up to the dispositions.
 			d := codec.NewDec(v)
 			if d.Byte() != codecVersion {

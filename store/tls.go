@@ -15,7 +15,7 @@ import (
 )
 
 // SMTP TLS reports (RFC 8460). Each is stored whole under its own id
-// (bucketTLSReports, tls_codec.go), indexed by organization and by domain in
+// (bucketTLSReports, reports.AppendTLS), indexed by organization and by domain in
 // date_begin order with its date_end beside it (so the date filters read
 // only the index), deduplicated by organization name + report id + domain,
 // and counted in per-domain per-day roll-ups (bucketTLSRollups) so that
