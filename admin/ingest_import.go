@@ -42,7 +42,8 @@ import (
 //   - server to client, one JSON line per input, in input order, as its
 //     outcome is known: {"item": {"name", "root" (index of the path it was
 //     found under), "result" or "error"}, "files": N, "files_done": M}; then
-//     a last line {"summary": {...}} (imports.Summary), or {"error": {...}}
+//     a last line {"summary": {...}} (imports.Summary, with "files" and
+//     "files_done" beside it), or {"error": {...}}
 //     when the import could not start (kind conflict: a path names another
 //     file here) or go on.
 //
@@ -215,7 +216,8 @@ func (h *handler) importPaths(w http.ResponseWriter, r *http.Request) {
 	case err != nil && ctx.Err() == nil:
 		fail(err)
 	default:
-		_ = enc.Encode(importLine{Summary: sum})
+		// FilesDone is no field of the summary's JSON: the line says it.
+		_ = enc.Encode(importLine{Summary: sum, Files: sum.Files, FilesDone: sum.FilesDone})
 		_ = bw.Flush()
 	}
 	if sum != nil {
@@ -318,6 +320,9 @@ func (c *Client) Import(ctx context.Context, orgRef string, paths []string, jobs
 				return sum, fmt.Errorf("admin socket: the server's summary counts %d inputs, %d were told", ln.Summary.Inputs, sum.Inputs)
 			}
 			sum.Files = ln.Summary.Files
+			if ln.FilesDone > 0 {
+				sum.FilesDone = ln.FilesDone
+			}
 			sum.EmptyLists()
 			return sum, nil
 		case ln.Error != nil:

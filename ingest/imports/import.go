@@ -221,27 +221,44 @@ func (im *importer) produce(ctx context.Context, files []collected, jobs chan<- 
 		name := c.name
 		st := &importFile{root: c.root}
 		im.produceFile(ctx, name, st, jobs)
+		// A file whose last input was handed out is marked produced with
+		// it (see send): the input may be done before this line runs.
+		// Here are the others: stopped early, or without input.
 		im.mu.Lock()
-		st.produced = true
-		if st.pending == 0 {
-			im.sum.FilesDone++
+		if !st.produced {
+			st.produced = true
+			if st.pending == 0 {
+				im.sum.FilesDone++
+			}
 		}
 		im.mu.Unlock()
 	}
 }
+
+// testHookSent, when set (by tests), runs after each input is handed out:
+// a delay there is a producer that a loaded machine deschedules.
+var testHookSent func()
 
 func (im *importer) produceFile(ctx context.Context, name string, st *importFile, jobs chan<- *importJob) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		abs = name
 	}
-	send := func(j *importJob) bool {
+	// send hands out one input; last says it is the file's last, so that
+	// the file is marked produced before the input can be done: the
+	// worker recording it then counts the file done (FilesDone), in the
+	// progress of that very input.
+	send := func(j *importJob, last bool) bool {
 		j.seq, j.fs, j.root = im.nextSeq(), st, st.root
 		im.mu.Lock()
 		st.pending++
+		st.produced = last
 		im.mu.Unlock()
 		select {
 		case jobs <- j:
+			if testHookSent != nil {
+				testHookSent()
+			}
 			return true
 		case <-ctx.Done():
 			if j.file != nil {
@@ -249,13 +266,14 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 			}
 			im.mu.Lock()
 			st.pending--
+			st.produced = false
 			im.mu.Unlock()
 			return false
 		}
 	}
 	f, err := openFile(name)
 	if err != nil {
-		send(&importJob{name: name, err: err})
+		send(&importJob{name: name, err: err}, true)
 		return
 	}
 	// ReadAt leaves the offset at the start: one call, not a read and a
@@ -267,11 +285,11 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 	}
 	if err != nil {
 		f.Close()
-		send(&importJob{name: name, err: err})
+		send(&importJob{name: name, err: err}, true)
 		return
 	}
 	if !IsMbox(head[:n]) {
-		send(&importJob{name: name, abs: abs, file: f})
+		send(&importJob{name: name, abs: abs, file: f}, true)
 		return
 	}
 	defer f.Close()
@@ -285,10 +303,10 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 		if err != nil && !errors.Is(err, ErrMboxMessageTooLarge) {
 			// The file cannot be read on: report it once, under its name.
 			j.name, j.err = name, fmt.Errorf("after %d messages: %w", i-1, err)
-			send(j)
+			send(j, true)
 			return
 		}
-		if !send(j) {
+		if !send(j, !mr.More()) {
 			return
 		}
 	}
