@@ -288,7 +288,7 @@ func (j *job) records(name string, ar *aggregate.Reader, draft *store.ReportDraf
 func (j *job) add(d *store.ReportDraft, r *aggregate.Record) {
 	rec := &j.rec
 	rec.SourceIP = r.SourceIP.String()
-	rec.Count, rec.Disposition, rec.DKIM, rec.SPF = r.Count, r.Disposition, r.DKIM, r.SPF
+	rec.Count, rec.Disposition, rec.DKIM, rec.SPF = r.Count, r.Disposition, store.Verdict(r.DKIM), store.Verdict(r.SPF)
 	rec.HeaderFrom = r.HeaderFrom
 	rec.EnvelopeFrom, rec.EnvelopeTo = optional(&r.EnvelopeFrom), optional(&r.EnvelopeTo)
 	rec.Reasons = rec.Reasons[:0]
