@@ -222,7 +222,7 @@ func (h *handler) importPaths(w http.ResponseWriter, r *http.Request) {
 	}
 	if sum != nil {
 		h.log.Info("admin import", "files", sum.Files, "inputs", sum.Inputs, "reports", sum.Imported,
-			"duplicates", sum.Duplicates, "records", sum.Records, "quarantined", sum.Quarantined, "failed", sum.Failed,
+			"duplicates", sum.Duplicates, "different_content", sum.DifferentContent, "records", sum.Records, "quarantined", sum.Quarantined, "failed", sum.Failed,
 			"stopped", ctx.Err() != nil, "duration", time.Since(start).Round(time.Millisecond))
 	}
 }

@@ -309,11 +309,14 @@ func itemLine(it imports.Item) string {
 	if it.Err != nil {
 		return fmt.Sprintf("failed       %s: %s", it.Name, it.Err)
 	}
-	var stored, dups, records int
+	var stored, dups, differ, records int
 	for _, o := range it.Result.Reports {
-		if o.Duplicate {
+		switch {
+		case o.DifferentContent:
+			differ++
+		case o.Duplicate:
 			dups++
-		} else {
+		default:
 			stored++
 			records += o.Records
 		}
@@ -324,6 +327,9 @@ func itemLine(it imports.Item) string {
 	}
 	if dups > 0 {
 		parts = append(parts, plural(dups, "duplicate"))
+	}
+	if differ > 0 {
+		parts = append(parts, plural(differ, "duplicate")+" with different content, not stored")
 	}
 	if it.Result.RecordsSkipped > 0 {
 		parts = append(parts, plural(it.Result.RecordsSkipped, "record")+" skipped")
@@ -341,6 +347,8 @@ func itemLine(it imports.Item) string {
 		return line
 	case stored > 0:
 		return fmt.Sprintf("imported     %s (%s)", it.Name, detail)
+	case differ > 0:
+		return fmt.Sprintf("differs      %s (%s)", it.Name, detail)
 	case dups > 0:
 		return fmt.Sprintf("duplicate    %s (%s)", it.Name, detail)
 	case len(it.Result.Expired) > 0:
@@ -370,6 +378,10 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 	fmt.Fprintf(w, "\nImported %s (%s)%s from %s; %s, %d quarantined, %d failed.\n",
 		plural(s.Imported, "aggregate report"), plural(s.Records, "record"), failures, plural(s.Inputs, "input"),
 		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)
+	if s.DifferentContent > 0 {
+		fmt.Fprintf(w, "Not stored: %s with different content: a report stored before has the same reporter, report id and domain, and other dates, records or messages (the first copy is kept; the log names them).\n",
+			plural(s.DifferentContent, "duplicate"))
+	}
 	if s.Expired > 0 {
 		fmt.Fprintf(w, "Not stored: %s older than the retention window (%s); --retention to keep them (0 keeps all):\n",
 			plural(s.Expired, "report"), s.ExpiredReports[0].Window)

@@ -245,3 +245,33 @@ func runningPipeline(t *testing.T) (string, *globalOptions, *store.DB, *ingest.P
 	t.Cleanup(func() { cancel(); <-done })
 	return dataDir, g, db, p
 }
+
+// TestImportSaysDifferentContent ensures an import names a report whose
+// reporter, report id and domain are stored already with other content as
+// a duplicate with different content, on its line and in the summary.
+func TestImportSaysDifferentContent(t *testing.T) {
+	dd := "--data-dir=" + newDataDir(t)
+	dir := t.TempDir()
+	o := reportgen.Options{Domain: "example.com", ReportID: "r-1", Begin: time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)}
+	first, second := filepath.Join(dir, "first.xml"), filepath.Join(t.TempDir(), "second.xml")
+	if err := os.WriteFile(first, reportgen.Generate(1, 4, o), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(second, reportgen.Generate(1, 5, o), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, nil, dd, "import", first); code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := run(t, nil, dd, "import", first, second)
+	if code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"duplicate    " + first + " (1 duplicate)",
+		"differs      " + second + " (1 duplicate with different content, not stored)",
+		"Not stored: 1 duplicate with different content"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -219,7 +219,9 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 		return stillQuarantined(id, res)
 	}
 	for _, o := range res.Reports {
-		if o.Duplicate {
+		if o.DifferentContent {
+			fmt.Fprintf(g.stdout, "Duplicate with different content of report %s (%s): the same reporter, report id and domain, other dates, records or messages; not stored, the first copy is kept.\n", o.ReportID, o.Domain)
+		} else if o.Duplicate {
 			fmt.Fprintf(g.stdout, "Duplicate of report %s (%s), not stored again.\n", o.ReportID, o.Domain)
 		} else {
 			fmt.Fprintf(g.stdout, "Stored report %s for %s (%s).\n", o.ReportID, o.Domain, plural(o.Records, "record"))

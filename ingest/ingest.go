@@ -177,7 +177,11 @@ type Outcome struct {
 	ReportID  string `json:"report_id"` // the stored report; for a duplicate, the one stored before
 	Domain    string `json:"domain"`
 	Duplicate bool   `json:"duplicate"`
-	Records   int    `json:"records"` // records of an aggregate report; 0 for a failure report
+	// DifferentContent marks a duplicate (an aggregate report with the
+	// identity of one stored) whose content differs from the stored one:
+	// other dates, records or messages. It is not stored either.
+	DifferentContent bool `json:"different_content,omitempty"`
+	Records          int  `json:"records"` // records of an aggregate report; 0 for a failure report
 }
 
 // Kind tells aggregate reports from failure (forensic) reports.
@@ -213,6 +217,16 @@ type Result struct {
 	// at all (no report payload, no feedback part, nothing broken): nothing
 	// was stored or quarantined.
 	NotReport bool `json:"not_report,omitempty"`
+}
+
+// differs reports whether a duplicate of the result has different content.
+func (res *Result) differs() bool {
+	for _, o := range res.Reports {
+		if o.DifferentContent {
+			return true
+		}
+	}
+	return false
 }
 
 // Expired names a report left out for being older than the retention
@@ -375,7 +389,7 @@ func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, err
 // never report contents.
 func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result, err error) {
 	level := slog.LevelInfo
-	if ctx.Value(batchLogKey{}) != nil && err == nil && res.Quarantined == "" && len(res.Problems) == 0 {
+	if ctx.Value(batchLogKey{}) != nil && err == nil && res.Quarantined == "" && len(res.Problems) == 0 && !res.differs() {
 		// The batch's caller logs the line; a quarantine or a problem
 		// stays at info.
 		level = slog.LevelDebug
@@ -393,12 +407,16 @@ func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result
 		return
 	}
 	outcome, reports, records := "stored", 0, 0
-	dups := 0
+	dups, differ := 0, 0
 	for _, o := range res.Reports {
 		reports++
-		if o.Duplicate {
+		switch {
+		case o.DifferentContent:
 			dups++
-		} else {
+			differ++
+		case o.Duplicate:
+			dups++
+		default:
 			records += o.Records
 		}
 	}
@@ -408,10 +426,17 @@ func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result
 		attrs = append(attrs, "quarantine_id", res.Quarantined, "reason", res.Reason)
 	case res.NotReport:
 		outcome = "not_report"
+	case differ > 0 && dups == reports:
+		outcome = "duplicate with different content"
 	case dups == reports:
 		outcome = "duplicate"
 	}
 	attrs = append(attrs, "reports", reports, "duplicates", dups, "records", records, "outcome", outcome)
+	if differ > 0 {
+		// Not stored: the copy stored first is kept. Someone may want to
+		// know that the reporter sent something else under that id.
+		attrs = append(attrs, "different_content", differ)
+	}
 	if len(res.Problems) > 0 {
 		attrs = append(attrs, "problems", res.Problems)
 	}

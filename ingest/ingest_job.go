@@ -234,8 +234,11 @@ func (j *job) payload(pl container.Payload) error {
 		return j.problem(pl.Name, draftErr)
 	}
 	if dup != nil {
-		// Not read further: the walker skips the rest of the payload.
-		j.places = append(j.places, place{out: Outcome{Kind: KindAggregate, ReportID: dup.ID, Domain: dup.Domain, Duplicate: true, Records: dup.RecordCount}})
+		// Its records are counted, not stored: whether it is the stored
+		// report again or another one under the same identity.
+		out := Outcome{Kind: KindAggregate, ReportID: dup.ID, Domain: dup.Domain, Duplicate: true, Records: dup.RecordCount}
+		out.DifferentContent = !j.sameAsStored(ar, draft.Report(), dup)
+		j.places = append(j.places, place{out: out})
 		return nil
 	}
 	return j.records(pl.Name, ar, draft)
@@ -282,6 +285,36 @@ func (j *job) records(name string, ar *aggregate.Reader, draft *store.ReportDraf
 	}
 	j.buffered = 0
 	return nil
+}
+
+// sameAsStored reads the rest of a report whose identity is stored already
+// (dup), counting its records and messages, and reports whether it is the
+// stored report again. A report that cannot be read to its end is taken as
+// the same: what differs cannot be told.
+func (j *job) sameAsStored(ar *aggregate.Reader, rep store.Report, dup *store.Report) bool {
+	if !rep.DateBegin.Equal(dup.DateBegin) || !rep.DateEnd.Equal(dup.DateEnd) {
+		return false
+	}
+	for {
+		r, err := ar.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return true
+		}
+		rep.RecordCount++
+		rep.MessageCount += r.Count
+	}
+	return sameContent(&rep, dup)
+}
+
+// sameContent reports whether rep, read again, is the stored report dup
+// of the same identity: the same period, records and messages. Reporters
+// that send a corrected report under the same id change these.
+func sameContent(rep, dup *store.Report) bool {
+	return rep.DateBegin.Equal(dup.DateBegin) && rep.DateEnd.Equal(dup.DateEnd) &&
+		rep.RecordCount == dup.RecordCount && rep.MessageCount == dup.MessageCount
 }
 
 // add converts a parsed record, geolocates it and adds it to the draft.
@@ -459,7 +492,7 @@ func (j *job) commitReports() (*Result, error) {
 			j.p.met.report(j.d.Source, KindAggregate, "stored", s.draft.Records())
 		case o.Duplicate != nil:
 			res.Reports = append(res.Reports, Outcome{Kind: KindAggregate, ReportID: o.Duplicate.ID, Domain: o.Duplicate.Domain,
-				Duplicate: true, Records: o.Duplicate.RecordCount})
+				Duplicate: true, Records: o.Duplicate.RecordCount, DifferentContent: !sameContent(&rep, o.Duplicate)})
 			j.p.met.report(j.d.Source, KindAggregate, "duplicate", 0)
 		default:
 			j.problems = append(j.problems, fmt.Sprintf("domain %s was deleted before its report was stored", rep.Domain))

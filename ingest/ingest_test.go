@@ -971,3 +971,48 @@ func TestLegacyReportDerivedVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateWithDifferentContent ensures a report whose identity
+// (reporter, report id, domain) is stored already is a duplicate, and says
+// so apart when its content differs from the stored one (other dates,
+// records or messages): it is not stored, and the log line says
+// "duplicate with different content" (issue 24).
+func TestDuplicateWithDifferentContent(t *testing.T) {
+	var logs bytes.Buffer
+	e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	e.domain(t, "example.com")
+	o := reportgen.Options{ReportID: "same-id", Begin: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	later := o
+	later.Begin = later.Begin.AddDate(0, 0, 1)
+	s1, _ := reportgen.WriteReport(io.Discard, 1, 5, o)
+	s2, _ := reportgen.WriteReport(io.Discard, 2, 5, o)
+	if s1.Messages == s2.Messages {
+		t.Fatal("seeds 1 and 2 give the same message count: pick others")
+	}
+	first := e.ingest(t, reportgen.Generate(1, 5, o), importOf("first.xml"))
+	if len(first.Reports) != 1 || first.Reports[0].Duplicate {
+		t.Fatalf("first: %+v", first)
+	}
+	for _, c := range []struct {
+		name      string
+		xml       []byte
+		different bool
+	}{
+		{"the same", reportgen.Generate(1, 5, o), false},
+		{"other messages", reportgen.Generate(2, 5, o), true},
+		{"one more record", reportgen.Generate(1, 6, o), true},
+		{"other dates", reportgen.Generate(1, 5, later), true},
+	} {
+		res := e.ingest(t, c.xml, importOf(c.name))
+		if len(res.Reports) != 1 || !res.Reports[0].Duplicate || res.Reports[0].ReportID != first.Reports[0].ReportID ||
+			res.Reports[0].DifferentContent != c.different {
+			t.Errorf("%s: %+v, want a duplicate of %s (different content: %v)", c.name, res.Reports, first.Reports[0].ReportID, c.different)
+		}
+	}
+	if _, n, err := e.db.ListReports(e.org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 10}}); err != nil || n != 1 {
+		t.Errorf("%d reports stored (%v), want 1", n, err)
+	}
+	if got := strings.Count(logs.String(), `outcome="duplicate with different content"`); got != 3 {
+		t.Errorf("%d log lines say duplicate with different content, want 3:\n%s", got, logs.String())
+	}
+}

@@ -85,8 +85,12 @@ type Summary struct {
 	FailureReports int `json:"failure_reports"` // failure reports stored
 	TLSReports     int `json:"tls_reports"`     // SMTP TLS reports (RFC 8460) stored
 	Duplicates     int `json:"duplicates"`      // reports already stored before
-	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
-	Failed         int `json:"failed"`          // inputs not read or not stored
+	// DifferentContent counts reports with the identity (reporter, report
+	// id, domain) of one stored before but other content: not stored,
+	// and not among Duplicates.
+	DifferentContent int `json:"different_content"`
+	Quarantined      int `json:"quarantined"` // inputs kept in the quarantine
+	Failed           int `json:"failed"`      // inputs not read or not stored
 	// RecordsSkipped counts records of stored reports the parser skipped
 	// as unusable (an empty source IP, say).
 	RecordsSkipped int `json:"records_skipped"`
@@ -397,6 +401,8 @@ func (s *Summary) Add(it Item) {
 	}
 	for _, o := range it.Result.Reports {
 		switch {
+		case o.DifferentContent:
+			s.DifferentContent++
 		case o.Duplicate:
 			s.Duplicates++
 		case o.Kind == ingest.KindFailure:

@@ -232,3 +232,25 @@ func TestImportFilesDoneExact(t *testing.T) {
 		t.Errorf("the last input's progress says %d of %d files done", last.FilesDone, sum.Files)
 	}
 }
+
+// TestImportDuplicateWithDifferentContent ensures the summary counts a
+// report stored before apart when the copy imported differs from it
+// (issue 24): "duplicates" are the same report again,
+// "different_content" another one under the same reporter, id and domain.
+func TestImportDuplicateWithDifferentContent(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := t.TempDir()
+	o := reportgen.Options{ReportID: "same-id", Begin: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	writeFile(t, filepath.Join(dir, "a.xml"), reportgen.Generate(1, 5, o))
+	if _, err := Run(context.Background(), []string{dir}, Options{Ingest: env.Pipeline.Ingest}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "b.xml"), reportgen.Generate(1, 7, o))
+	sum, err := Run(context.Background(), []string{dir}, Options{Ingest: env.Pipeline.Ingest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Imported != 0 || sum.Duplicates != 1 || sum.DifferentContent != 1 {
+		t.Errorf("summary: %d imported, %d duplicates, %d with different content; want 0, 1, 1", sum.Imported, sum.Duplicates, sum.DifferentContent)
+	}
+}
