@@ -93,7 +93,7 @@ func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 			j.problems = append(j.problems, why)
 			continue
 		}
-		if ret := j.p.cfg.FailureRetention; ret > 0 && j.d.Source == SourceImport {
+		if ret := j.p.cfg.FailureRetention; ret > 0 {
 			arrival := failureArrival(rep)
 			if arrival.IsZero() || arrival.After(j.d.ReceivedAt) {
 				arrival = j.d.ReceivedAt

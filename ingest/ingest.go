@@ -92,11 +92,12 @@ type Config struct {
 	// its header, past it the input is refused (store.ErrQuarantineFull).
 	// 0 means DefaultQuarantineTotalBytes; negative means no cap.
 	QuarantineTotalBytes int64
-	// Retention, when positive, is --retention: an imported aggregate
-	// report whose period ended longer ago is not stored (the retention
-	// job would delete it within the hour) but listed in Result.Expired.
-	// FailureRetention does the same for imported failure reports by
-	// arrival date. Mail (SMTP) is recent by nature and not checked.
+	// Retention, when positive, is --retention: an aggregate report whose
+	// period ended longer ago is not stored (the retention job would
+	// delete it within the hour) but listed in Result.Expired, whichever
+	// way it came (import, SMTP, IMAP; a quarantine entry retried keeps
+	// its entry, with that reason). FailureRetention does the same for
+	// failure reports by arrival date.
 	Retention, FailureRetention time.Duration
 }
 
@@ -351,6 +352,12 @@ type batchLogKey struct{}
 // instead of info. Failures are still logged at warn.
 func WithBatchLog(ctx context.Context) context.Context {
 	return context.WithValue(ctx, batchLogKey{}, true)
+}
+
+// Retention returns the retention windows the pipeline applies to what it
+// stores (Config.Retention, Config.FailureRetention; 0 keeps all).
+func (p *Pipeline) Retention() (aggregate, failure time.Duration) {
+	return p.cfg.Retention, p.cfg.FailureRetention
 }
 
 // KnownRecipient reports whether addr is the reporting address of some

@@ -102,7 +102,7 @@ func (j *job) run() (*Result, error) {
 	if len(res.Reports) > 0 || len(j.expired) > 0 {
 		res.Problems = j.problems
 		res.Expired = j.expired
-		return res, nil
+		return j.keepTooOld(res)
 	}
 	if j.ambig != nil {
 		return nil, j.ambig
@@ -110,7 +110,10 @@ func (j *job) run() (*Result, error) {
 	// No aggregate report: the mail may hold failure reports (failure.go).
 	if j.d.Source != SourceHTTPS {
 		if res, err := j.failures(); res != nil || err != nil {
-			return res, err
+			if err != nil {
+				return res, err
+			}
+			return j.keepTooOld(res)
 		}
 	}
 	if j.d.Source == SourceIMAP && nothing && len(j.problems) == seen {
@@ -119,6 +122,33 @@ func (j *job) run() (*Result, error) {
 		return &Result{Reports: []Outcome{}, NotReport: true}, nil
 	}
 	return j.quarantine()
+}
+
+// keepTooOld returns res, unless the input is a quarantine entry retried
+// and every report in it is older than the retention window: then nothing
+// was stored and the entry stays, with that reason (and one more retry),
+// rather than being removed with nothing to show for it.
+func (j *job) keepTooOld(res *Result) (*Result, error) {
+	if j.retry == nil || len(res.Reports) > 0 || len(res.Expired) == 0 {
+		return res, nil
+	}
+	j.problems = []string{tooOldReason(res.Expired)}
+	q, err := j.quarantine()
+	if q != nil {
+		q.Expired = res.Expired
+	}
+	return q, err
+}
+
+// tooOldReason says why reports were left out for their age.
+func tooOldReason(xs []Expired) string {
+	x := xs[0]
+	what := fmt.Sprintf("%s report from %s for %s", x.Kind, x.Reporter, x.Domain)
+	if len(xs) > 1 {
+		what = fmt.Sprintf("%d reports", len(xs))
+	}
+	return fmt.Sprintf("%s older than the retention window (%s; %s): not stored, as the retention job would delete it; "+
+		"a server with a longer --retention (or --failure-retention) would store it", what, x.Window, x.Date.Format("2006-01-02"))
 }
 
 // doneProducing tells the writer this job will submit nothing more that
@@ -195,7 +225,7 @@ func (j *job) payload(pl container.Payload) error {
 		if rerr != nil || dom.ID == "" {
 			return nil
 		}
-		if ret := j.p.cfg.Retention; ret > 0 && j.d.Source == SourceImport && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
+		if ret := j.p.cfg.Retention; ret > 0 && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
 			expired = true
 			return nil
 		}
