@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,4 +251,64 @@ func countMailboxes(t *testing.T, e *env) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestMailboxSecretNotSentToANewServer ensures a change of host, port,
+// security or username needs the secret again: without it the answer is
+// 422 on password (oauth2 for an OAuth2 mailbox) and nothing is dialled, so
+// the stored password never reaches a server it was not given for (issue
+// 24: PUT {"port": 27144} logged in there with the stored password).
+func TestMailboxSecretNotSentToANewServer(t *testing.T) {
+	e, srv, _ := mailboxEnv(t)
+	r := e.do("POST", "/api/v1/mailboxes", e.keyA, mailboxBody(srv))
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := r.json(t)["id"].(string)
+	// Another "server": a listener that records whoever connects.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var dialled atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialled.Add(1)
+			c.Close()
+		}
+	}()
+	other := ln.Addr().(*net.TCPAddr).Port
+	for _, change := range []map[string]any{
+		{"port": other},
+		{"host": "localhost"},
+		{"security": "starttls"},
+		{"username": "someone@example.com"},
+		{"port": other, "folder": "INBOX"},
+	} {
+		r := e.do("PUT", "/api/v1/mailboxes/"+id, e.keyA, change)
+		if r.status != http.StatusUnprocessableEntity || r.errorCode(t) != "validation_failed" || !strings.Contains(string(r.body), `"password"`) {
+			t.Errorf("PUT %v without the password: %d %s, want 422 on password", change, r.status, r.body)
+		}
+	}
+	if n := dialled.Load(); n != 0 {
+		t.Errorf("the new server was dialled %d times with the stored password", n)
+	}
+	r = e.do("GET", "/api/v1/mailboxes/"+id, e.keyA, nil)
+	if m := r.json(t); m["port"] != float64(srv.Port) || m["host"] != "127.0.0.1" {
+		t.Errorf("the refused changes were stored: %s", r.body)
+	}
+	// What does not take the secret elsewhere needs no password; the new
+	// server with the password sent again is tried.
+	if r := e.do("PUT", "/api/v1/mailboxes/"+id, e.keyA, map[string]any{"folder": "INBOX", "is_active": true}); r.status != http.StatusOK {
+		t.Errorf("folder change: %d %s", r.status, r.body)
+	}
+	r = e.do("PUT", "/api/v1/mailboxes/"+id, e.keyA, map[string]any{"port": other, "password": imaptest.Pass})
+	if r.status != http.StatusUnprocessableEntity || r.errorCode(t) != "mailbox_unreachable" || dialled.Load() == 0 {
+		t.Errorf("new port with the password: %d %s (dialled %d), want it tried", r.status, r.body, dialled.Load())
+	}
 }

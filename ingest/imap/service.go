@@ -122,10 +122,13 @@ func (s *Service) Create(ctx context.Context, orgID string, sp Spec) (*store.Mai
 	return m, nil
 }
 
-// Update applies sp to mailbox id of organization orgID. When anything
-// the connection depends on changes (or new credentials are sent), the
-// connection and login are tried first. ErrNotFound for another
-// organization's mailbox.
+// Update applies sp to mailbox id of organization orgID. A change of
+// host, port, security or username needs the credentials sent again
+// (SecretRequired; else an InputError, and nothing is dialled). When
+// anything the connection depends on changes (or new credentials are
+// sent, or the archive folder changes), the connection, login and archive
+// folder are tried first (Check). ErrNotFound for another organization's
+// mailbox.
 func (s *Service) Update(ctx context.Context, orgID, id string, sp Spec) (*store.Mailbox, error) {
 	old, sealed, err := s.DB.FindMailboxSecrets(orgID, id)
 	if err != nil {
@@ -140,6 +143,9 @@ func (s *Service) Update(ctx context.Context, orgID, id string, sp Spec) (*store
 		return nil, err
 	}
 	newCreds := sp.Password != nil || sp.OAuth2 != nil || m.Auth != old.Auth
+	if !newCreds && SecretRequired(old, &m) {
+		return nil, secretAgainError(m.Auth)
+	}
 	var creds Credentials
 	if newCreds {
 		if creds, err = credentialsOf(m.Auth, sp); err != nil {
@@ -150,7 +156,7 @@ func (s *Service) Update(ctx context.Context, orgID, id string, sp Spec) (*store
 			return nil, &InputError{"password", err.Error() + "; send the credentials again"}
 		}
 	}
-	if newCreds || connectionChanged(old, &m) || (m.IsActive && !old.IsActive) {
+	if newCreds || connectionChanged(old, &m) || old.ArchiveFolder != m.ArchiveFolder || (m.IsActive && !old.IsActive) {
 		if err := s.try(ctx, &m, creds); err != nil {
 			return nil, err
 		}
@@ -242,6 +248,26 @@ func defaultPort(security string) int {
 	return 143
 }
 
+// SecretRequired reports whether changing mailbox old into m would send
+// the stored credentials where they were not given for: another host,
+// port, security or username. Such a change needs the secret sent again
+// (the password; for OAuth2 the oauth2 object, whose token_url can only
+// change with it, as it needs a client secret or refresh token anyway).
+func SecretRequired(old, m *store.Mailbox) bool {
+	return old.Host != m.Host || old.Port != m.Port || old.Security != m.Security || old.Username != m.Username
+}
+
+// secretAgainError is the refusal of a change SecretRequired holds for
+// without new credentials.
+func secretAgainError(auth string) error {
+	field, what := "password", "the password"
+	if auth == store.AuthOAuth2 {
+		field, what = "oauth2", "the OAuth2 sign-in (with its client secret or refresh token)"
+	}
+	return &InputError{field, "is required again: the host, port, security or username changes, and " + what +
+		" stored for this mailbox is only sent to the server it was given for"}
+}
+
 func connectionChanged(a, b *store.Mailbox) bool {
 	return a.Host != b.Host || a.Port != b.Port || a.Security != b.Security || a.Username != b.Username || a.Folder != b.Folder
 }
@@ -303,6 +329,10 @@ func (s *Service) try(ctx context.Context, m *store.Mailbox, creds Credentials) 
 	err := Check(ctx, acct, s.opts())
 	if err == nil {
 		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Step == stepArchive && refusedForGood(e.Err) {
+		return &InputError{"archive_folder", e.Msg}
 	}
 	if why, ok := webhook.RefusedReason(err); ok {
 		return &InputError{"host", "refused by the address policy: " + why + " (the server allows it with --imap-allow-private)"}
