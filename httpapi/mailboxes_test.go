@@ -2,12 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,13 +138,19 @@ func TestMailboxLifecycle(t *testing.T) {
 	}
 }
 
-func TestMailboxTenantIsolation(t *testing.T) {
-	e, srv, _ := mailboxEnv(t)
+// mustCreateMailbox adds srv's mailbox to organization A and returns its id.
+func mustCreateMailbox(t *testing.T, e *env, srv *imaptest.Server) string {
+	t.Helper()
 	r := e.do("POST", "/api/v1/mailboxes", e.keyA, mailboxBody(srv))
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	id := r.json(t)["id"].(string)
+	return r.json(t)["id"].(string)
+}
+
+func TestMailboxTenantIsolation(t *testing.T) {
+	e, srv, _ := mailboxEnv(t)
+	id := mustCreateMailbox(t, e, srv)
 	for _, c := range []struct {
 		method, path string
 		body         any
@@ -160,7 +164,7 @@ func TestMailboxTenantIsolation(t *testing.T) {
 			t.Errorf("org B %s %s: %d %s", c.method, c.path, r.status, r.body)
 		}
 	}
-	r = e.do("GET", "/api/v1/mailboxes", e.keyB, nil)
+	r := e.do("GET", "/api/v1/mailboxes", e.keyB, nil)
 	if data := r.json(t)["data"].([]any); len(data) != 0 {
 		t.Errorf("org B lists %d mailboxes", len(data))
 	}
@@ -260,29 +264,10 @@ func countMailboxes(t *testing.T, e *env) int {
 // 24: PUT {"port": 27144} logged in there with the stored password).
 func TestMailboxSecretNotSentToANewServer(t *testing.T) {
 	e, srv, _ := mailboxEnv(t)
-	r := e.do("POST", "/api/v1/mailboxes", e.keyA, mailboxBody(srv))
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	id := r.json(t)["id"].(string)
-	// Another "server": a listener that records whoever connects.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var dialled atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dialled.Add(1)
-			c.Close()
-		}
-	}()
-	other := ln.Addr().(*net.TCPAddr).Port
+	id := mustCreateMailbox(t, e, srv)
+	// Another "server", which records whoever connects.
+	ln := imaptest.NewListener(t)
+	other := ln.Port
 	for _, change := range []map[string]any{
 		{"port": other},
 		{"host": "localhost"},
@@ -295,10 +280,10 @@ func TestMailboxSecretNotSentToANewServer(t *testing.T) {
 			t.Errorf("PUT %v without the password: %d %s, want 422 on password", change, r.status, r.body)
 		}
 	}
-	if n := dialled.Load(); n != 0 {
+	if n := ln.Connections(); n != 0 {
 		t.Errorf("the new server was dialled %d times with the stored password", n)
 	}
-	r = e.do("GET", "/api/v1/mailboxes/"+id, e.keyA, nil)
+	r := e.do("GET", "/api/v1/mailboxes/"+id, e.keyA, nil)
 	if m := r.json(t); m["port"] != float64(srv.Port) || m["host"] != "127.0.0.1" {
 		t.Errorf("the refused changes were stored: %s", r.body)
 	}
@@ -308,7 +293,7 @@ func TestMailboxSecretNotSentToANewServer(t *testing.T) {
 		t.Errorf("folder change: %d %s", r.status, r.body)
 	}
 	r = e.do("PUT", "/api/v1/mailboxes/"+id, e.keyA, map[string]any{"port": other, "password": imaptest.Pass})
-	if r.status != http.StatusUnprocessableEntity || r.errorCode(t) != "mailbox_unreachable" || dialled.Load() == 0 {
-		t.Errorf("new port with the password: %d %s (dialled %d), want it tried", r.status, r.body, dialled.Load())
+	if r.status != http.StatusUnprocessableEntity || r.errorCode(t) != "mailbox_unreachable" || ln.Connections() == 0 {
+		t.Errorf("new port with the password: %d %s (dialled %d), want it tried", r.status, r.body, ln.Connections())
 	}
 }
