@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,19 @@ const (
 	// RetryAfter says for how long.
 	Throttled
 )
+
+var kindNames = [...]string{Internal: "internal", Invalid: "invalid", NotFound: "not found", Conflict: "conflict",
+	Forbidden: "forbidden", PlanFeature: "plan feature", PlanLimit: "plan limit", KeyLimit: "key limit",
+	Unverified: "unverified", Unreachable: "unreachable", DNSUnavailable: "DNS unavailable",
+	NoSecretKey: "no secret key", Unauthenticated: "unauthenticated", Throttled: "throttled"}
+
+// String names the kind.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind " + strconv.Itoa(int(k))
+}
 
 // Error is a failure of the application layer: its Kind, what a person
 // may read, and the cause for the log.
