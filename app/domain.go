@@ -111,10 +111,7 @@ func (a *App) DeleteDomain(_ context.Context, actor Actor, id string) error {
 // CheckDMARC looks up and judges the DMARC record of any domain (given as
 // field "domain"); it changes nothing.
 func (a *App) CheckDMARC(ctx context.Context, actor Actor, domain string) (*dnscheck.CheckResult, error) {
-	if err := Authorize(actor, Read); err != nil {
-		return nil, err
-	}
-	name, err := DomainName("domain", domain)
+	name, err := checkedName(actor, domain)
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +127,7 @@ func (a *App) CheckDMARC(ctx context.Context, actor Actor, domain string) (*dnsc
 // any domain (given as field "domain"), fetching the policy file; it
 // changes nothing.
 func (a *App) CheckTLS(ctx context.Context, actor Actor, domain string) (*dnscheck.TLSResult, error) {
-	if err := Authorize(actor, Read); err != nil {
-		return nil, err
-	}
-	name, err := DomainName("domain", domain)
+	name, err := checkedName(actor, domain)
 	if err != nil {
 		return nil, err
 	}
@@ -144,4 +138,13 @@ func (a *App) CheckTLS(ctx context.Context, actor Actor, domain string) (*dnsche
 	tctx, cancel := context.WithTimeout(ctx, a.cfg.DNSTimeout+dnscheck.MTASTSBudget)
 	defer cancel()
 	return a.cfg.TLS.CheckTLS(tctx, name)
+}
+
+// checkedName authorizes a check of any domain (a read: it changes
+// nothing) and validates the name sent as field "domain".
+func checkedName(actor Actor, domain string) (string, error) {
+	if err := Authorize(actor, Read); err != nil {
+		return "", err
+	}
+	return DomainName("domain", domain)
 }
