@@ -13,9 +13,9 @@ import (
 // errNoDNS is the Internal error of an App built without DNS.
 var errNoDNS = errors.New("app: no DNS checker configured")
 
-// DomainName validates and normalizes a domain name sent in field:
+// domainName validates and normalizes a domain name sent in field:
 // Invalid naming the field when it is blank or no domain name.
-func DomainName(field, v string) (string, error) {
+func domainName(field, v string) (string, error) {
 	if strings.TrimSpace(v) == "" {
 		return "", invalid(nil, FieldError{Field: field, Message: "is required"})
 	}
@@ -35,7 +35,7 @@ func (a *App) CreateDomain(ctx context.Context, actor Actor, name string) (*stor
 	if err := Authorize(actor, Write); err != nil {
 		return nil, nil, err
 	}
-	name, err := DomainName("name", name)
+	name, err := domainName("name", name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -146,5 +146,5 @@ func checkedName(actor Actor, domain string) (string, error) {
 	if err := Authorize(actor, Read); err != nil {
 		return "", err
 	}
-	return DomainName("domain", domain)
+	return domainName("domain", domain)
 }
