@@ -9,6 +9,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/imaptest"
@@ -174,10 +175,13 @@ func TestDovecotArchiveFolderMaildir(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := newSink()
-	svc := &imapin.Service{DB: db, Box: box, Sink: sink,
+	in := &imapin.Intake{DB: db, Box: box, Sink: sink,
 		Options: &imapin.Options{AllowPrivate: true, RootCAs: d.Cert.Pool, Timeout: 10 * time.Second}}
+	svc := app.New(app.Config{Store: db, Mailboxes: in})
+	op := app.Operator(org)
+	ctx := context.Background()
 	host, port, user, pass := "127.0.0.1", d.Port, imaptest.User, imaptest.Pass
-	m, err := svc.Create(context.Background(), org.ID, imapin.Spec{Host: &host, Port: &port, Username: &user, Password: &pass})
+	m, err := svc.CreateMailbox(ctx, op, app.MailboxSpec{Host: &host, Port: &port, Username: &user, Password: &pass})
 	if err != nil {
 		t.Fatalf("adding a mailbox with the default archive folder: %v", err)
 	}
@@ -197,7 +201,7 @@ func TestDovecotArchiveFolderMaildir(t *testing.T) {
 	for i := range 3 {
 		imaptest.AppendTo(t, admin, reportMail("xml", i))
 	}
-	res, err := svc.Poll(context.Background(), org.ID, m.ID)
+	res, err := svc.PollMailbox(ctx, op, m.ID)
 	if err != nil || res.Messages != 3 || res.Aggregate != 3 || len(res.Errors) != 0 {
 		t.Fatalf("poll = %+v, %v", res, err)
 	}
@@ -207,10 +211,11 @@ func TestDovecotArchiveFolderMaildir(t *testing.T) {
 
 	// A folder the server will not take is said when the mailbox changes.
 	bad := "~dmarcd"
-	_, err = svc.Update(context.Background(), org.ID, m.ID, imapin.Spec{ArchiveFolder: &bad})
-	var in *imapin.InputError
-	if !errors.As(err, &in) || in.Field != "archive_folder" || !strings.Contains(in.Msg, "Begins with '~'") {
-		t.Errorf("archive folder %q: %v, want an InputError on archive_folder with the server's words", bad, err)
+	_, err = svc.UpdateMailbox(ctx, op, m.ID, app.MailboxSpec{ArchiveFolder: &bad})
+	var ae *app.Error
+	if !errors.As(err, &ae) || ae.Kind != app.Invalid || len(ae.Fields) != 1 || ae.Fields[0].Field != "archive_folder" ||
+		!strings.Contains(ae.Fields[0].Message, "Begins with '~'") {
+		t.Errorf("archive folder %q: %v, want Invalid on archive_folder with the server's words", bad, err)
 	}
 
 	// The server refuses the move all the same (the folder set behind
@@ -221,14 +226,14 @@ func TestDovecotArchiveFolderMaildir(t *testing.T) {
 	for i := 3; i < 5; i++ {
 		imaptest.AppendTo(t, admin, reportMail("xml", i))
 	}
-	res, err = svc.Poll(context.Background(), org.ID, m.ID)
+	res, err = svc.PollMailbox(ctx, op, m.ID)
 	if err != nil || res.Messages != 2 || res.Aggregate != 2 || len(res.Errors) < 2 || !strings.Contains(strings.Join(res.Errors, " "), "left in the folder") {
 		t.Fatalf("poll with a refused move = %+v, %v; want both mails read and the refusals listed", res, err)
 	}
 	if got, _ := db.FindMailbox(org.ID, m.ID); got.LastError == nil || !strings.Contains(*got.LastError, "~dmarcd") {
 		t.Errorf("last_error %v, want the refused move named", got.LastError)
 	}
-	res, err = svc.Poll(context.Background(), org.ID, m.ID)
+	res, err = svc.PollMailbox(ctx, op, m.ID)
 	if err != nil || res.Messages != 0 || len(res.Errors) != 0 {
 		t.Errorf("the next poll = %+v, %v; want nothing read again", res, err)
 	}
