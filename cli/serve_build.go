@@ -23,6 +23,7 @@ import (
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -165,8 +166,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		WebhookResolver: s.resolver,
 		WebhookPolicy:   hookPolicy,
 		Mailboxes:       s.imap.svc,
-		// MTA-STS policy files are fetched under the webhook address policy.
-		TLS:        &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
+		// MTA-STS policy files are fetched under the webhook address policy
+		// (--webhook-allow-private, --webhook-ca-file).
+		TLS:        &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: egress.NewClient(s.resolver, hookPolicy).WithTimeout(dnscheck.MTASTSBudget)},
 		TLSReports: tlsReports,
 		PublicURL:  o.PublicURL,
 		Ready: func() error {
@@ -313,8 +315,8 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 
 // client builds the webhook client: it resolves with the server's DNS
 // servers and refuses non-public addresses unless AllowPrivate.
-func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, webhook.Policy, error) {
-	p := webhook.Policy{AllowPrivate: o.AllowPrivate}
+func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, egress.Policy, error) {
+	p := egress.Policy{AllowPrivate: o.AllowPrivate}
 	if o.Concurrency < 1 {
 		return nil, p, usagef("--webhook-concurrency must be at least 1")
 	}
@@ -324,7 +326,7 @@ func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (
 		}
 	}
 	if o.CAFile != "" {
-		pool, err := webhook.LoadCAFile(o.CAFile)
+		pool, err := egress.LoadCAFile(o.CAFile)
 		if err != nil {
 			return nil, p, usagef("--webhook-ca-file: %v", err)
 		}

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // Error is an error with the status, code and message a client sees. Cause,
@@ -94,9 +94,9 @@ func apiError(err error) *Error {
 	if errors.As(err, &ve) {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "verification_failed", Message: ve.Reason}
 	}
-	// A webhook URL refused by package webhook's rules; a host that could
+	// A webhook URL refused by package egress's rules; a host that could
 	// not be resolved for a temporary reason is a 503 below instead.
-	var ue *webhook.URLError
+	var ue *egress.URLError
 	if errors.As(err, &ue) && !errors.Is(err, dnscheck.ErrTemporary) {
 		return errValidation("url", ue.Reason)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -55,8 +56,8 @@ type Config struct {
 	// WebhookPolicy validate webhook URLs (the policy the client was built
 	// with). Without them the webhook endpoints that need them answer 500.
 	WebhookClient   *webhook.Client
-	WebhookResolver webhook.Resolver
-	WebhookPolicy   webhook.Policy
+	WebhookResolver egress.Resolver
+	WebhookPolicy   egress.Policy
 
 	// TLS answers check-tls; without it check-tls answers 500.
 	TLS TLSChecker

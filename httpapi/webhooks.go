@@ -11,6 +11,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
@@ -107,7 +108,7 @@ func (s *Server) checkWebhookFields(ctx context.Context, url, name **string, req
 		if u == "" {
 			details = append(details, FieldError{Field: "url", Message: "is required"})
 		} else if err := s.validateWebhookURL(ctx, u); err != nil {
-			var ue *webhook.URLError
+			var ue *egress.URLError
 			if !errors.As(err, &ue) || errors.Is(err, dnscheck.ErrTemporary) {
 				return err
 			}
@@ -125,7 +126,7 @@ func (s *Server) checkWebhookFields(ctx context.Context, url, name **string, req
 		Message: strings.Join(msgs, "; "), Details: details}
 }
 
-// validateWebhookURL applies package webhook's rules with the server's
+// validateWebhookURL applies package egress's rules with the server's
 // policy and resolver, within the DNS budget of a request.
 func (s *Server) validateWebhookURL(ctx context.Context, u string) error {
 	if s.cfg.WebhookResolver == nil {
@@ -133,7 +134,7 @@ func (s *Server) validateWebhookURL(ctx context.Context, u string) error {
 	}
 	dnsCtx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
 	defer cancel()
-	err := webhook.ValidateURL(dnsCtx, u, s.cfg.WebhookResolver, s.cfg.WebhookPolicy)
+	err := egress.ValidateURL(dnsCtx, u, s.cfg.WebhookResolver, s.cfg.WebhookPolicy)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return fmt.Errorf("httpapi: resolving the webhook host took over %s: %w", s.cfg.DNSTimeout, dnscheck.ErrTemporary)
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // DefaultArchiveFolder is where reports are moved when a new mailbox does
@@ -304,7 +304,7 @@ func (s *Service) try(ctx context.Context, m *store.Mailbox, creds Credentials) 
 	if err == nil {
 		return nil
 	}
-	if why, ok := webhook.RefusedReason(err); ok {
+	if why, ok := egress.RefusedReason(err); ok {
 		return &InputError{"host", "refused by the address policy: " + why + " (the server allows it with --imap-allow-private)"}
 	}
 	return &UnreachableError{Err: err}
