@@ -235,6 +235,12 @@ func runningPipeline(t *testing.T) (string, *globalOptions, *store.DB, *ingest.P
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return dataDir, g, db, runPipelineOn(t, db)
+}
+
+// runPipelineOn runs an ingest pipeline over db until the test ends.
+func runPipelineOn(t *testing.T, db *store.DB) *ingest.Pipeline {
+	t.Helper()
 	p, err := ingest.New(ingest.Config{Store: db})
 	if err != nil {
 		t.Fatal(err)
@@ -243,5 +249,5 @@ func runningPipeline(t *testing.T) (string, *globalOptions, *store.DB, *ingest.P
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return dataDir, g, db, p
+	return p
 }
