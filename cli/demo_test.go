@@ -10,7 +10,6 @@ import (
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
-
 // TestDemoLoadIsIdempotent ensures the demo creates its domain and two weeks of
 // reports from every reporter, ending the day before, and that loading
 // again, even a day later, stores nothing new.

@@ -153,4 +153,3 @@ func reloadGeoOnHUP(ctx context.Context, geoDB *geo.DB, log *slog.Logger, wg *sy
 		}
 	}()
 }
-
