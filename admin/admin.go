@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -35,12 +36,10 @@ type Service interface {
 	// Backup writes a consistent copy of the whole database to w.
 	Backup(ctx context.Context, w io.Writer) (int64, error)
 
-	// Ingest runs one input (a report file or a mail) through the ingest
-	// pipeline and returns once it is durably stored, found a duplicate,
-	// or quarantined. orgRef (a name or id) restricts the domain lookup to
-	// one organization; "" lets any organization's domain match. An error
-	// means nothing was stored (ErrNotFound for an unknown orgRef).
-	Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error)
+	// Import runs the files, folders and mbox files of req through the
+	// ingest pipeline, as imports.Run does, and returns the summary; see
+	// ImportRequest and import.go.
+	Import(ctx context.Context, req ImportRequest) (*imports.Summary, error)
 	// ListQuarantine returns one page of the quarantine, newest first,
 	// and the total (ErrInvalid for a bad page).
 	ListQuarantine(ctx context.Context, p store.Page) ([]*store.QuarantineEntry, int, error)
@@ -73,8 +72,9 @@ type Local struct {
 	// FlushKeyUsage, when set, is called before keys are listed, so that a
 	// running server's batched last_used_at stamps are shown.
 	FlushKeyUsage func() error
-	// Pipeline ingests imports and quarantine retries; without it those
-	// operations fail.
+	// Pipeline ingests imports (its Ingest is the ingest.IngestFunc of
+	// every input) and quarantine retries; without it those operations
+	// fail.
 	Pipeline *ingest.Pipeline
 	// Mailboxes manages IMAP mailboxes; without it adding, removing and
 	// polling one fail.
