@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
-	"github.com/dmarcd/dmarcd/ingest/imports"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
