@@ -396,11 +396,7 @@ func (s *handOver) ingest(ctx context.Context, r io.Reader, d ingest.Arrival) (*
 	if f, ok := r.(*os.File); ok && isRegular(f) {
 		it.f = f
 	} else {
-		src := &readErr{r: r}
-		data, err := readAll(src, sizeHint(r))
-		if src.err != nil {
-			return nil, fmt.Errorf("reading the input: %w", src.err)
-		}
+		data, err := readAll(r, sizeHint(r))
 		if err != nil {
 			return nil, fmt.Errorf("reading the input: %w", err)
 		}
@@ -586,21 +582,6 @@ func (s *handOver) Close(ctx context.Context) {
 func isRegular(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode().IsRegular()
-}
-
-// readErr remembers the error of the reader it wraps (io.EOF aside), so
-// that a failing input is told from a failing server.
-type readErr struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErr) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
-	}
-	return n, err
 }
 
 // sizeHint is the size of r when it is known (a regular file, a

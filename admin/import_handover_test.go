@@ -21,9 +21,9 @@ import (
 
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
 // handOverOf opens a hand-over to c for org, closed at the end of the test.
@@ -164,8 +164,9 @@ func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on f
 func TestHandOverImportsAsOffline(t *testing.T) {
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	db := storetest.Open(t)
-	c := serveHandler(t, Handler(&Local{DB: db, Pipeline: runPipeline(t, db, log)}, log))
+	env := ingesttest.NewWith(t, func(c *ingest.Config) { c.Logger = log })
+	db := env.DB
+	c := serveHandler(t, Handler(&Local{DB: db, Pipeline: env.Pipeline}, log))
 	org := mustAcmeExample(t, db)
 	offDB, offLocal, _ := serveIntake(t)
 	offOrg := mustAcmeExample(t, offDB)
@@ -412,15 +413,11 @@ func fakeHandOverServer(t *testing.T, answer func(i int) string, last int) *Clie
 	h := http.NewServeMux()
 	h.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) { reply(w, map[string]bool{"ok": true}) })
 	h.HandleFunc("POST /v1/import", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
+		conn := switchFake(t, w, r)
+		if conn == nil {
 			return
 		}
 		defer conn.Close() // the server dies
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + importProtocol + "\r\n\r\n")
-		brw.Flush()
 		n := 0
 		_ = readHandOver(conn.(*net.UnixConn), func(in received) {
 			if in.f != nil {

@@ -193,21 +193,32 @@ func TestImportBadRequests(t *testing.T) {
 	}
 }
 
+// switchFake switches the connection of an import request to the import
+// protocol without a look at the request, as a fake server does; nil when
+// it cannot.
+func switchFake(t *testing.T, w http.ResponseWriter, r *http.Request) net.Conn {
+	_, _ = io.Copy(io.Discard, r.Body)
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + importProtocol + "\r\n\r\n")
+	brw.Flush()
+	return conn
+}
+
 // fakeImportServer answers an import with lines, then does what end says.
 func fakeImportServer(t *testing.T, lines []string, end func(net.Conn)) *Client {
 	t.Helper()
 	h := http.NewServeMux()
 	h.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) { reply(w, map[string]bool{"ok": true}) })
 	h.HandleFunc("POST /v1/import", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
+		conn := switchFake(t, w, r)
+		if conn == nil {
 			return
 		}
 		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + importProtocol + "\r\n\r\n")
-		brw.Flush()
 		for _, l := range lines {
 			fmt.Fprintln(conn, l)
 		}

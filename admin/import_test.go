@@ -16,32 +16,18 @@ import (
 
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
-// runPipeline runs a pipeline over db, logging to log (nil: nowhere),
-// until the test ends.
-func runPipeline(t *testing.T, db *store.DB, log *slog.Logger) *ingest.Pipeline {
-	t.Helper()
-	p, err := ingest.New(ingest.Config{Store: db, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return p
-}
-
 // serveIntake serves a Local with a running pipeline over a real socket.
 func serveIntake(t *testing.T) (*store.DB, *Local, *Client) {
 	t.Helper()
-	db := storetest.Open(t)
-	local := &Local{DB: db, Pipeline: runPipeline(t, db, nil)}
-	return db, local, serveHandler(t, Handler(local, slog.New(slog.DiscardHandler)))
+	env := ingesttest.New(t)
+	local := &Local{DB: env.DB, Pipeline: env.Pipeline}
+	return env.DB, local, serveHandler(t, Handler(local, slog.New(slog.DiscardHandler)))
 }
 
 // serveHandler serves h on a real socket and dials it.

@@ -17,6 +17,7 @@ import (
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -215,31 +216,20 @@ func fileSize(t *testing.T, path string) int64 {
 func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
 	for _, mode := range []string{"read", "hand-over"} {
 		t.Run(mode, func(t *testing.T) {
-			dataDir := newDataDir(t)
-			g := &globalOptions{DataDir: dataDir}
-			db, err := g.openStore(false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			// serve runs a server whose pipeline stops once stopAfter
-			// inputs are stored (0: never).
-			serve := func(stopAfter int) *http.Server {
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				var n atomic.Int32
-				log := slog.New(&ingestedHook{each: func() {
-					if int(n.Add(1)) == stopAfter {
-						cancel()
-						<-done // the next input finds the pipeline stopped
+			// The server's pipeline stops once three inputs are stored;
+			// the one it restarts with (serve) runs until the test ends.
+			var stored atomic.Int32
+			var env *ingesttest.Env
+			env = ingesttest.NewWith(t, func(c *ingest.Config) {
+				c.Logger = slog.New(&logHook{each: func(r slog.Record) {
+					if r.Message == "ingested" && stored.Add(1) == 3 {
+						env.Stop() // the next input finds the pipeline stopped
 					}
 				}})
-				p, err := ingest.New(ingest.Config{Store: db, Logger: log})
-				if err != nil {
-					t.Fatal(err)
-				}
-				go func() { defer close(done); _ = p.Run(ctx) }()
-				t.Cleanup(func() { cancel(); <-done })
+			}, "acme/example.com/abc")
+			db, dataDir := env.DB, t.TempDir()
+			g := &globalOptions{DataDir: dataDir}
+			serve := func(p *ingest.Pipeline) *http.Server {
 				ln, err := admin.Listen(g.socketPath())
 				if err != nil {
 					t.Fatal(err)
@@ -261,7 +251,7 @@ func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
 			if mode == "hand-over" {
 				args = append(args, "--hand-over")
 			}
-			srv := serve(3)
+			srv := serve(env.Pipeline)
 			code, out, errOut := run(t, nil, append(args, dir)...)
 			srv.Close()
 			if code != 1 || !strings.Contains(errOut, "the server went away after 3 inputs of 12 files were imported") ||
@@ -271,7 +261,7 @@ func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
 			if strings.Count(out, "failed       ") != 0 {
 				t.Errorf("a failure line per remaining file:\n%s", out)
 			}
-			srv = serve(0)
+			srv = serve(runPipelineOn(t, db))
 			defer srv.Close()
 			code, out, errOut = run(t, nil, append(args, "--json", dir)...)
 			var sum imports.Summary
@@ -286,19 +276,17 @@ func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
 	}
 }
 
-// ingestedHook is a log handler that calls each for every input the
-// pipeline logs as ingested, whatever the level, and writes nothing.
-type ingestedHook struct{ each func() }
+// logHook is a log handler that calls each with every record, whatever
+// its level, and writes nothing. each may be called concurrently.
+type logHook struct{ each func(slog.Record) }
 
-func (h *ingestedHook) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logHook) Enabled(context.Context, slog.Level) bool { return true }
 
-func (h *ingestedHook) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == "ingested" {
-		h.each()
-	}
+func (h *logHook) Handle(_ context.Context, r slog.Record) error {
+	h.each(r)
 	return nil
 }
 
-func (h *ingestedHook) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logHook) WithAttrs([]slog.Attr) slog.Handler { return h }
 
-func (h *ingestedHook) WithGroup(string) slog.Handler { return h }
+func (h *logHook) WithGroup(string) slog.Handler { return h }
