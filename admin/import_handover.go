@@ -369,6 +369,7 @@ type handed struct {
 	name  string
 	f     *os.File
 	data  []byte
+	taken chan struct{} // closed once the sender is done with it
 	reply chan outcome
 }
 
@@ -392,7 +393,7 @@ func (c *Client) openHandOver(ctx context.Context, orgRef string) (*handOver, er
 // descriptor, which the caller keeps open until then; another input is
 // read here and goes as its bytes.
 func (s *handOver) ingest(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
-	it := &handed{name: d.Name, reply: make(chan outcome, 1)}
+	it := &handed{name: d.Name, taken: make(chan struct{}), reply: make(chan outcome, 1)}
 	if f, ok := r.(*os.File); ok && isRegular(f) {
 		it.f = f
 	} else {
@@ -444,10 +445,25 @@ func (s *handOver) hand(ctx context.Context, it *handed) (*ingest.Result, error)
 		case o := <-it.reply:
 			return o.res, o.err
 		default:
+			s.release(it)
 			return nil, s.brokenErr()
 		}
 	case <-ctx.Done():
+		// The import is over: so is its hand-over (what the server got
+		// is stored all the same).
+		s.fail(ctx.Err())
+		s.release(it)
 		return nil, ctx.Err()
+	}
+}
+
+// release waits until the sender is done with it, which the caller may
+// then close: a descriptor closed before it is sent could be another
+// file's by then.
+func (s *handOver) release(it *handed) {
+	select {
+	case <-it.taken:
+	case <-s.sent:
 	}
 }
 
@@ -503,7 +519,11 @@ func (s *handOver) send() {
 		if len(fds) > 0 {
 			oob = syscall.UnixRights(fds...)
 		}
-		if err := s.write(msg, oob); err != nil {
+		err := s.write(msg, oob)
+		for _, it := range batch {
+			close(it.taken)
+		}
+		if err != nil {
 			s.fail(fmt.Errorf("admin socket: %w: sending inputs: %w", ErrServerGone, err))
 			return
 		}
@@ -564,10 +584,15 @@ func (s *handOver) fail(err error) {
 }
 
 // Close ends the hand-over once the inputs queued are sent, and waits for
-// the server to end it in turn, having answered them all, unless ctx ends
-// first. Calls of ingest must have returned. Later calls do nothing.
+// the server to end it in turn, having answered them all. When ctx has
+// ended (the import was stopped) it closes the connection at once instead,
+// which the server logs as a stopped import. Calls of ingest must have
+// returned. Later calls do nothing.
 func (s *handOver) Close(ctx context.Context) {
 	s.closing.Do(func() {
+		if ctx.Err() != nil {
+			s.conn.Close()
+		}
 		close(s.stop)
 		<-s.sent
 		select {

@@ -250,7 +250,7 @@ func TestHandOverStreamsAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pw.Close()
-	slow := &handed{name: "slow.xml", f: pr, reply: make(chan outcome, 1)}
+	slow := &handed{name: "slow.xml", f: pr, taken: make(chan struct{}), reply: make(chan outcome, 1)}
 	slowDone := make(chan error, 1)
 	go func() {
 		_, err := s.hand(ctx, slow)

@@ -250,7 +250,9 @@ func (c *Client) importRead(ctx context.Context, req ImportRequest) (*imports.Su
 			if ln.Summary.Inputs != sum.Inputs {
 				return sum, fmt.Errorf("admin socket: the server's summary counts %d inputs, %d were told", ln.Summary.Inputs, sum.Inputs)
 			}
-			sum.Files = ln.Summary.Files
+			// Done, every file is: the last item may have come before
+			// its file was counted done.
+			sum.Files, sum.FilesDone = ln.Summary.Files, ln.Summary.Files
 			sum.EmptyLists()
 			return sum, nil
 		case ln.Error != nil:

@@ -249,33 +249,39 @@ func TestImportServerGone(t *testing.T) {
 }
 
 // TestImportCancelled ensures cancelling the client's context ends an
-// import at once with what was done and ctx's error, and that the server
-// stops starting inputs when the client goes: with one input in flight,
-// far fewer than all files are stored, and its log line says stopped.
+// import at once with what was done and ctx's error, in either mode, and
+// that the server stops starting inputs when the client goes: with one
+// input in flight, far fewer than all files are stored, and its log line
+// says stopped.
 func TestImportCancelled(t *testing.T) {
-	db := storeForImport(t)
-	org := mustAcmeExample(t, db.db)
-	paths := writeReportFiles(t, 300, 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	n := 0
-	sum, err := db.c.Import(ctx, ImportRequest{Paths: []string{filepath.Dir(paths[0])}, Org: org.ID, Jobs: 1, Progress: func(imports.Item, *imports.Summary) {
-		if n++; n == 2 {
-			cancel()
-		}
-	}})
-	if !errors.Is(err, context.Canceled) || sum == nil || sum.Inputs < 2 || sum.Inputs >= len(paths) {
-		t.Fatalf("cancelled import: %+v, %v", sum, err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(db.log.String(), "mode=read") || !strings.Contains(db.log.String(), "stopped=true") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not stop the import:\n%s", db.log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if _, total, _ := db.db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total >= len(paths)/2 {
-		t.Errorf("%d of %d reports stored after the client went", total, len(paths))
+	for _, mode := range []string{"read", "hand-over"} {
+		t.Run(mode, func(t *testing.T) {
+			db := storeForImport(t)
+			org := mustAcmeExample(t, db.db)
+			paths := writeReportFiles(t, 300, 2)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n := 0
+			sum, err := db.c.Import(ctx, ImportRequest{Paths: []string{filepath.Dir(paths[0])}, Org: org.ID, Jobs: 1, HandOver: mode == "hand-over",
+				Progress: func(imports.Item, *imports.Summary) {
+					if n++; n == 2 {
+						cancel()
+					}
+				}})
+			if !errors.Is(err, context.Canceled) || sum == nil || sum.Inputs < 2 || sum.Inputs >= len(paths) {
+				t.Fatalf("cancelled import: %+v, %v", sum, err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(db.log.String(), "mode="+mode) || !strings.Contains(db.log.String(), "stopped=true") {
+				if time.Now().After(deadline) {
+					t.Fatalf("the server did not stop the import:\n%s", db.log.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if _, total, _ := db.db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total >= len(paths)/2 {
+				t.Errorf("%d of %d reports stored after the client went", total, len(paths))
+			}
+		})
 	}
 }
 
