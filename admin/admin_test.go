@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,20 +18,8 @@ import (
 func serveSocket(t *testing.T) (*store.DB, *Client, string) {
 	t.Helper()
 	db := storetest.Open(t)
-	path := filepath.Join(t.TempDir(), "dmarcd.sock")
-	ln, err := Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: Handler(&Local{DB: db}, slog.New(slog.DiscardHandler))}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	c, err := Dial(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return db, c, path
+	c := serveHandler(t, Handler(&Local{DB: db}, slog.New(slog.DiscardHandler)))
+	return db, c, c.path
 }
 
 // TestSocketIsPrivate ensures the socket is mode 0600, a second server is

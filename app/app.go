@@ -19,6 +19,7 @@ import (
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
@@ -69,8 +70,8 @@ type Config struct {
 	// WebhookPolicy validate webhook URLs (the policy the client was built
 	// with).
 	WebhookClient   *webhook.Client
-	WebhookResolver webhook.Resolver
-	WebhookPolicy   webhook.Policy
+	WebhookResolver egress.Resolver
+	WebhookPolicy   egress.Policy
 
 	// Mailboxes is the IMAP intake the mailbox operations try, seal and
 	// poll with.

@@ -11,6 +11,7 @@ import (
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/webhook"
@@ -45,7 +46,7 @@ func newEnv(t *testing.T, mod func(*app.Config)) *env {
 	ns.SetA("hooks.example.com", "93.184.216.34")
 	cfg := app.Config{Store: db, DNS: &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
 		ReportingDomain: "reports.test", DNSTimeout: 2 * time.Second, Now: clock.Now,
-		WebhookResolver: res, WebhookClient: webhook.NewClient(res, webhook.Policy{})}
+		WebhookResolver: res, WebhookClient: webhook.NewClient(res, egress.Policy{})}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -399,7 +400,7 @@ func TestAsError(t *testing.T) {
 		{&store.Error{Kind: store.ErrInvalid, Msg: "bad"}, app.Invalid, "bad"},
 		{&dnscheck.VerifyError{Reason: "no record"}, app.Unverified, "no record"},
 		{fmt.Errorf("lookup: %w", dnscheck.ErrTemporary), app.DNSUnavailable, "DNS lookups failed or timed out; try again later"},
-		{&webhook.URLError{Reason: "must be https"}, app.Invalid, "invalid url: must be https"},
+		{&egress.URLError{Reason: "must be https"}, app.Invalid, "invalid url: must be https"},
 		{errors.New("disk on fire"), app.Internal, "internal error"},
 	} {
 		if ae := app.AsError(tc.err); ae.Kind != tc.kind || ae.Msg != tc.msg {

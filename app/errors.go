@@ -8,8 +8,8 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // Kind is what went wrong, for a front end to choose its answer: each
@@ -133,9 +133,9 @@ func AsError(err error) *Error {
 	if ve, ok := errors.AsType[*dnscheck.VerifyError](err); ok {
 		return &Error{Kind: Unverified, Msg: ve.Reason, Err: err}
 	}
-	// A webhook URL refused by package webhook's rules; a host that could
+	// A webhook URL refused by package egress's rules; a host that could
 	// not be resolved for a temporary reason is DNSUnavailable below.
-	if ue, ok := errors.AsType[*webhook.URLError](err); ok && !errors.Is(err, dnscheck.ErrTemporary) {
+	if ue, ok := errors.AsType[*egress.URLError](err); ok && !errors.Is(err, dnscheck.ErrTemporary) {
 		return invalid(err, FieldError{Field: "url", Message: ue.Reason})
 	}
 	if errors.Is(err, imapin.ErrNoKey) {

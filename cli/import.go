@@ -193,10 +193,8 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		return err
 	}
 	defer done()
-	if c, ok := svc.(*admin.Client); ok {
-		if err := checkServerRetention(ctx, c, o.Ret); err != nil {
-			return err
-		}
+	if err := checkServerRetention(ctx, svc, o.Ret); err != nil {
+		return err
 	}
 	orgID := ""
 	if o.Org != "" {
@@ -206,40 +204,16 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		}
 		orgID = org.ID
 	}
-	send := func(ctx context.Context, r io.Reader, name string) (*ingest.Result, error) {
-		return svc.Ingest(ctx, r, name, orgID)
-	}
 	pr := newImportProgress(g.stdout, g.JSON)
-	if c, ok := svc.(*admin.Client); ok {
-		// A running server of the same user that sees the same files
-		// reads them itself, as an offline import does; otherwise files
-		// are handed over open, other inputs many to a request, so that
-		// they share its commits as offline.
-		if !o.HandOver {
-			sum, err := c.Import(ctx, orgID, paths, o.Jobs, pr.update)
-			if !errors.Is(err, admin.ErrImportRefused) {
-				return importDone(g, pr, sum, err)
-			}
-		}
-		b := c.NewBatcher(orgID)
-		defer b.Close()
-		send = b.Ingest
-	}
-	sum, err := imports.Run(ctx, paths, imports.Options{
-		Jobs:     o.Jobs,
-		Progress: pr.update,
-		Fatal:    func(err error) bool { return errors.Is(err, admin.ErrServerGone) },
-		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
-			return send(ctx, r, d.Name)
-		},
-	})
+	sum, err := svc.Import(ctx, admin.ImportRequest{Paths: paths, Org: orgID, Jobs: o.Jobs, HandOver: o.HandOver, Progress: pr.update})
 	return importDone(g, pr, sum, err)
 }
 
 // checkServerRetention refuses an import whose --retention or
 // --failure-retention differs from the running server's, which stores the
 // inputs with its own: the import would otherwise not do what was asked.
-func checkServerRetention(ctx context.Context, c *admin.Client, o retentionOptions) error {
+// (With no server, svc's pipeline has the windows given.)
+func checkServerRetention(ctx context.Context, c admin.Service, o retentionOptions) error {
 	if !o.RetentionSet && !o.FailureRetentionSet {
 		return nil
 	}

@@ -235,11 +235,9 @@ func (g *globalOptions) openRetrying(ctx context.Context, geoOpts geoOptions, re
 	if err != nil {
 		return nil, nil, err
 	}
-	if c, ok := svc.(*admin.Client); ok {
-		if err := checkServerRetention(ctx, c, ret); err != nil {
-			done()
-			return nil, nil, err
-		}
+	if err := checkServerRetention(ctx, svc, ret); err != nil {
+		done()
+		return nil, nil, err
 	}
 	return svc, done, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
-	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -118,7 +117,7 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.StringVar(&o.PublicURL, "public-url", "", "URL people and reporters reach dmarcd by (scheme included, e.g. https://dmarc.example.net): the web interface's Secure cookie and Origin check, and POST /tlsrpt/<local part> for TLS reports (default: the request's host; no TLS report POSTs)")
 	f.IntVar(&o.TLSRPTRateLimit, "tlsrpt-rate-limit", tlshttps.DefaultRateLimit, "TLS report POSTs per minute allowed per client address")
-	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
+	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demoDomain+" (organization default) at start")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
@@ -141,7 +140,7 @@ with --smtp-tls-cert and --smtp-tls-key.
 
 On an empty database it creates the organization "default" (plan
 unlimited) and one API key with full scope, and prints that key once.
---demo also registers the domain ` + demo.Domain + ` in "default" and loads
+--demo also registers the domain ` + demoDomain + ` in "default" and loads
 two weeks of sample reports for it (again on each start: reports already
 there are recognized as duplicates and not stored twice).
 

@@ -24,6 +24,7 @@ import (
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -47,7 +48,7 @@ type server struct {
 	resolver        *dnscheck.Resolver
 	dns             *dnscheck.Checker
 	hooks           *webhook.Client
-	hookPolicy      webhook.Policy
+	hookPolicy      egress.Policy
 	views           *senders.Views
 	pipeline        *ingest.Pipeline
 	imap            *imapIntake
@@ -200,11 +201,12 @@ func (s *server) buildSMTP() (err error) {
 // clients and the intake.
 func (s *server) buildApp() error {
 	// MTA-STS policy files (check-tls) are fetched under the webhook
-	// address policy.
+	// address policy (--webhook-allow-private, --webhook-ca-file).
+	fetcher := egress.NewClient(s.resolver, s.hookPolicy).WithTimeout(dnscheck.MTASTSBudget)
 	s.app = app.New(app.Config{
 		Store:           s.db,
 		DNS:             s.dns,
-		TLS:             &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: s.hooks.WithTimeout(dnscheck.MTASTSBudget)},
+		TLS:             &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: fetcher},
 		ReportingDomain: s.reportingDomain,
 		PublicURL:       s.o.PublicURL,
 		WebhookClient:   s.hooks,
@@ -351,8 +353,8 @@ func observeJobs(sched *worker.Scheduler, reg *metrics.Registry) {
 
 // client builds the webhook client: it resolves with the server's DNS
 // servers and refuses non-public addresses unless AllowPrivate.
-func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, webhook.Policy, error) {
-	p := webhook.Policy{AllowPrivate: o.AllowPrivate}
+func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, egress.Policy, error) {
+	p := egress.Policy{AllowPrivate: o.AllowPrivate}
 	if o.Concurrency < 1 {
 		return nil, p, usagef("--webhook-concurrency must be at least 1")
 	}
@@ -362,7 +364,7 @@ func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (
 		}
 	}
 	if o.CAFile != "" {
-		pool, err := webhook.LoadCAFile(o.CAFile)
+		pool, err := egress.LoadCAFile(o.CAFile)
 		if err != nil {
 			return nil, p, usagef("--webhook-ca-file: %v", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
@@ -36,15 +37,15 @@ type env struct {
 	domA, domB         *store.Domain
 }
 
-func newEnv(t *testing.T) *env { return newEnvPolicy(t, webhook.Policy{}) }
+func newEnv(t *testing.T) *env { return newEnvPolicy(t, egress.Policy{}) }
 
 // newEnvPolicy is newEnv with webhooks validated and sent under policy p,
 // and a real DNS server for verification and webhook hosts.
-func newEnvPolicy(t *testing.T, p webhook.Policy) *env { return newEnvWith(t, p, nil) }
+func newEnvPolicy(t *testing.T, p egress.Policy) *env { return newEnvWith(t, p, nil) }
 
 // newEnvWith is newEnvPolicy with mod applied to the application layer's
 // Config (given the store) before it is built.
-func newEnvWith(t *testing.T, p webhook.Policy, mod func(*app.Config)) *env {
+func newEnvWith(t *testing.T, p egress.Policy, mod func(*app.Config)) *env {
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(t, clock)
