@@ -411,9 +411,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// MountUI makes the server hand every request outside /api/ that no API
-// route takes (/, /login, /domains/..., /static/...) to ui, the web
-// interface. Call it before serving.
+// MountUI makes the server hand every request outside /api/ and /tlsrpt/
+// that no API route takes (/, /login, /domains/..., /static/...) to ui, the
+// web interface. Call it before serving.
 func (s *Server) MountUI(ui http.Handler) { s.ui = ui }
 
 // AuthBlocked reports whether client address addr is over the
@@ -429,7 +429,7 @@ func (s *Server) AuthBlocked(addr string) (bool, time.Duration) {
 func (s *Server) AuthFailed(addr string) { s.authFail.fail(addr, s.cfg.Now()) }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	if s.ui != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
+	if s.ui != nil && !apiPath(r.URL.Path) {
 		if rec, ok := w.(*recorder); ok {
 			rec.route = "ui"
 		}
@@ -437,6 +437,18 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeError(w, r, errNotFound(fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
+}
+
+// apiPath reports whether path belongs to the API's paths rather than the
+// web interface's: /api and below, and /tlsrpt and below, where programs
+// (TLS reporters) post and a miss is a JSON 404, never a sign-in page.
+func apiPath(path string) bool {
+	for _, prefix := range []string{"/api", "/tlsrpt"} {
+		if path == prefix || strings.HasPrefix(path, prefix+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
