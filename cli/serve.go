@@ -13,6 +13,7 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/worker"
@@ -72,6 +73,11 @@ type serveOptions struct {
 	// TLSRPTRateLimit is the TLS report POSTs allowed per minute per
 	// client address.
 	TLSRPTRateLimit int
+	// TrustedProxies are the reverse proxies (CIDRs or addresses) whose
+	// X-Forwarded-For gives the client address; proxies is them parsed
+	// (by validate).
+	TrustedProxies []string
+	proxies        *clientaddr.Proxies
 	// IMAP are the mailbox intake settings (--imap-*).
 	IMAP imapOptions
 }
@@ -118,6 +124,7 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.StringVar(&o.PublicURL, "public-url", "", "URL people and reporters reach dmarcd by (scheme included, e.g. https://dmarc.example.net): the web interface's Secure cookie and Origin check, and POST /tlsrpt/<local part> for TLS reports (default: the request's host; no TLS report POSTs)")
 	f.IntVar(&o.TLSRPTRateLimit, "tlsrpt-rate-limit", tlshttps.DefaultRateLimit, "TLS report POSTs per minute allowed per client address")
+	f.StringSliceVar(&o.TrustedProxies, "trusted-proxy", nil, "reverse proxy address or CIDR whose X-Forwarded-For names the client, repeatable (e.g. 127.0.0.1): the per-address limits and the sign-in log then see the client, not the proxy (default: none; the header is ignored)")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
 }
 
@@ -194,6 +201,11 @@ func (o *serveOptions) validate() error {
 	case o.TLSRPTRateLimit < 1:
 		return usagef("--tlsrpt-rate-limit must be at least 1")
 	}
+	proxies, err := clientaddr.ParseProxies(o.TrustedProxies)
+	if err != nil {
+		return usagef("--trusted-proxy: %v", err)
+	}
+	o.proxies = proxies
 	return o.checkPublicURL()
 }
 

@@ -205,7 +205,9 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		return nil, err
 	}
 	s.apiSrv = &http.Server{
-		Handler:           s.api,
+		// Every per-address limit and log line below reads the client
+		// address computed here (--trusted-proxy).
+		Handler:           o.proxies.Wrap(s.api),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,

@@ -96,7 +96,7 @@ func (s *server) run(ctx context.Context) error {
 	log.Info("dmarcd started", "version", version(), "api", lns.api.Addr().String(), "smtp", smtpAddr,
 		"smtp_starttls", s.smtpTLS, "admin_socket", g.socketPath(), "data_dir", g.DataDir,
 		"reporting_domain", s.reportingDomain, "dns_servers", strings.Join(s.resolver.Servers(), ","),
-		"rate_limit", o.RateLimit, "geo", s.geo.Description())
+		"rate_limit", o.RateLimit, "trusted_proxies", o.proxies.String(), "geo", s.geo.Description())
 
 	var runErr error
 	select {

@@ -80,6 +80,8 @@ var (
 		Message: "rate limit exceeded; retry after the number of seconds in the Retry-After header"}
 	errAuthBlocked = &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message: "too many failed authentications from this address; retry after the number of seconds in the Retry-After header"}
+	errRevokedBlocked = &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+		Message: "too many failed authentications with this key; retry after the number of seconds in the Retry-After header"}
 )
 
 // apiError turns any error into the Error the client sees. Kinds from the

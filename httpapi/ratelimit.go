@@ -91,8 +91,9 @@ func (l *failLimiter) blocked(addr string, now time.Time) (bool, time.Time) {
 	return w.n >= l.max, w.start.Add(l.window)
 }
 
-// fail records one failed authentication from addr.
-func (l *failLimiter) fail(addr string, now time.Time) {
+// fail records one failed authentication from addr and returns how many
+// its window holds now (1: the first of a window).
+func (l *failLimiter) fail(addr string, now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.addrs[addr]
@@ -104,6 +105,7 @@ func (l *failLimiter) fail(addr string, now time.Time) {
 		l.addrs[addr] = w
 	}
 	w.n++
+	return w.n
 }
 
 func (l *failLimiter) prune(now time.Time) {

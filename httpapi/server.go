@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -89,7 +89,10 @@ type Server struct {
 	routes   []Route
 	keys     *keyLimiter
 	authFail *failLimiter
-	lastUsed lastUsed
+	// revokedFail counts failed authentications with revoked keys, by key
+	// id, apart from authFail (see authFailure).
+	revokedFail *failLimiter
+	lastUsed    lastUsed
 
 	domainPages *pageCache
 
@@ -150,6 +153,7 @@ func New(cfg Config) *Server {
 		router:      httprouter.New(),
 		keys:        newKeyLimiter(cfg.RateLimit),
 		authFail:    newFailLimiter(cfg.AuthFailLimit),
+		revokedFail: newFailLimiter(cfg.AuthFailLimit),
 		ridPrefix:   hex.EncodeToString(b[:]),
 		domainPages: newPageCache(4096),
 		requests: cfg.Metrics.Counter("dmarcd_http_requests_total",
@@ -276,16 +280,21 @@ func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) err
 		return nil
 	}
 	now := s.cfg.Now()
-	addr := clientAddr(r.Request)
+	addr := clientaddr.Of(r.Request)
 	if blocked, until := s.authFail.blocked(addr, now); blocked {
 		w.Header().Set("Retry-After", retryAfter(until.Sub(now)))
 		return errAuthBlocked
 	}
-	key, org, err := s.store.Authenticate(r.Header.Get("X-API-Key"))
+	secret := r.Header.Get("X-API-Key")
+	key, org, err := s.store.Authenticate(secret)
 	if err != nil {
-		s.authFail.fail(addr, now)
-		if errors.Is(err, store.ErrNotFound) {
-			return errUnauthorized
+		if !errors.Is(err, store.ErrNotFound) {
+			s.authFail.fail(addr, now)
+			return err
+		}
+		_, wait, err := s.authFailure(addr, secret, now)
+		if wait > 0 {
+			w.Header().Set("Retry-After", retryAfter(wait))
 		}
 		return err
 	}
@@ -323,14 +332,31 @@ func retryAfter(d time.Duration) string {
 	return strconv.FormatInt(secs, 10)
 }
 
-// clientAddr is the peer's IP address. Proxy headers are not trusted: a
-// client could forge them to escape the failed-authentication limit.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// authFailure counts one failed authentication with secret from client
+// address addr and returns the error to answer it with, and how long to
+// wait when that is a 429. A revoked key is no guess: its client was not
+// told of the revocation. Its failures count against that key alone, so
+// that it cannot use up its address's budget and lock out every other key
+// there (behind a proxy: everyone); past the same limit that key alone
+// waits, and the log says once a minute that it is still in use. revoked
+// is that key; any other secret counts against addr.
+func (s *Server) authFailure(addr, secret string, now time.Time) (revoked *store.APIKey, wait time.Duration, err error) {
+	k, err := s.store.RevokedAPIKey(secret)
 	if err != nil {
-		return r.RemoteAddr
+		s.authFail.fail(addr, now)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, 0, errUnauthorized
+		}
+		return nil, 0, err
 	}
-	return host
+	if blocked, until := s.revokedFail.blocked(k.ID, now); blocked {
+		return k, until.Sub(now), errRevokedBlocked
+	}
+	if s.revokedFail.fail(k.ID, now) == 1 {
+		s.log.Warn("revoked API key still in use: tell its user, or whatever runs with it, to use another key",
+			"key_id", k.ID, "key_prefix", k.Prefix, "key_name", k.Name, "org_id", k.OrgID, "remote", addr)
+	}
+	return k, 0, errUnauthorized
 }
 
 // ServeHTTP assigns the request id, serves the request, then logs it and
@@ -367,7 +393,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", rec.status),
 		slog.Int64("bytes", rec.bytes),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-		slog.String("remote", clientAddr(r)),
+		slog.String("remote", clientaddr.Of(r)),
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
@@ -425,8 +451,13 @@ func (s *Server) AuthBlocked(addr string) (bool, time.Duration) {
 	return blocked, until.Sub(now)
 }
 
-// AuthFailed counts a failed authentication (a failed sign-in) from addr.
-func (s *Server) AuthFailed(addr string) { s.authFail.fail(addr, s.cfg.Now()) }
+// AuthFailed counts a failed authentication (a failed sign-in) with secret
+// from addr as the API counts its own: a revoked key's against that key,
+// which it returns, any other's against addr.
+func (s *Server) AuthFailed(addr, secret string) (revoked *store.APIKey) {
+	revoked, _, _ = s.authFailure(addr, secret, s.cfg.Now())
+	return revoked
+}
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	if s.ui != nil && !apiPath(r.URL.Path) {

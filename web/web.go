@@ -51,8 +51,10 @@ type DomainService interface {
 type AuthLimiter interface {
 	// AuthBlocked reports whether addr is over the limit and for how long.
 	AuthBlocked(addr string) (bool, time.Duration)
-	// AuthFailed counts one failed authentication from addr.
-	AuthFailed(addr string)
+	// AuthFailed counts one failed authentication with secret from addr:
+	// against addr, unless secret is a revoked key, which it returns
+	// (its failures count against that key alone).
+	AuthFailed(addr, secret string) (revoked *store.APIKey)
 }
 
 // Config holds what a Handler is built from.
