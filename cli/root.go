@@ -135,13 +135,15 @@ func newRootCommand(g *globalOptions) *cobra.Command {
 		Use:   "dmarcd",
 		Short: "Self-hosted DMARC monitoring: report intake, statistics, alerts and a REST API",
 		Long: `dmarcd receives DMARC aggregate and failure reports by mail, stores them in
-one embedded database file, and serves them through an API-key REST API.
+one embedded database file, and serves them through a web interface and an
+API-key REST API.
 
 Start the service with 'dmarcd serve'. On first start it creates the
-organization "default" and prints its first API key. Administer
-organizations and keys with 'dmarcd org' and 'dmarcd keys': while a server
-runs these commands go through its admin socket (<data-dir>/dmarcd.sock),
-otherwise they open the database file directly.
+organization "default" and prints its first API key: open the web interface
+at http://127.0.0.1:8080/ (the --listen address) and sign in with that key.
+Administer organizations and keys with 'dmarcd org' and 'dmarcd keys':
+while a server runs these commands go through its admin socket
+(<data-dir>/dmarcd.sock), otherwise they open the database file directly.
 
 Every command takes --data-dir (env DMARCD_DATA_DIR, default ./data) and
 --json for machine-readable output.

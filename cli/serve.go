@@ -132,12 +132,14 @@ func newServeCommand(g *globalOptions) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the dmarcd service: REST API, SMTP listener, admin socket and scheduler",
-		Long: `Run dmarcd: the REST API on --listen, the SMTP listener receiving reports on
---smtp-listen, the admin socket <data-dir>/dmarcd.sock (mode 0600, used by
-the other commands while the server runs) and the scheduler. It stops
-gracefully on SIGINT or SIGTERM, and reloads the --geoip-* databases on
-SIGHUP (a file that fails to load leaves the old one in use).
+		Short: "Run the dmarcd service: web interface, REST API, SMTP listener, admin socket and scheduler",
+		Long: `Run dmarcd: the web interface and the REST API on --listen (open
+http://127.0.0.1:8080/ in a browser and sign in with an API key; the API is
+under /api/v1/), the SMTP listener receiving reports on --smtp-listen, the
+admin socket <data-dir>/dmarcd.sock (mode 0600, used by the other commands
+while the server runs) and the scheduler. It stops gracefully on SIGINT or
+SIGTERM, and reloads the --geoip-* databases on SIGHUP (a file that fails
+to load leaves the old one in use).
 
 The SMTP listener accepts mail only for the reporting addresses of
 registered domains (550 5.1.1 otherwise, before the message is sent),
@@ -147,7 +149,9 @@ fails the sender gets 451 4.3.0 and retries later. STARTTLS is offered
 with --smtp-tls-cert and --smtp-tls-key.
 
 On an empty database it creates the organization "default" (plan
-unlimited) and one API key with full scope, and prints that key once.
+unlimited) and one API key with full scope, and prints that key once with
+the web interface's address (on no terminal, the key goes to
+<data-dir>/bootstrap-key instead).
 --demo also registers the domain ` + demo.Domain + ` in "default" and loads
 two weeks of sample reports for it (again on each start: reports already
 there are recognized as duplicates and not stored twice).

@@ -55,6 +55,7 @@ type server struct {
 	senderWatch     *worker.SenderWatch // new_sender and policy_ready
 	imap            *imapIntake
 	lns             *listeners
+	firstKey        *firstKey // created on an empty database, announced by run
 
 	// ready is what /readyz reports: set once everything serves, cleared
 	// when shutdown begins.
@@ -226,7 +227,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if s.lns, err = listen(g, o); err != nil {
 		return nil, err
 	}
-	if err := bootstrap(db, g, s.lns.api.Addr().String(), log); err != nil {
+	if s.firstKey, err = bootstrap(db, g, log); err != nil {
 		return nil, err
 	}
 	return s, nil
