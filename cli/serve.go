@@ -164,7 +164,10 @@ A flag given on the command line wins over the environment.
 Endpoints without a key: /healthz (up), /readyz (database open and
 listeners serving), /metrics (Prometheus) and /api/v1/openapi.json.`,
 		Example: `  dmarcd serve --demo
-  dmarcd serve --data-dir /var/lib/dmarcd --listen 0.0.0.0:8080 --reporting-domain reports.example.net \
+  # Behind a TLS reverse proxy on this host: the web interface and API stay
+  # on loopback, SMTP receives reports from the Internet.
+  dmarcd serve --data-dir /var/lib/dmarcd --reporting-domain reports.example.net \
+      --listen 127.0.0.1:8080 --public-url https://dmarc.example.net --trusted-proxy 127.0.0.1 \
       --smtp-listen 0.0.0.0:25 --geoip-city GeoLite2-City.mmdb --geoip-asn GeoLite2-ASN.mmdb
   DMARCD_LOG_FORMAT=json dmarcd serve`,
 		Args: exactArgs(0, "no arguments"),
