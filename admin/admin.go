@@ -58,6 +58,7 @@ type Service interface {
 	DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error)
 
 	Mailboxes
+	Domains
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
@@ -82,6 +83,9 @@ type Local struct {
 	// Views computes the sender views; nil uses the embedded known-sender
 	// map without SPF evaluation.
 	Views *senders.Views
+	// Domains adds and verifies domains with the API's rules; without it
+	// those operations fail (listing and deleting need only DB).
+	Domains DomainOps
 }
 
 var _ Service = (*Local)(nil)

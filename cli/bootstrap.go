@@ -107,10 +107,7 @@ func (k *firstKey) announce(g *globalOptions, apiAddr, publicURL string, demoLoa
 	if demoLoaded {
 		demoLine = "The demo domain " + demo.Domain + " holds two weeks of sample reports.\n"
 	}
-	dataDir := ""
-	if g.DataDir != "./data" {
-		dataDir = " --data-dir " + shellQuote(g.DataDir)
-	}
+	addLine := "Add a domain to monitor: " + g.invocation() + " domain add example.com\n"
 	if k.file != "" {
 		_, err := fmt.Fprintf(g.stdout, `
 dmarcd: this is a new database. Created organization "default" (plan unlimited)
@@ -121,12 +118,12 @@ Read it, store it elsewhere, then delete the file:
     cat %[1]s && rm %[1]s
 
 Web interface: %[3]s (sign in with the key)
-%[4]s
+%[4]s%[5]s
 Try it:
 
     curl -H "X-API-Key: $(cat %[1]s)" http://%[2]s/api/v1/domains
 
-`, k.file, host, webURL, demoLine)
+`, k.file, host, webURL, demoLine, addLine)
 		return err
 	}
 	_, err := fmt.Fprintf(g.stdout, `
@@ -136,15 +133,24 @@ and its first API key. The key is shown only this once; store it now:
     %[1]s
 
 Web interface: %[3]s (sign in with the key)
-%[6]s
+%[5]s%[6]s
 Try it:
 
     curl -H 'X-API-Key: %[1]s' http://%[2]s/api/v1/domains
 
-More keys: %[4]s keys create --org default --name NAME%[5]s
+More keys: %[4]s keys create --org default --name NAME
 
-`, k.secret, host, webURL, commandName(), dataDir, demoLine)
+`, k.secret, host, webURL, g.invocation(), demoLine, addLine)
 	return err
+}
+
+// invocation is how to call dmarcd again in a hint the user can paste:
+// the command as started, with --data-dir when it is not the default.
+func (g *globalOptions) invocation() string {
+	if g.DataDir == "./data" || g.DataDir == "" {
+		return commandName()
+	}
+	return commandName() + " --data-dir " + shellQuote(g.DataDir)
 }
 
 // removeUnwritten removes the key file made for a key that was not

@@ -47,6 +47,7 @@ func TestBootstrapNamesTheWebInterface(t *testing.T) {
 			t.Fatal(err)
 		}
 		if text := out.String(); !strings.Contains(text, c.want) || !strings.Contains(text, "sign in with the key") ||
+			!strings.Contains(text, " domain add example.com") ||
 			!strings.Contains(text, demo.Domain) || !strings.Contains(text, "X-API-Key: dmk_") {
 			t.Errorf("terminal text:\n%s", text)
 		}

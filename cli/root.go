@@ -141,9 +141,10 @@ API-key REST API.
 Start the service with 'dmarcd serve'. On first start it creates the
 organization "default" and prints its first API key: open the web interface
 at http://127.0.0.1:8080/ (the --listen address) and sign in with that key.
-Administer organizations and keys with 'dmarcd org' and 'dmarcd keys':
-while a server runs these commands go through its admin socket
-(<data-dir>/dmarcd.sock), otherwise they open the database file directly.
+Add the domains to monitor with 'dmarcd domain add', and administer
+organizations and keys with 'dmarcd org' and 'dmarcd keys': while a server
+runs these commands go through its admin socket (<data-dir>/dmarcd.sock),
+otherwise they open the database file directly.
 
 Every command takes --data-dir (env DMARCD_DATA_DIR, default ./data) and
 --json for machine-readable output.
@@ -169,6 +170,7 @@ Exit codes:
 		newServeCommand(g),
 		newOrgCommand(g),
 		newKeysCommand(g),
+		newDomainCommand(g),
 		newImportCommand(g),
 		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),

@@ -217,7 +217,8 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline, Mailboxes: s.imap.svc, Views: views}, log),
+		Handler: admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline, Mailboxes: s.imap.svc, Views: views,
+			Domains: s.api}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	if s.sched, err = s.scheduleJobs(reg); err != nil {

@@ -141,24 +141,7 @@ type verifiedBody struct {
 }
 
 func (s *Server) verifyDomain(w http.ResponseWriter, r *request) error {
-	d, err := s.findDomain(r)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout)
-	defer cancel()
-	if err := s.dns.Verify(ctx, d.Name, d.ReportingEmail); err != nil {
-		return err
-	}
-	now := s.now()
-	d, err = s.store.UpdateDomain(r.org.ID, d.ID, func(d *store.Domain) error {
-		d.Status = store.DomainActive
-		d.VerifiedAt = &now
-		return nil
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("domain not found")
-	}
+	d, err := s.VerifyDomain(r.Context(), r.org, r.params.ByName("id"))
 	if err != nil {
 		return err
 	}

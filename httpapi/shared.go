@@ -69,11 +69,7 @@ func (s *Server) UpdateWebhook(ctx context.Context, org *store.Organization, id 
 // normalized as POST /domains does) for org, with the same rules and
 // errors as the API; the web interface's "add a domain" calls it.
 func (s *Server) CreateDomain(ctx context.Context, org *store.Organization, name string) (*store.Domain, error) {
-	clean, err := domainField("name", &name)
-	if err != nil {
-		return nil, err
-	}
-	d, _, err := s.createDomainNamed(ctx, org, clean)
+	d, _, err := s.AddDomain(ctx, org, name)
 	return d, err
 }
 

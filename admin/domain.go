@@ -1,0 +1,267 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/store"
+)
+
+// DomainOps registers and verifies domains with the API's rules: the
+// suggested record that never weakens a published one, the records to
+// publish, the DNS verification. In serve it is the API server
+// (httpapi.Server); the CLI without a server builds one over the file.
+type DomainOps interface {
+	AddDomain(ctx context.Context, org *store.Organization, name string) (*store.Domain, []dnscheck.DNSRecord, error)
+	VerifyDomain(ctx context.Context, org *store.Organization, id string) (*store.Domain, error)
+}
+
+// Domains are the domain operations of 'dmarcd domain'. A domain is named
+// by its name or id; orgRef (a name or id) picks the organization, "" the
+// only one there is (adding) or the one that has the name (the others).
+type Domains interface {
+	// AddDomain registers name, as POST /domains does. With orgRef "" and
+	// several organizations it is ErrInvalid naming them.
+	AddDomain(ctx context.Context, orgRef, name string) (*AddedDomain, error)
+	// ListDomains lists the domains of orgRef, of every organization
+	// when "", by organization and name.
+	ListDomains(ctx context.Context, orgRef string) ([]*DomainEntry, error)
+	// VerifyDomain verifies a domain as POST /domains/{id}/verify does;
+	// a record that does not list its address is ErrInvalid with the
+	// reason.
+	VerifyDomain(ctx context.Context, orgRef, domain string) (*DomainEntry, error)
+	// DeleteDomain deletes a domain with its reports and alerts.
+	DeleteDomain(ctx context.Context, orgRef, domain string) (*DomainEntry, error)
+}
+
+// DomainEntry is a domain with its organization (store.Domain's JSON
+// leaves the organization out).
+type DomainEntry struct {
+	*store.Domain
+	OrganizationID string `json:"organization_id"`
+	Organization   string `json:"organization"`
+}
+
+// AddedDomain is what adding a domain answers: the domain and every DNS
+// record to publish, as POST /domains answers (dns_records).
+type AddedDomain struct {
+	DomainEntry
+	DNSRecords []dnscheck.DNSRecord `json:"dns_records"`
+}
+
+// errNoDomainOps is the error of an operation that needs DNS without
+// DomainOps.
+var errNoDomainOps = errors.New("admin: adding and verifying domains is not available here")
+
+// AddDomain implements Domains.
+func (l *Local) AddDomain(ctx context.Context, orgRef, name string) (*AddedDomain, error) {
+	clean, err := dmarc.NormalizeDomain(name)
+	var de *dmarc.DomainError
+	if errors.As(err, &de) {
+		return nil, &store.Error{Kind: store.ErrInvalid, Msg: strings.TrimPrefix(de.Error(), "dmarc: ")}
+	}
+	if err != nil {
+		return nil, err
+	}
+	org, err := l.orgOrOnly(orgRef)
+	if err != nil {
+		return nil, err
+	}
+	if l.Domains == nil {
+		return nil, errNoDomainOps
+	}
+	d, records, err := l.Domains.AddDomain(ctx, org, clean)
+	if err != nil {
+		return nil, domainErr(err)
+	}
+	return &AddedDomain{DomainEntry: DomainEntry{Domain: d, OrganizationID: org.ID, Organization: org.Name}, DNSRecords: records}, nil
+}
+
+// ListDomains implements Domains.
+func (l *Local) ListDomains(_ context.Context, orgRef string) ([]*DomainEntry, error) {
+	var orgs []*store.Organization
+	if orgRef != "" {
+		org, err := l.findOrg(orgRef)
+		if err != nil {
+			return nil, err
+		}
+		orgs = []*store.Organization{org}
+	} else {
+		var err error
+		if orgs, err = l.DB.ListOrganizations(); err != nil {
+			return nil, err
+		}
+	}
+	out := []*DomainEntry{}
+	for _, org := range orgs {
+		const limit = 1000
+		for page := 1; ; page++ {
+			doms, total, err := l.DB.ListDomains(org.ID, store.Page{Page: page, Limit: limit})
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range doms {
+				out = append(out, &DomainEntry{Domain: d, OrganizationID: org.ID, Organization: org.Name})
+			}
+			if page*limit >= total || len(doms) == 0 {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// VerifyDomain implements Domains.
+func (l *Local) VerifyDomain(ctx context.Context, orgRef, domain string) (*DomainEntry, error) {
+	dom, org, err := l.findDomain(orgRef, domain)
+	if err != nil {
+		return nil, err
+	}
+	if l.Domains == nil {
+		return nil, errNoDomainOps
+	}
+	d, err := l.Domains.VerifyDomain(ctx, org, dom.ID)
+	if err != nil {
+		return nil, domainErr(err)
+	}
+	return &DomainEntry{Domain: d, OrganizationID: org.ID, Organization: org.Name}, nil
+}
+
+// DeleteDomain implements Domains.
+func (l *Local) DeleteDomain(_ context.Context, orgRef, domain string) (*DomainEntry, error) {
+	dom, org, err := l.findDomain(orgRef, domain)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.DB.DeleteDomain(org.ID, dom.ID); err != nil {
+		return nil, err
+	}
+	return &DomainEntry{Domain: dom, OrganizationID: org.ID, Organization: org.Name}, nil
+}
+
+// findOrg is the organization orgRef names; not found names orgRef.
+func (l *Local) findOrg(orgRef string) (*store.Organization, error) {
+	org, err := l.DB.FindOrganization(orgRef)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &store.Error{Kind: store.ErrNotFound, Msg: fmt.Sprintf("no organization %s ('dmarcd org list' shows them)", orgRef)}
+	}
+	return org, err
+}
+
+// orgOrOnly is the organization orgRef names, or with "" the only one.
+func (l *Local) orgOrOnly(orgRef string) (*store.Organization, error) {
+	if orgRef != "" {
+		return l.findOrg(orgRef)
+	}
+	orgs, err := l.DB.ListOrganizations()
+	if err != nil {
+		return nil, err
+	}
+	switch len(orgs) {
+	case 0:
+		return nil, &store.Error{Kind: store.ErrNotFound, Msg: "there is no organization yet: start 'dmarcd serve' once, or create one with 'dmarcd org create NAME'"}
+	case 1:
+		return orgs[0], nil
+	}
+	names := make([]string, len(orgs))
+	for i, o := range orgs {
+		names[i] = o.Name
+	}
+	return nil, &store.Error{Kind: store.ErrInvalid,
+		Msg: fmt.Sprintf("there are %d organizations (%s): choose one with --org", len(orgs), strings.Join(names, ", "))}
+}
+
+// domainErr gives a failed verification the store's ErrInvalid kind, so
+// that it crosses the socket with its reason, and says what a DNS failure
+// means; other errors pass.
+func domainErr(err error) error {
+	var ve *dnscheck.VerifyError
+	switch {
+	case errors.As(err, &ve):
+		return &store.Error{Kind: store.ErrInvalid, Msg: "not verified: " + ve.Reason}
+	case errors.Is(err, dnscheck.ErrTemporary):
+		return fmt.Errorf("DNS lookups failed or timed out, nothing changed; try again later: %w", err)
+	}
+	return err
+}
+
+type addDomainRequest struct {
+	Org  string `json:"org"`
+	Name string `json:"name"`
+}
+
+func (h *handler) domainRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/domains", func(w http.ResponseWriter, r *http.Request) {
+		var in addDomainRequest
+		if !h.decode(w, r, &in) {
+			return
+		}
+		d, err := h.svc.AddDomain(r.Context(), in.Org, in.Name)
+		if err == nil {
+			h.log.Info("domain added", "domain", d.Name, "domain_id", d.ID, "org_id", d.OrganizationID, "via", "admin socket")
+		}
+		h.answer(w, d, err)
+	})
+	mux.HandleFunc("GET /v1/domains", func(w http.ResponseWriter, r *http.Request) {
+		ds, err := h.svc.ListDomains(r.Context(), r.URL.Query().Get("org"))
+		h.answer(w, ds, err)
+	})
+	mux.HandleFunc("POST /v1/domains/{domain}/verify", func(w http.ResponseWriter, r *http.Request) {
+		d, err := h.svc.VerifyDomain(r.Context(), r.URL.Query().Get("org"), r.PathValue("domain"))
+		h.answer(w, d, err)
+	})
+	mux.HandleFunc("DELETE /v1/domains/{domain}", func(w http.ResponseWriter, r *http.Request) {
+		d, err := h.svc.DeleteDomain(r.Context(), r.URL.Query().Get("org"), r.PathValue("domain"))
+		if err == nil {
+			h.log.Info("domain deleted", "domain", d.Name, "domain_id", d.ID, "org_id", d.OrganizationID, "via", "admin socket")
+		}
+		h.answer(w, d, err)
+	})
+}
+
+// orgQuery is "?org=orgRef", or "" for none.
+func orgQuery(orgRef string) string {
+	if orgRef == "" {
+		return ""
+	}
+	return "?" + url.Values{"org": {orgRef}}.Encode()
+}
+
+// AddDomain implements Domains.
+func (c *Client) AddDomain(ctx context.Context, orgRef, name string) (*AddedDomain, error) {
+	var d AddedDomain
+	if err := c.do(ctx, "POST", "/v1/domains", addDomainRequest{Org: orgRef, Name: name}, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// ListDomains implements Domains.
+func (c *Client) ListDomains(ctx context.Context, orgRef string) ([]*DomainEntry, error) {
+	var ds []*DomainEntry
+	return ds, c.do(ctx, "GET", "/v1/domains"+orgQuery(orgRef), nil, &ds)
+}
+
+// VerifyDomain implements Domains.
+func (c *Client) VerifyDomain(ctx context.Context, orgRef, domain string) (*DomainEntry, error) {
+	var d DomainEntry
+	if err := c.do(ctx, "POST", "/v1/domains/"+url.PathEscape(domain)+"/verify"+orgQuery(orgRef), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// DeleteDomain implements Domains.
+func (c *Client) DeleteDomain(ctx context.Context, orgRef, domain string) (*DomainEntry, error) {
+	var d DomainEntry
+	if err := c.do(ctx, "DELETE", "/v1/domains/"+url.PathEscape(domain)+orgQuery(orgRef), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
