@@ -85,18 +85,9 @@ func (l *Local) AddDomain(ctx context.Context, orgRef, name string) (*AddedDomai
 
 // ListDomains implements Domains.
 func (l *Local) ListDomains(_ context.Context, orgRef string) ([]*DomainEntry, error) {
-	var orgs []*store.Organization
-	if orgRef != "" {
-		org, err := l.findOrg(orgRef)
-		if err != nil {
-			return nil, err
-		}
-		orgs = []*store.Organization{org}
-	} else {
-		var err error
-		if orgs, err = l.DB.ListOrganizations(); err != nil {
-			return nil, err
-		}
+	orgs, err := l.orgsOf(orgRef)
+	if err != nil {
+		return nil, err
 	}
 	out := []*DomainEntry{}
 	for _, org := range orgs {
@@ -152,6 +143,18 @@ func (l *Local) findOrg(orgRef string) (*store.Organization, error) {
 		return nil, &store.Error{Kind: store.ErrNotFound, Msg: fmt.Sprintf("no organization %s ('dmarcd org list' shows them)", orgRef)}
 	}
 	return org, err
+}
+
+// orgsOf is the organization orgRef names, or with "" every one.
+func (l *Local) orgsOf(orgRef string) ([]*store.Organization, error) {
+	if orgRef == "" {
+		return l.DB.ListOrganizations()
+	}
+	org, err := l.findOrg(orgRef)
+	if err != nil {
+		return nil, err
+	}
+	return []*store.Organization{org}, nil
 }
 
 // orgOrOnly is the organization orgRef names, or with "" the only one.

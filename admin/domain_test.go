@@ -3,9 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,19 +27,7 @@ func serveDomains(t *testing.T) (*store.DB, *dnstest.Server, *Client) {
 	}
 	api := httpapi.New(httpapi.Config{Store: db, DNS: &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
 		ReportingDomain: "reports.example.net", PublicURL: "https://dmarc.example.net"})
-	path := filepath.Join(t.TempDir(), "dmarcd.sock")
-	ln, err := Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: Handler(&Local{DB: db, Domains: api}, slog.New(slog.DiscardHandler))}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	c, err := Dial(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c, _ := serveLocal(t, &Local{DB: db, Domains: api})
 	return db, ns, c
 }
 

@@ -15,6 +15,14 @@ import (
 // then checks them.
 func parseServe(t *testing.T, args ...string) (serveOptions, error) {
 	t.Helper()
+	o, _, err := parseServeOutput(t, args...)
+	return o, err
+}
+
+// parseServeOutput is parseServe also returning what the parse printed
+// (warnings of deprecated flags).
+func parseServeOutput(t *testing.T, args ...string) (serveOptions, string, error) {
+	t.Helper()
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:               "serve",
@@ -23,12 +31,13 @@ func parseServe(t *testing.T, args ...string) (serveOptions, error) {
 	}
 	o.AddFlags(cmd)
 	cmd.SetArgs(args)
-	cmd.SetOut(&bytes.Buffer{})
-	cmd.SetErr(&bytes.Buffer{})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
 	if err := cmd.Execute(); err != nil {
-		return o, err
+		return o, out.String(), err
 	}
-	return o, o.validate()
+	return o, out.String(), o.validate()
 }
 
 // TestTrustedProxyFlag ensures --trusted-proxy (and DMARCD_TRUSTED_PROXY)

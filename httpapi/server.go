@@ -334,29 +334,33 @@ func retryAfter(d time.Duration) string {
 
 // authFailure counts one failed authentication with secret from client
 // address addr and returns the error to answer it with, and how long to
-// wait when that is a 429. A revoked key is no guess: its client was not
-// told of the revocation. Its failures count against that key alone, so
-// that it cannot use up its address's budget and lock out every other key
-// there (behind a proxy: everyone); past the same limit that key alone
-// waits, and the log says once a minute that it is still in use. revoked
-// is that key; any other secret counts against addr.
-func (s *Server) authFailure(addr, secret string, now time.Time) (revoked *store.APIKey, wait time.Duration, err error) {
-	k, err := s.store.RevokedAPIKey(secret)
-	if err != nil {
-		s.authFail.fail(addr, now)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, 0, errUnauthorized
+// wait when that is a 429. A key the store knows that failed is a revoked
+// one, and no guess: its client was not told of the revocation. Its
+// failures count against that key alone, so that it cannot use up its
+// address's budget and lock out every other key there (behind a proxy:
+// everyone); past the same limit that key alone waits, and the log says
+// once a minute that it is still in use. revokedID is that key's id; any
+// other secret counts against addr.
+func (s *Server) authFailure(addr, secret string, now time.Time) (revokedID string, wait time.Duration, err error) {
+	if store.ValidKeyFormat(secret) {
+		revokedID, err = s.store.ResolveAPIKey(secret)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.authFail.fail(addr, now)
+			return "", 0, err
 		}
-		return nil, 0, err
 	}
-	if blocked, until := s.revokedFail.blocked(k.ID, now); blocked {
-		return k, until.Sub(now), errRevokedBlocked
+	if revokedID == "" {
+		s.authFail.fail(addr, now)
+		return "", 0, errUnauthorized
 	}
-	if s.revokedFail.fail(k.ID, now) == 1 {
+	if blocked, until := s.revokedFail.blocked(revokedID, now); blocked {
+		return revokedID, until.Sub(now), errRevokedBlocked
+	}
+	if s.revokedFail.fail(revokedID, now) == 1 {
 		s.log.Warn("revoked API key still in use: tell its user, or whatever runs with it, to use another key",
-			"key_id", k.ID, "key_prefix", k.Prefix, "key_name", k.Name, "org_id", k.OrgID, "remote", addr)
+			"key_id", revokedID, "key_prefix", secret[:len(store.KeyPrefix)+4], "remote", addr)
 	}
-	return k, 0, errUnauthorized
+	return revokedID, 0, errUnauthorized
 }
 
 // ServeHTTP assigns the request id, serves the request, then logs it and
@@ -453,10 +457,10 @@ func (s *Server) AuthBlocked(addr string) (bool, time.Duration) {
 
 // AuthFailed counts a failed authentication (a failed sign-in) with secret
 // from addr as the API counts its own: a revoked key's against that key,
-// which it returns, any other's against addr.
-func (s *Server) AuthFailed(addr, secret string) (revoked *store.APIKey) {
-	revoked, _, _ = s.authFailure(addr, secret, s.cfg.Now())
-	return revoked
+// whose id it returns, any other's against addr.
+func (s *Server) AuthFailed(addr, secret string) (revokedKeyID string) {
+	revokedKeyID, _, _ = s.authFailure(addr, secret, s.cfg.Now())
+	return revokedKeyID
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -273,6 +273,18 @@ func commands(text string) []string {
 	return out
 }
 
+// exampleLines returns the commands a file's comments show, the lines
+// indented under "#   ".
+func exampleLines(text string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "#   ") {
+			b.WriteString(strings.TrimPrefix(l, "#") + "\n")
+		}
+	}
+	return b.String()
+}
+
 // TestInstallFilesAgreeWithReadme ensures the install files say what the
 // README says (issue 24 item 20): the Dockerfile's example commands are
 // the README's, and publish the API on the host's loopback only (the
@@ -285,13 +297,7 @@ func TestInstallFilesAgreeWithReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var comment strings.Builder
-	for _, l := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(l, "#   ") {
-			comment.WriteString(strings.TrimPrefix(l, "#") + "\n")
-		}
-	}
-	docker := commands(comment.String())
+	docker := commands(exampleLines(string(raw)))
 	readme := strings.Join(commands(readmeBlock(t, "**Docker.**")), "\n")
 	if len(docker) < 3 {
 		t.Fatalf("the Dockerfile's comment has %d example commands", len(docker))
@@ -309,15 +315,9 @@ func TestInstallFilesAgreeWithReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var header strings.Builder
-	for _, l := range strings.Split(string(unit), "\n") {
-		if strings.HasPrefix(l, "#   ") {
-			header.WriteString(strings.TrimPrefix(l, "#") + "\n")
-		}
-	}
 	systemdBlock := readmeBlock(t, "**systemd.**")
 	systemd := strings.Join(commands(systemdBlock), "\n")
-	cmds := commands(header.String())
+	cmds := commands(exampleLines(string(unit)))
 	if len(cmds) < 5 {
 		t.Fatalf("the unit's comment has %d commands", len(cmds))
 	}

@@ -252,13 +252,12 @@ func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 			h.errorPage(w, nil, err)
 			return
 		}
-		var revoked *store.APIKey
+		revoked := ""
 		if h.cfg.Limiter != nil {
 			revoked = h.cfg.Limiter.AuthFailed(addr, secret)
 		}
-		if revoked != nil {
-			h.log.Warn("sign-in refused", "reason", "revoked key", "key_id", revoked.ID, "key_prefix", revoked.Prefix,
-				"org_id", revoked.OrgID, "remote", addr)
+		if revoked != "" {
+			h.log.Warn("sign-in refused", "reason", "revoked key", "key_id", revoked, "remote", addr)
 		} else {
 			h.log.Warn("sign-in refused", "reason", "unknown key", "remote", addr)
 		}

@@ -52,9 +52,9 @@ type AuthLimiter interface {
 	// AuthBlocked reports whether addr is over the limit and for how long.
 	AuthBlocked(addr string) (bool, time.Duration)
 	// AuthFailed counts one failed authentication with secret from addr:
-	// against addr, unless secret is a revoked key, which it returns
+	// against addr, unless secret is a revoked key, whose id it returns
 	// (its failures count against that key alone).
-	AuthFailed(addr, secret string) (revoked *store.APIKey)
+	AuthFailed(addr, secret string) (revokedKeyID string)
 }
 
 // Config holds what a Handler is built from.
