@@ -59,38 +59,42 @@ func (o *domainOfflineOptions) AddFlags(cmd *cobra.Command, add bool) {
 
 // openDomains returns the admin service for the domain commands: the
 // running server's socket, else the file with the API's domain rules over
-// the DNS of o. offline says which; close releases it.
-func (g *globalOptions) openDomains(ctx context.Context, o domainOfflineOptions, needRD bool) (svc admin.Service, close func(), offline bool, err error) {
+// the DNS of o (and, when needRD, a reporting domain). close releases it.
+func (g *globalOptions) openDomains(ctx context.Context, o domainOfflineOptions, needRD bool) (svc admin.Service, close func(), err error) {
 	if c, ok, err := g.dialAdmin(ctx); err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	} else if ok {
-		return c, c.Close, false, nil
+		return c, c.Close, nil
 	}
 	if o.DNSTimeout <= 0 || o.Timeout <= 0 {
-		return nil, nil, false, usagef("--dns-timeout and --timeout must be positive")
+		return nil, nil, usagef("--dns-timeout and --timeout must be positive")
+	}
+	public := serveOptions{PublicURL: o.PublicURL}
+	if err := public.checkPublicURL(); err != nil {
+		return nil, nil, err
 	}
 	if err := g.requireDatabase(); err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	res, err := dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout})
 	if err != nil {
-		return nil, nil, false, usageError{err}
+		return nil, nil, usageError{err}
 	}
 	db, err := g.openStore(false)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	local := &admin.Local{DB: db}
 	rd := ""
 	if needRD {
 		if rd, err = g.offlineReportingDomain(ctx, local, o.ReportingDomain); err != nil {
 			db.Close()
-			return nil, nil, false, err
+			return nil, nil, err
 		}
 	}
 	local.Domains = httpapi.New(httpapi.Config{Store: db, DNS: &dnscheck.Checker{Resolver: res}, ReportingDomain: rd,
-		PublicURL: strings.TrimRight(o.PublicURL, "/"), DNSTimeout: o.Timeout})
-	return local, func() { db.Close() }, true, nil
+		PublicURL: public.PublicURL, DNSTimeout: o.Timeout})
+	return local, func() { db.Close() }, nil
 }
 
 // offlineReportingDomain is the reporting domain of a domain added
@@ -121,7 +125,7 @@ func (g *globalOptions) offlineReportingDomain(ctx context.Context, l *admin.Loc
 		source = "that of the newest domain, " + newest.Name
 	}
 	if rd == "" {
-		host, err := hostname()
+		host, _ := hostname()
 		if rd, err = dmarc.NormalizeDomain(host); err != nil {
 			return "", usagef("no server runs and this host's name %q is no reporting domain: give the server's with --reporting-domain", host)
 		}
@@ -168,7 +172,7 @@ func runDomainAdd(ctx context.Context, g *globalOptions, o domainAddOptions, nam
 	if _, err := dmarc.NormalizeDomain(name); err != nil {
 		return usageError{fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "dmarc: "))}
 	}
-	svc, done, _, err := g.openDomains(ctx, o.domainOfflineOptions, true)
+	svc, done, err := g.openDomains(ctx, o.domainOfflineOptions, true)
 	if err != nil {
 		return err
 	}
@@ -276,7 +280,7 @@ several, not DMARC, the address missing) and changes nothing.`,
 }
 
 func runDomainVerify(ctx context.Context, g *globalOptions, o domainVerifyOptions, domain string) error {
-	svc, done, _, err := g.openDomains(ctx, o.domainOfflineOptions, false)
+	svc, done, err := g.openDomains(ctx, o.domainOfflineOptions, false)
 	if err != nil {
 		return err
 	}

@@ -143,9 +143,12 @@ func (h *Handler) checkOrigin(r *http.Request) *originMismatch {
 		}
 		u, err := url.Parse(ref)
 		if err != nil {
-			return &originMismatch{got: ref, want: want, reason: "unreadable Referer header"}
+			return &originMismatch{got: "(unreadable)", want: want, reason: "unreadable Referer header"}
 		}
 		origin = u.Scheme + "://" + u.Host
+	}
+	if len(origin) > 100 { // it is shown and logged: the header is the client's
+		origin = origin[:100] + "…"
 	}
 	switch {
 	case origin == "null":
