@@ -61,6 +61,7 @@ func Handler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/backup", h.backup)
 	h.ingestRoutes(mux)
 	h.mailboxRoutes(mux)
+	h.domainRoutes(mux)
 	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }
