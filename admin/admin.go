@@ -59,6 +59,7 @@ type Service interface {
 	DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error)
 
 	Mailboxes
+	Domains
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
