@@ -62,6 +62,7 @@ type Service interface {
 	IngestRetention(ctx context.Context) (Retention, error)
 
 	Mailboxes
+	Domains
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the

@@ -18,8 +18,16 @@ import (
 func serveSocket(t *testing.T) (*store.DB, *Client, string) {
 	t.Helper()
 	db := storetest.Open(t)
-	c := serveHandler(t, Handler(&Local{DB: db}, slog.New(slog.DiscardHandler)))
-	return db, c, c.path
+	c, path := serveLocal(t, &Local{DB: db})
+	return db, c, path
+}
+
+// serveLocal serves l over a real Unix socket and returns a client and
+// the socket's path.
+func serveLocal(t *testing.T, l *Local) (*Client, string) {
+	t.Helper()
+	c := serveHandler(t, Handler(l, slog.New(slog.DiscardHandler)))
+	return c, c.path
 }
 
 // TestSocketIsPrivate ensures the socket is mode 0600, a second server is

@@ -62,6 +62,7 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	h.importRoutes(mux)
 	h.quarantineRoutes(mux)
 	h.mailboxRoutes(mux)
+	h.domainRoutes(mux)
 	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }

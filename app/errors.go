@@ -50,8 +50,8 @@ const (
 	NoSecretKey
 	// Unauthenticated is no valid key or session.
 	Unauthenticated
-	// Throttled is a client address over its failed-authentication limit;
-	// RetryAfter says for how long.
+	// Throttled is a client address (or a revoked key, KeyID) over its
+	// failed-authentication limit; RetryAfter says for how long.
 	Throttled
 )
 
@@ -75,8 +75,11 @@ type Error struct {
 	Msg        string        // what the person who asked may read
 	Fields     []FieldError  // Invalid: every field sent wrong
 	Feature    Feature       // PlanFeature: the feature missing
-	RetryAfter time.Duration // Throttled: how long the address stays refused
-	Err        error         // the cause, logged and never shown
+	RetryAfter time.Duration // Throttled: how long the address (or revoked key) stays refused
+	// KeyID is, for Unauthenticated or Throttled, the id of the revoked
+	// key presented, for the log (never the key itself); "" for others.
+	KeyID string
+	Err   error // the cause, logged and never shown
 }
 
 // FieldError names one invalid field and what is wrong with it.

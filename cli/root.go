@@ -142,10 +142,13 @@ func newRootCommand(g *globalOptions) *cobra.Command {
 		Use:   "dmarcd",
 		Short: "Self-hosted DMARC monitoring: report intake, statistics, alerts and a REST API",
 		Long: `dmarcd receives DMARC aggregate and failure reports by mail, stores them in
-one embedded database file, and serves them through an API-key REST API.
+one embedded database file, and serves them through a web interface and an
+API-key REST API.
 
 Start the service with 'dmarcd serve'. On first start it creates the
-organization "default" and prints its first API key. Administer
+organization "default" and prints its first API key: open the web interface
+at http://127.0.0.1:8080/ (the --listen address) and sign in with that key.
+Add the domains to monitor with 'dmarcd domain add', and administer
 organizations and keys with 'dmarcd org' and 'dmarcd keys': while a server
 runs these commands go through its admin socket (<data-dir>/dmarcd.sock),
 otherwise they open the database file directly.
@@ -174,6 +177,7 @@ Exit codes:
 		newServeCommand(g),
 		newOrgCommand(g),
 		newKeysCommand(g),
+		newDomainCommand(g),
 		newImportCommand(g),
 		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),

@@ -62,6 +62,7 @@ type server struct {
 	rdns            *senders.RDNSJob
 	senderWatch     *worker.SenderWatch // new_sender and policy_ready
 	lns             *listeners
+	firstKey        *firstKey // created on an empty database, announced by run
 
 	// ready is what /readyz reports: set once everything serves, cleared
 	// when shutdown begins.
@@ -214,6 +215,7 @@ func (s *server) buildApp() error {
 		WebhookPolicy:   s.hookPolicy,
 		Mailboxes:       s.imap.in,
 		Quarantine:      s.pipeline,
+		Logger:          s.log,
 	})
 	return nil
 }
@@ -234,7 +236,10 @@ func (s *server) buildHTTP() error {
 		mux.Handle(p, s.api)
 	}
 	s.apiSrv = &http.Server{
-		Handler:           mux,
+		// Every per-address limit and log line of the API and the web
+		// interface reads the client address computed here
+		// (--trusted-proxy).
+		Handler:           o.proxies.Wrap(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -258,12 +263,13 @@ func (s *server) readiness() error {
 }
 
 // listen opens the sockets and, on an empty database, creates the first
-// organization and key, printing how to reach the API.
+// organization and key; run announces it once the server is up.
 func (s *server) listen() (err error) {
 	if s.lns, err = listen(s.g, s.o); err != nil {
 		return err
 	}
-	return bootstrap(s.db, s.g, s.lns.api.Addr().String(), s.log)
+	s.firstKey, err = bootstrap(s.db, s.g, s.log)
+	return err
 }
 
 // close releases what newServer acquired: the listeners (closed already

@@ -92,7 +92,11 @@ func (s *server) run(ctx context.Context) error {
 	log.Info("dmarcd started", "version", version(), "api", lns.api.Addr().String(), "smtp", smtpAddr,
 		"smtp_starttls", s.smtpTLS != nil, "admin_socket", g.socketPath(), "data_dir", g.DataDir,
 		"reporting_domain", s.reportingDomain, "dns_servers", strings.Join(s.resolver.Servers(), ","),
-		"rate_limit", o.RateLimit, "geo", s.geo.Description())
+		"rate_limit", o.RateLimit, "trusted_proxies", o.proxies.String(), "geo", s.geo.Description())
+	// The first key last, below the demo's and the start's log lines.
+	if err := s.firstKey.announce(g, lns.api.Addr().String(), o.PublicURL, o.Demo); err != nil {
+		log.Error("printing the first API key's text", "error", err)
+	}
 
 	var runErr error
 	select {

@@ -47,6 +47,13 @@ func newEnvPolicy(t *testing.T, p egress.Policy) *env { return newEnvWith(t, p, 
 // Config (given the store) before it is built.
 func newEnvWith(t *testing.T, p egress.Policy, mod func(*app.Config)) *env {
 	t.Helper()
+	return newEnvUI(t, p, mod, nil)
+}
+
+// newEnvUI is newEnvWith with modUI applied to the web interface's Config
+// too (its logger, its public URL).
+func newEnvUI(t *testing.T, p egress.Policy, mod func(*app.Config), modUI func(*web.Config)) *env {
+	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(t, clock)
 	ns := dnstest.Start(t)
@@ -64,7 +71,11 @@ func newEnvWith(t *testing.T, p egress.Policy, mod func(*app.Config)) *env {
 	}
 	a := app.New(cfg)
 	api := httpapi.New(httpapi.Config{App: a, Store: db, Now: clock.Now})
-	ui, err := web.New(web.Config{App: a, Store: db, DNS: checker, Now: clock.Now})
+	uiCfg := web.Config{App: a, Store: db, DNS: checker, Now: clock.Now}
+	if modUI != nil {
+		modUI(&uiCfg)
+	}
+	ui, err := web.New(uiCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
