@@ -57,6 +57,9 @@ type Service interface {
 	// DeleteQuarantineBefore removes the entries received before t and
 	// returns how many.
 	DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error)
+	// IngestRetention returns the retention windows the pipeline applies
+	// to what Ingest stores: reports older are left out.
+	IngestRetention(ctx context.Context) (Retention, error)
 
 	Mailboxes
 	Domains

@@ -195,10 +195,14 @@ func (h *handler) importStart(w http.ResponseWriter, r *http.Request) {
 // logImport writes an import's info line: counts only, no names (the
 // pipeline's line per input goes to debug, see ingest.WithBatchLog).
 func (h *handler) logImport(mode string, sum *imports.Summary, stopped bool, took time.Duration) {
-	h.log.Info("admin import", "mode", mode, "files", sum.Files, "inputs", sum.Inputs, "reports", sum.Imported,
+	attrs := []any{"mode", mode, "files", sum.Files, "inputs", sum.Inputs, "reports", sum.Imported,
 		"failure_reports", sum.FailureReports, "tls_reports", sum.TLSReports, "duplicates", sum.Duplicates,
 		"records", sum.Records, "quarantined", sum.Quarantined, "failed", sum.Failed,
-		"stopped", stopped, "duration", took.Round(time.Millisecond))
+		"stopped", stopped, "duration", took.Round(time.Millisecond)}
+	if sum.DifferentContent > 0 {
+		attrs = append(attrs, "different_content", sum.DifferentContent)
+	}
+	h.log.Info("admin import", attrs...)
 }
 
 // logInputError logs an input's error that is not the input's (not a

@@ -46,6 +46,23 @@ func (l *Local) RetryQuarantine(ctx context.Context, id string) (*ingest.Result,
 	return l.Pipeline.RetryQuarantine(ctx, id)
 }
 
+// Retention is what the ingest pipeline leaves out for its age: aggregate
+// reports that ended, failure reports that arrived longer ago (0 keeps
+// all). A running server's are its --retention and --failure-retention.
+type Retention struct {
+	Aggregate time.Duration `json:"aggregate_ns"`
+	Failure   time.Duration `json:"failure_ns"`
+}
+
+// IngestRetention returns the pipeline's retention windows.
+func (l *Local) IngestRetention(context.Context) (Retention, error) {
+	if l.Pipeline == nil {
+		return Retention{}, errNoPipeline
+	}
+	a, f := l.Pipeline.Retention()
+	return Retention{Aggregate: a, Failure: f}, nil
+}
+
 // DeleteQuarantine removes an entry.
 func (l *Local) DeleteQuarantine(_ context.Context, id string) error {
 	return l.DB.DeleteQuarantine(id)
@@ -59,6 +76,10 @@ func (l *Local) DeleteQuarantineBefore(_ context.Context, t time.Time) (int, err
 // Socket side.
 
 func (h *handler) quarantineRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/ingest/retention", func(w http.ResponseWriter, r *http.Request) {
+		ret, err := h.svc.IngestRetention(r.Context())
+		h.answer(w, ret, err)
+	})
 	mux.HandleFunc("GET /v1/quarantine", h.listQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}", h.findQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}/raw", h.quarantineRaw)
@@ -150,6 +171,13 @@ func (c *Client) QuarantineRaw(ctx context.Context, id string, w io.Writer) (int
 	}
 	defer resp.Body.Close()
 	return io.Copy(w, resp.Body)
+}
+
+// IngestRetention implements Service.
+func (c *Client) IngestRetention(ctx context.Context) (Retention, error) {
+	var ret Retention
+	err := c.do(ctx, "GET", "/v1/ingest/retention", nil, &ret)
+	return ret, err
 }
 
 // RetryQuarantine implements Service.

@@ -192,7 +192,7 @@ func (c *csvRow) fill(rec *store.Record) []string {
 		}
 	}
 	c.cells = [14]string{
-		rec.SourceIP, strconv.FormatInt(rec.Count, 10), rec.Disposition, rec.DKIM, rec.SPF, rec.DMARC,
+		rec.SourceIP, strconv.FormatInt(rec.Count, 10), rec.Disposition, string(rec.DKIM), string(rec.SPF), rec.DMARC,
 		rec.HeaderFrom, deref(rec.EnvelopeFrom), country, city, asn, asOrg,
 		c.dkimDomains(rec.AuthResults.DKIM), c.spfDomains(rec.AuthResults.SPF),
 	}

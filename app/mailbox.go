@@ -129,9 +129,12 @@ func (a *App) CreateMailbox(ctx context.Context, actor Actor, sp MailboxSpec) (*
 	return m, nil
 }
 
-// UpdateMailbox applies sp to mailbox id. When anything the connection
-// depends on changes (or new credentials are sent), the connection and
-// login are tried first. Errors as CreateMailbox's, and NotFound.
+// UpdateMailbox applies sp to mailbox id. A change of host, port,
+// security or username needs the credentials sent again
+// (imapin.SecretRequired; Invalid otherwise, and nothing is dialled).
+// When anything the connection depends on changes (or new credentials are
+// sent, or the archive folder changes), the connection, login and archive
+// folder are tried first. Errors as CreateMailbox's, and NotFound.
 func (a *App) UpdateMailbox(ctx context.Context, actor Actor, id string, sp MailboxSpec) (*store.Mailbox, error) {
 	if err := Authorize(actor, Write); err != nil {
 		return nil, err
@@ -152,8 +155,11 @@ func (a *App) UpdateMailbox(ctx context.Context, actor Actor, id string, sp Mail
 	if err := checkMailbox(in, &m); err != nil {
 		return nil, err
 	}
-	reconnect := connectionChanged(old, &m) || (m.IsActive && !old.IsActive)
+	reconnect := connectionChanged(old, &m) || old.ArchiveFolder != m.ArchiveFolder || (m.IsActive && !old.IsActive)
 	newCreds := sp.Password != nil || sp.OAuth2 != nil || m.Auth != old.Auth
+	if !newCreds && imapin.SecretRequired(old, &m) {
+		return nil, InvalidField(imapin.SecretAgain(m.Auth))
+	}
 	var creds imapin.Credentials
 	if newCreds {
 		if creds, err = credentialsOf(m.Auth, sp); err != nil {
@@ -285,12 +291,18 @@ func checkMailbox(in *imapin.Intake, m *store.Mailbox) error {
 	return nil
 }
 
-// try connects and signs in as m would be polled: Invalid naming the host
-// when the address policy refuses it, Unreachable when the server does.
+// try connects and signs in as m would be polled, and makes sure its
+// archive folder exists: Invalid naming the host when the address policy
+// refuses it, Invalid naming archive_folder (in the server's words) when
+// the server refuses that folder, Unreachable when the server refuses the
+// rest.
 func try(ctx context.Context, in *imapin.Intake, m *store.Mailbox, creds imapin.Credentials) error {
 	err := in.Try(ctx, m, creds)
 	if err == nil {
 		return nil
+	}
+	if msg, ok := imapin.ArchiveFolderRefused(err); ok {
+		return InvalidField("archive_folder", msg)
 	}
 	if why, ok := egress.RefusedReason(err); ok {
 		return InvalidField("host", "refused by the address policy: "+why+" (the server allows it with --imap-allow-private)")

@@ -15,6 +15,7 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/internal/duration"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -93,9 +94,33 @@ type importOptions struct {
 	// could read them itself.
 	HandOver bool
 	Geo      geoOptions
-	// Retention and FailureRetention apply when no server runs (a running
-	// server applies its own): reports older are not stored.
-	Retention, FailureRetention time.Duration
+	Ret      retentionOptions
+}
+
+// retentionOptions are the age rule of what import and quarantine retry
+// store: Retention and FailureRetention apply when no server runs (reports
+// older are not stored). A running server applies its own; given
+// (RetentionSet, FailureRetentionSet) and other than the server's, the
+// command is refused.
+type retentionOptions struct {
+	Retention, FailureRetention       time.Duration
+	RetentionSet, FailureRetentionSet bool
+}
+
+// AddFlags adds --retention and --failure-retention.
+func (o *retentionOptions) AddFlags(cmd *cobra.Command) {
+	durationVar(cmd.Flags(), &o.Retention, "retention", worker.DefaultRetention, "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; with a server running, its own applies: another value is refused)")
+	durationVar(cmd.Flags(), &o.FailureRetention, "failure-retention", 90*24*time.Hour, "do not store failure reports that arrived longer ago (0 keeps all; with a server running, its own applies: another value is refused)")
+}
+
+// changed notes which of the flags the command line gave.
+func (o *retentionOptions) changed(cmd *cobra.Command) {
+	o.RetentionSet, o.FailureRetentionSet = cmd.Flags().Changed("retention"), cmd.Flags().Changed("failure-retention")
+}
+
+// apply sets the windows on the pipeline of a command with no server.
+func (o retentionOptions) apply(c *ingest.Config) {
+	c.Retention, c.FailureRetention = o.Retention, o.FailureRetention
 }
 
 func newImportCommand(g *globalOptions) *cobra.Command {
@@ -147,6 +172,7 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ret.changed(cmd)
 			return runImport(cmd.Context(), g, o, args)
 		},
 	}
@@ -154,8 +180,7 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs in flight at once (each waits for its commit; more share a commit)")
 	cmd.Flags().BoolVar(&o.HandOver, "hand-over", false, "with a server running, open the files here and hand them over open, even when the server could read them itself")
 	o.Geo.AddFlags(cmd, "(only used when no server runs)")
-	durationVar(cmd.Flags(), &o.Retention, "retention", worker.DefaultRetention, "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; a running server applies its own)")
-	durationVar(cmd.Flags(), &o.FailureRetention, "failure-retention", 90*24*time.Hour, "do not store failure reports that arrived longer ago (0 keeps all; a running server applies its own)")
+	o.Ret.AddFlags(cmd)
 	return cmd
 }
 
@@ -163,13 +188,14 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	if o.Jobs < 1 || o.Jobs > imports.MaxJobs {
 		return usagef("--jobs must be between 1 and %d", imports.MaxJobs)
 	}
-	svc, done, err := g.openIntakeWith(ctx, o.Geo.config(), func(c *ingest.Config) {
-		c.Retention, c.FailureRetention = o.Retention, o.FailureRetention
-	})
+	svc, done, err := g.openIntakeWith(ctx, o.Geo.config(), o.Ret.apply)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if err := checkServerRetention(ctx, svc, o.Ret); err != nil {
+		return err
+	}
 	orgID := ""
 	if o.Org != "" {
 		org, err := findOrg(ctx, svc, o.Org)
@@ -181,6 +207,33 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	pr := newImportProgress(g.stdout, g.JSON)
 	sum, err := svc.Import(ctx, admin.ImportRequest{Paths: paths, Org: orgID, Jobs: o.Jobs, HandOver: o.HandOver, Progress: pr.update})
 	return importDone(g, pr, sum, err)
+}
+
+// checkServerRetention refuses an import whose --retention or
+// --failure-retention differs from the running server's, which stores the
+// inputs with its own: the import would otherwise not do what was asked.
+// (With no server, svc's pipeline has the windows given.)
+func checkServerRetention(ctx context.Context, c admin.Service, o retentionOptions) error {
+	if !o.RetentionSet && !o.FailureRetentionSet {
+		return nil
+	}
+	ret, err := c.IngestRetention(ctx)
+	if err != nil {
+		return fmt.Errorf("the running server stores the inputs with its own retention, and did not say which (%w): "+
+			"import without --retention and --failure-retention, or stop the server", err)
+	}
+	for _, f := range []struct {
+		set           bool
+		name          string
+		asked, theirs time.Duration
+	}{{o.RetentionSet, "--retention", o.Retention, ret.Aggregate}, {o.FailureRetentionSet, "--failure-retention", o.FailureRetention, ret.Failure}} {
+		if f.set && f.asked != f.theirs {
+			return usagef("the running server stores the inputs and applies its own %s %s, not %s: "+
+				"import without %s (or with the server's value), or stop the server to import with another",
+				f.name, duration.Format(f.theirs), duration.Format(f.asked), f.name)
+		}
+	}
+	return nil
 }
 
 // importDone shows the end of an import: the summary, and the error that
@@ -284,11 +337,14 @@ func itemLine(it imports.Item) string {
 	if it.Err != nil {
 		return fmt.Sprintf("failed       %s: %s", it.Name, it.Err)
 	}
-	var stored, dups, records int
+	var stored, dups, differ, records int
 	for _, o := range it.Result.Reports {
-		if o.Duplicate {
+		switch {
+		case o.DifferentContent:
+			differ++
+		case o.Duplicate:
 			dups++
-		} else {
+		default:
 			stored++
 			records += o.Records
 		}
@@ -299,6 +355,9 @@ func itemLine(it imports.Item) string {
 	}
 	if dups > 0 {
 		parts = append(parts, plural(dups, "duplicate"))
+	}
+	if differ > 0 {
+		parts = append(parts, plural(differ, "duplicate")+" with different content, not stored")
 	}
 	if it.Result.RecordsSkipped > 0 {
 		parts = append(parts, plural(it.Result.RecordsSkipped, "record")+" skipped")
@@ -316,6 +375,8 @@ func itemLine(it imports.Item) string {
 		return line
 	case stored > 0:
 		return fmt.Sprintf("imported     %s (%s)", it.Name, detail)
+	case differ > 0:
+		return fmt.Sprintf("differs      %s (%s)", it.Name, detail)
 	case dups > 0:
 		return fmt.Sprintf("duplicate    %s (%s)", it.Name, detail)
 	case len(it.Result.Expired) > 0:
@@ -345,6 +406,10 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 	fmt.Fprintf(w, "\nImported %s (%s)%s from %s; %s, %d quarantined, %d failed.\n",
 		plural(s.Imported, "aggregate report"), plural(s.Records, "record"), failures, plural(s.Inputs, "input"),
 		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)
+	if s.DifferentContent > 0 {
+		fmt.Fprintf(w, "Not stored: %s with different content: a report stored before has the same reporter, report id and domain, and other dates, records or messages (the first copy is kept; the log names them).\n",
+			plural(s.DifferentContent, "duplicate"))
+	}
 	if s.Expired > 0 {
 		fmt.Fprintf(w, "Not stored: %s older than the retention window (%s); --retention to keep them (0 keeps all):\n",
 			plural(s.Expired, "report"), s.ExpiredReports[0].Window)

@@ -232,6 +232,13 @@ func TestImportThroughSocket(t *testing.T) {
 // pipeline on it until the test ends, as serve does.
 func runningPipeline(t *testing.T) (string, *globalOptions, *store.DB, *ingest.Pipeline) {
 	t.Helper()
+	return runningPipelineWith(t, ingest.Config{})
+}
+
+// runningPipelineWith is runningPipeline with the pipeline's settings
+// from cfg (its Store is set here).
+func runningPipelineWith(t *testing.T, cfg ingest.Config) (string, *globalOptions, *store.DB, *ingest.Pipeline) {
+	t.Helper()
 	dataDir := newDataDir(t)
 	g := &globalOptions{DataDir: dataDir}
 	db, err := g.openStore(false)
@@ -239,13 +246,19 @@ func runningPipeline(t *testing.T) (string, *globalOptions, *store.DB, *ingest.P
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return dataDir, g, db, runPipelineOn(t, db)
+	return dataDir, g, db, runPipelineOn(t, db, cfg)
 }
 
-// runPipelineOn runs an ingest pipeline over db until the test ends.
-func runPipelineOn(t *testing.T, db *store.DB) *ingest.Pipeline {
+// runPipelineOn runs an ingest pipeline over db, with the settings of cfg
+// (its Store is set here), until the test ends.
+func runPipelineOn(t *testing.T, db *store.DB, cfg ...ingest.Config) *ingest.Pipeline {
 	t.Helper()
-	p, err := ingest.New(ingest.Config{Store: db})
+	var c ingest.Config
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	c.Store = db
+	p, err := ingest.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,4 +267,121 @@ func runPipelineOn(t *testing.T, db *store.DB) *ingest.Pipeline {
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return p
+}
+
+// TestImportSaysDifferentContent ensures an import names a report whose
+// reporter, report id and domain are stored already with other content as
+// a duplicate with different content, on its line and in the summary.
+func TestImportSaysDifferentContent(t *testing.T) {
+	dd := "--data-dir=" + newDataDir(t)
+	dir := t.TempDir()
+	o := reportgen.Options{Domain: "example.com", ReportID: "r-1", Begin: time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)}
+	first, second := filepath.Join(dir, "first.xml"), filepath.Join(t.TempDir(), "second.xml")
+	if err := os.WriteFile(first, reportgen.Generate(1, 4, o), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(second, reportgen.Generate(1, 5, o), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, nil, dd, "import", first); code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := run(t, nil, dd, "import", first, second)
+	if code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"duplicate    " + first + " (1 duplicate)",
+		"differs      " + second + " (1 duplicate with different content, not stored)",
+		"Not stored: 1 duplicate with different content"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestImportRetentionWithServer ensures --retention given to an import
+// that a running server stores is honoured when it is the server's, and
+// refused, naming the server's, when it is not (issue 24: the flag was
+// silently ignored).
+func TestImportRetentionWithServer(t *testing.T) {
+	dataDir, g, db, p := runningPipelineWith(t, ingest.Config{Retention: 400 * 24 * time.Hour, FailureRetention: 90 * 24 * time.Hour})
+	ln, err := admin.Listen(g.socketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: admin.Handler(&admin.Local{DB: db, Pipeline: p}, slog.New(slog.DiscardHandler))}
+	go srv.Serve(ln)
+	defer srv.Close()
+	files, _ := reportFiles(t)
+	for _, tc := range []struct {
+		flags []string
+		code  int
+		say   string
+	}{
+		{[]string{"--retention", "30d"}, 2, "--retention 400d"},
+		{[]string{"--failure-retention", "0"}, 2, "--failure-retention 90d"},
+		{[]string{"--retention", "400d", "--failure-retention", "90d"}, 0, "Imported"},
+		{nil, 0, "Imported"},
+	} {
+		args := append([]string{"--data-dir", dataDir, "import"}, tc.flags...)
+		code, out, errOut := run(t, nil, append(args, files)...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.say) {
+			t.Errorf("import %v: exit %d, want %d saying %q\n%s%s", tc.flags, code, tc.code, tc.say, out, errOut)
+		}
+	}
+}
+
+// TestQuarantineRetryAll ensures 'quarantine retry --all' retries every
+// entry, removes those that now yield a report, keeps the others with
+// their reason (a report older than the retention window among them,
+// which a single retry also keeps, exit 1), and says how many of each.
+func TestQuarantineRetryAll(t *testing.T) {
+	dataDir := newDataDir(t)
+	dd := "--data-dir=" + dataDir
+	dir := t.TempDir()
+	recent := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	files := map[string][]byte{
+		"late.xml":  reportgen.Generate(1, 3, reportgen.Options{Domain: "late.example", Begin: recent}),
+		"old.xml":   reportgen.Generate(2, 3, reportgen.Options{Domain: "late.example", Begin: time.Date(2019, 3, 1, 0, 0, 0, 0, time.UTC)}),
+		"notes.txt": []byte("no report here\n"),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errOut := run(t, nil, dd, "import", dir); code != 0 || !strings.Contains(out, "3 quarantined") {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	db, err := (&globalOptions{DataDir: dataDir}).openStore(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orgs, _ := db.ListOrganizations()
+	if err := db.CreateDomain(&store.Domain{OrgID: orgs[0].ID, Name: "late.example", ReportingEmail: "late@reports.test", DMARCRecord: "v=DMARC1; p=none"}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := db.ListQuarantine(store.Page{Page: 1, Limit: 10})
+	db.Close()
+	var oldID string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name, "old.xml") {
+			oldID = e.ID
+		}
+	}
+	if code, out, errOut := run(t, nil, dd, "quarantine", "retry", oldID); code != 1 || strings.Contains(out, "removed") ||
+		!strings.Contains(errOut, "older than the retention window") {
+		t.Errorf("retry of a 2019 report: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := run(t, nil, dd, "quarantine", "retry", "--all")
+	if code != 0 || !strings.Contains(out, "Retried 3 entries: 1 removed (their reports stored or already there), 2 stay quarantined, 0 failed.") ||
+		!strings.Contains(out, "stays        "+oldID+": ") {
+		t.Errorf("retry --all: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := run(t, nil, dd, "quarantine", "list", "--json"); code != 0 || strings.Count(out, `"id"`) != 2 {
+		t.Errorf("after retry --all:\n%s", out)
+	}
+	if code, _, _ := run(t, nil, dd, "quarantine", "retry", "--all", oldID); code != 2 {
+		t.Errorf("retry --all with an ID: exit %d, want 2", code)
+	}
 }

@@ -538,7 +538,7 @@ func checkSummary(t *testing.T, s store.Summary, recs []*store.Record) {
 		default:
 			want.Disposition.None += r.Count
 		}
-		auth[[3]string{r.DKIM, r.SPF, r.DMARC}] += r.Count
+		auth[[3]string{string(r.DKIM), string(r.SPF), r.DMARC}] += r.Count
 	}
 	if s.MessageCount != want.MessageCount || s.DMARC.Pass != want.DMARC.Pass || s.DMARC.Fail != want.DMARC.Fail ||
 		s.DKIM != want.DKIM || s.SPF != want.SPF || s.Disposition != want.Disposition {
@@ -941,5 +941,100 @@ func TestGeolocationOfRepeatedSources(t *testing.T) {
 	}
 	if located < 2*len(known) {
 		t.Fatalf("only %d records of known sources", located)
+	}
+}
+
+// TestLegacyReportDerivedVerdict ensures a legacy aggregate report whose
+// policy_evaluated has no dkim and spf verdicts (AOL 2012) stores them as
+// null, not "", and counts each record as DMARC pass or fail by its
+// auth_results aligned with header_from (relaxed), saying so with
+// dmarc_derived; a report with the verdicts is counted by them, as before.
+func TestLegacyReportDerivedVerdict(t *testing.T) {
+	e := newEnv(t, nil)
+	e.domain(t, "example.com")
+	res := e.ingest(t, mustReadFile(t, filepath.Join("..", "testdata", "legacy", "aol-2012.xml")), importOf("aol-2012.xml"))
+	if len(res.Reports) != 1 || res.Reports[0].Duplicate {
+		t.Fatalf("%+v", res)
+	}
+	id := res.Reports[0].ReportID
+	rep, err := e.db.FindReport(e.org.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.MessageCount != 10 || rep.DMARCPassCount != 8 || rep.DMARCFailCount != 2 {
+		t.Errorf("report counts %d messages, %d pass, %d fail; want 10, 8, 2", rep.MessageCount, rep.DMARCPassCount, rep.DMARCFailCount)
+	}
+	st, err := e.db.ReportStatistics(e.org.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DMARC.Pass != 8 || st.DMARC.Fail != 2 || st.DKIM.Pass != 5 || st.SPF.Pass != 3 {
+		t.Errorf("statistics: dmarc %+v dkim %+v spf %+v; want 8/2, dkim pass 5, spf pass 3", st.DMARC, st.DKIM, st.SPF)
+	}
+	want := []string{"pass", "pass", "fail"}
+	for i, r := range allRecords(t, e.db, e.org.ID, id) {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["dkim"] != nil || m["spf"] != nil || m["dmarc"] != want[i] || m["dmarc_derived"] != true {
+			t.Errorf("record %d: dkim %v spf %v dmarc %v dmarc_derived %v; want null, null, %s, true", i, m["dkim"], m["spf"], m["dmarc"], m["dmarc_derived"], want[i])
+		}
+	}
+	res = e.ingest(t, mustReadFile(t, filepath.Join("..", "testdata", "corpus", "aggregate", "old_draft_from_wiki.xml")), importOf("wiki.xml"))
+	for _, r := range allRecords(t, e.db, e.org.ID, res.Reports[0].ReportID) {
+		raw, _ := json.Marshal(r)
+		if !strings.Contains(string(raw), `"dkim":"fail","spf":"pass","dmarc":"pass"`) || !strings.Contains(string(raw), `"dmarc_derived":false`) {
+			t.Errorf("a record with its verdicts: %s", raw)
+		}
+	}
+}
+
+// TestDuplicateWithDifferentContent ensures a report whose identity
+// (reporter, report id, domain) is stored already is a duplicate, and says
+// so apart when its content differs from the stored one (other dates,
+// records or messages): it is not stored, and the log line says
+// "duplicate with different content" (issue 24).
+func TestDuplicateWithDifferentContent(t *testing.T) {
+	var logs bytes.Buffer
+	e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	e.domain(t, "example.com")
+	o := reportgen.Options{ReportID: "same-id", Begin: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	later := o
+	later.Begin = later.Begin.AddDate(0, 0, 1)
+	s1, _ := reportgen.WriteReport(io.Discard, 1, 5, o)
+	s2, _ := reportgen.WriteReport(io.Discard, 2, 5, o)
+	if s1.Messages == s2.Messages {
+		t.Fatal("seeds 1 and 2 give the same message count: pick others")
+	}
+	first := e.ingest(t, reportgen.Generate(1, 5, o), importOf("first.xml"))
+	if len(first.Reports) != 1 || first.Reports[0].Duplicate {
+		t.Fatalf("first: %+v", first)
+	}
+	for _, c := range []struct {
+		name      string
+		xml       []byte
+		different bool
+	}{
+		{"the same", reportgen.Generate(1, 5, o), false},
+		{"other messages", reportgen.Generate(2, 5, o), true},
+		{"one more record", reportgen.Generate(1, 6, o), true},
+		{"other dates", reportgen.Generate(1, 5, later), true},
+	} {
+		res := e.ingest(t, c.xml, importOf(c.name))
+		if len(res.Reports) != 1 || !res.Reports[0].Duplicate || res.Reports[0].ReportID != first.Reports[0].ReportID ||
+			res.Reports[0].DifferentContent != c.different {
+			t.Errorf("%s: %+v, want a duplicate of %s (different content: %v)", c.name, res.Reports, first.Reports[0].ReportID, c.different)
+		}
+	}
+	if _, n, err := e.db.ListReports(e.org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 10}}); err != nil || n != 1 {
+		t.Errorf("%d reports stored (%v), want 1", n, err)
+	}
+	if got := strings.Count(logs.String(), `outcome="duplicate with different content"`); got != 3 {
+		t.Errorf("%d log lines say duplicate with different content, want 3:\n%s", got, logs.String())
 	}
 }

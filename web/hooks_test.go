@@ -207,6 +207,22 @@ func TestFailurePages(t *testing.T) {
 	if p := e.send("GET", "/forensic/"+other, cookie, nil); p.status != 404 {
 		t.Errorf("B's failure report: %d", p.status)
 	}
+	// A DKIM failure kind of RFC 6591 shows as reported beside its family.
+	r := &store.FailureReport{DomainID: e.domA.ID, Domain: e.domA.Name, OrgID: e.domA.OrgID, ReceivedAt: e.clock.Now(),
+		SourceIP: sp("192.0.2.77"), AuthFailure: []string{"dkim"}, AuthFailureReported: []string{"bodyhash"}}
+	f, err := store.NewFailureDraft(&store.FailureReportDetail{FailureReport: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.NewIngester().Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.send("GET", "/forensic/"+f.ID(), cookie, nil); !strings.Contains(p.body, "(reported as bodyhash)") {
+		t.Errorf("a bodyhash failure's page does not say it was reported as bodyhash")
+	}
+	if p := e.send("GET", "/forensic/"+id, cookie, nil); strings.Contains(p.body, "reported as") {
+		t.Errorf("a dmarc failure's page says how it was reported")
+	}
 }
 
 // TestReportFilters covers the reports list's filters and bad dates.

@@ -382,3 +382,29 @@ func between(body, from, to string) string {
 	}
 	return body[i : i+j]
 }
+
+// TestMailboxEditNeedsPasswordForNewServer ensures the edit form with the
+// password left blank does not take the stored password to another port
+// or host: 422 saying it is needed again, nothing stored, nothing dialled
+// (issue 24).
+func TestMailboxEditNeedsPasswordForNewServer(t *testing.T) {
+	e, srv, svc := mailboxEnv(t)
+	host, port, user, pass := "127.0.0.1", srv.Port, imaptest.User, imaptest.Pass
+	m, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgA), app.MailboxSpec{Host: &host, Port: &port, Username: &user, Password: &pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := imaptest.NewListener(t)
+	cookie := e.signIn(e.fullA)
+	token := e.csrf(cookie)
+	for _, change := range [][]string{{"port", strconv.Itoa(ln.Port)}, {"host", "localhost"}} {
+		form := mailboxForm(token, srv, append([]string{"password", "", "archive_folder", "Archive/dmarcd"}, change...)...)
+		p := e.send("POST", "/settings/mailboxes/"+m.ID, cookie, form)
+		if p.status != 422 || !strings.Contains(p.body, "password: is required again") {
+			t.Errorf("edit of %s with a blank password: %d %s", change[0], p.status, alertText(p.body))
+		}
+	}
+	if got, _ := e.db.FindMailbox(e.orgA.ID, m.ID); got.Port != srv.Port || got.Host != "127.0.0.1" || ln.Connections() != 0 {
+		t.Errorf("after refused edits: %s:%d stored, the other server dialled %d times", got.Host, got.Port, ln.Connections())
+	}
+}

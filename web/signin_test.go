@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/dmarcd/dmarcd/internal/clientaddr"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // logSink is a log the server's goroutines and the test share.
@@ -38,7 +38,7 @@ func (l *logSink) String() string {
 // newLoggedEnv is newEnv with the web interface logging to the returned sink.
 func newLoggedEnv(t *testing.T) (*env, *logSink) {
 	var logs logSink
-	e := newEnvUI(t, webhook.Policy{}, nil, func(c *web.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	e := newEnvUI(t, egress.Policy{}, nil, func(c *web.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	return e, &logs
 }
 
@@ -109,7 +109,7 @@ func TestSignInBehindTrustedProxy(t *testing.T) {
 // item 13); a missing CSRF token is still the stale form.
 func TestOriginMismatchSaysSo(t *testing.T) {
 	var logs logSink
-	e := newEnvUI(t, webhook.Policy{}, nil, func(c *web.Config) {
+	e := newEnvUI(t, egress.Policy{}, nil, func(c *web.Config) {
 		c.PublicURL = "https://dmarc.example.net"
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	})

@@ -52,7 +52,7 @@ func newEnvWith(t *testing.T, p egress.Policy, mod func(*app.Config)) *env {
 
 // newEnvUI is newEnvWith with modUI applied to the web interface's Config
 // too (its logger, its public URL).
-func newEnvUI(t *testing.T, p webhook.Policy, mod func(*app.Config), modUI func(*web.Config)) *env {
+func newEnvUI(t *testing.T, p egress.Policy, mod func(*app.Config), modUI func(*web.Config)) *env {
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(t, clock)

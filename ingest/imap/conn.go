@@ -28,6 +28,10 @@ type Conn struct {
 	acct    Account
 	newMail chan struct{} // a token when the server announced new messages
 	caps    imap.CapSet   // after sign-in
+	// delim is the server's hierarchy delimiter (LIST "" ""), asked once
+	// when delimKnown is false; 0 for a flat server.
+	delim      rune
+	delimKnown bool
 
 	// dog closes the connection when a step overruns its deadline: the
 	// client library sets read deadlines of its own, so this is what
@@ -299,8 +303,9 @@ func (c *Conn) CanIdle() bool {
 	return c.c.Caps().Has(imap.CapIdle) || c.c.Caps().Has(imap.CapIMAP4rev2)
 }
 
-// Check connects and signs in to acct, selects its folder and signs out:
-// what is tried before a mailbox is saved.
+// Check connects and signs in to acct, selects its folder, makes sure its
+// archive folder exists (CheckArchiveFolder) and signs out: what is tried
+// before a mailbox is saved.
 func Check(ctx context.Context, acct Account, opts *Options) error {
 	c, err := Dial(ctx, acct, opts, nil)
 	if err != nil {
@@ -313,7 +318,7 @@ func Check(ctx context.Context, acct Account, opts *Options) error {
 	if _, err := c.c.Select(acct.Folder, &imap.SelectOptions{ReadOnly: true}).Wait(); err != nil {
 		return c.stepError("select "+acct.Folder, err)
 	}
-	return nil
+	return c.CheckArchiveFolder()
 }
 
 // Idle waits, with IDLE, until the server announces new messages, d

@@ -88,8 +88,12 @@ type Summary struct {
 	FailureReports int `json:"failure_reports"` // failure reports stored
 	TLSReports     int `json:"tls_reports"`     // SMTP TLS reports (RFC 8460) stored
 	Duplicates     int `json:"duplicates"`      // reports already stored before
-	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
-	Failed         int `json:"failed"`          // inputs not read or not stored
+	// DifferentContent counts reports with the identity (reporter, report
+	// id, domain) of one stored before but other content: not stored,
+	// and not among Duplicates.
+	DifferentContent int `json:"different_content"`
+	Quarantined      int `json:"quarantined"` // inputs kept in the quarantine
+	Failed           int `json:"failed"`      // inputs not read or not stored
 	// RecordsSkipped counts records of stored reports the parser skipped
 	// as unusable (an empty source IP, say).
 	RecordsSkipped int `json:"records_skipped"`
@@ -224,27 +228,44 @@ func (im *importer) produce(ctx context.Context, files []collected, jobs chan<- 
 		name := c.name
 		st := &importFile{root: c.root}
 		im.produceFile(ctx, name, st, jobs)
+		// A file whose last input was handed out is marked produced with
+		// it (see send): the input may be done before this line runs.
+		// Here are the others: stopped early, or without input.
 		im.mu.Lock()
-		st.produced = true
-		if st.pending == 0 {
-			im.sum.FilesDone++
+		if !st.produced {
+			st.produced = true
+			if st.pending == 0 {
+				im.sum.FilesDone++
+			}
 		}
 		im.mu.Unlock()
 	}
 }
+
+// testHookSent, when set (by tests), runs after each input is handed out:
+// a delay there is a producer that a loaded machine deschedules.
+var testHookSent func()
 
 func (im *importer) produceFile(ctx context.Context, name string, st *importFile, jobs chan<- *importJob) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		abs = name
 	}
-	send := func(j *importJob) bool {
+	// send hands out one input; last says it is the file's last, so that
+	// the file is marked produced before the input can be done: the
+	// worker recording it then counts the file done (FilesDone), in the
+	// progress of that very input.
+	send := func(j *importJob, last bool) bool {
 		j.seq, j.fs, j.root = im.nextSeq(), st, st.root
 		im.mu.Lock()
 		st.pending++
+		st.produced = last
 		im.mu.Unlock()
 		select {
 		case jobs <- j:
+			if testHookSent != nil {
+				testHookSent()
+			}
 			return true
 		case <-ctx.Done():
 			if j.file != nil {
@@ -252,13 +273,14 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 			}
 			im.mu.Lock()
 			st.pending--
+			st.produced = false
 			im.mu.Unlock()
 			return false
 		}
 	}
 	f, err := openFile(name)
 	if err != nil {
-		send(&importJob{name: name, err: err})
+		send(&importJob{name: name, err: err}, true)
 		return
 	}
 	// ReadAt leaves the offset at the start: one call, not a read and a
@@ -270,11 +292,11 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 	}
 	if err != nil {
 		f.Close()
-		send(&importJob{name: name, err: err})
+		send(&importJob{name: name, err: err}, true)
 		return
 	}
 	if !IsMbox(head[:n]) {
-		send(&importJob{name: name, abs: abs, file: f})
+		send(&importJob{name: name, abs: abs, file: f}, true)
 		return
 	}
 	defer f.Close()
@@ -288,10 +310,10 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 		if err != nil && !errors.Is(err, ErrMboxMessageTooLarge) {
 			// The file cannot be read on: report it once, under its name.
 			j.name, j.err = name, fmt.Errorf("after %d messages: %w", i-1, err)
-			send(j)
+			send(j, true)
 			return
 		}
-		if !send(j) {
+		if !send(j, !mr.More()) {
 			return
 		}
 	}
@@ -382,6 +404,8 @@ func (s *Summary) Add(it Item) {
 	}
 	for _, o := range it.Result.Reports {
 		switch {
+		case o.DifferentContent:
+			s.DifferentContent++
 		case o.Duplicate:
 			s.Duplicates++
 		case o.Kind == ingest.KindFailure:

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
@@ -197,5 +198,59 @@ func TestImportProgressInNameOrder(t *testing.T) {
 		filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), filepath.Join(dir, "sub dir", "c.zip"), missing}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("progress order:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestImportFilesDoneExact ensures FilesDone counts a file done as soon as
+// its last input is: the producer still busy after handing out a file's
+// last input (here a delay injected after every hand-out, as a loaded
+// machine does) must not leave the progress of that input, nor the
+// summary a client builds from the progress, one file short (issue 24:
+// TestImportServerReads saw FilesDone 7 for 8 files).
+func TestImportFilesDoneExact(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := importTree(t)
+	testHookSent = func() { time.Sleep(20 * time.Millisecond) }
+	t.Cleanup(func() { testHookSent = nil })
+	var calls []Summary
+	sum, err := Run(context.Background(), []string{dir}, Options{
+		Ingest: env.Pipeline.Ingest, Jobs: 4,
+		Progress: func(_ Item, s *Summary) { calls = append(calls, *s) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != sum.Inputs || sum.FilesDone != sum.Files {
+		t.Fatalf("%d progress calls for %d inputs; summary %d of %d files done", len(calls), sum.Inputs, sum.FilesDone, sum.Files)
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i].FilesDone < calls[i-1].FilesDone {
+			t.Errorf("FilesDone went back from %d to %d", calls[i-1].FilesDone, calls[i].FilesDone)
+		}
+	}
+	if last := calls[len(calls)-1]; last.FilesDone != sum.Files {
+		t.Errorf("the last input's progress says %d of %d files done", last.FilesDone, sum.Files)
+	}
+}
+
+// TestImportDuplicateWithDifferentContent ensures the summary counts a
+// report stored before apart when the copy imported differs from it
+// (issue 24): "duplicates" are the same report again,
+// "different_content" another one under the same reporter, id and domain.
+func TestImportDuplicateWithDifferentContent(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := t.TempDir()
+	o := reportgen.Options{ReportID: "same-id", Begin: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	writeFile(t, filepath.Join(dir, "a.xml"), reportgen.Generate(1, 5, o))
+	if _, err := Run(context.Background(), []string{dir}, Options{Ingest: env.Pipeline.Ingest}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "b.xml"), reportgen.Generate(1, 7, o))
+	sum, err := Run(context.Background(), []string{dir}, Options{Ingest: env.Pipeline.Ingest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Imported != 0 || sum.Duplicates != 1 || sum.DifferentContent != 1 {
+		t.Errorf("summary: %d imported, %d duplicates, %d with different content; want 0, 1, 1", sum.Imported, sum.Duplicates, sum.DifferentContent)
 	}
 }
