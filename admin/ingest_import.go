@@ -61,6 +61,10 @@ const (
 // serverUID is the user the server runs as (a test sets another).
 var serverUID = os.Geteuid
 
+// importSummarySent is called after an import's summary is sent and
+// before its log line (a test waits there for the client to go).
+var importSummarySent = func(context.Context) {}
+
 // ErrImportRefused means the server does not read the files of this
 // import itself: it runs as another user than the client, does not see
 // the same file at a path (another mount namespace), or is a server from
@@ -206,6 +210,11 @@ func (h *handler) importPaths(w http.ResponseWriter, r *http.Request) {
 			return h.svc.Ingest(ctx, r, d.Name, org)
 		},
 	})
+	// Stopped is what the import itself says (cancelled by the client,
+	// or the pipeline stopping), known now: once the summary is sent the
+	// client closes the connection, which cancels ctx, and ctx at the
+	// log line would call every finished import stopped.
+	wasStopped := err != nil
 	close(stopFlush)
 	<-flushed
 	var stopped *imports.StoppedError
@@ -217,11 +226,12 @@ func (h *handler) importPaths(w http.ResponseWriter, r *http.Request) {
 	default:
 		_ = enc.Encode(importLine{Summary: sum})
 		_ = bw.Flush()
+		importSummarySent(ctx)
 	}
 	if sum != nil {
 		h.log.Info("admin import", "files", sum.Files, "inputs", sum.Inputs, "reports", sum.Imported,
 			"duplicates", sum.Duplicates, "records", sum.Records, "quarantined", sum.Quarantined, "failed", sum.Failed,
-			"stopped", ctx.Err() != nil, "duration", time.Since(start).Round(time.Millisecond))
+			"stopped", wasStopped, "duration", time.Since(start).Round(time.Millisecond))
 	}
 }
 
@@ -313,11 +323,15 @@ func (c *Client) Import(ctx context.Context, orgRef string, paths []string, jobs
 			}
 		case ln.Summary != nil:
 			// The inputs told, in input order, made the same summary
-			// under the names as given; the server's says how many files.
+			// under the names as given; the server's says how many files
+			// and which it left out.
 			if ln.Summary.Inputs != sum.Inputs {
 				return sum, fmt.Errorf("admin socket: the server's summary counts %d inputs, %d were told", ln.Summary.Inputs, sum.Inputs)
 			}
 			sum.Files = ln.Summary.Files
+			for _, sk := range ln.Summary.Skipped {
+				sum.Skipped = append(sum.Skipped, imports.SkippedFile{File: mapImportName(sk.File, roots, -1), Reason: sk.Reason})
+			}
 			sum.EmptyLists()
 			return sum, nil
 		case ln.Error != nil:

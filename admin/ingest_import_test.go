@@ -256,6 +256,39 @@ func TestImportCancelled(t *testing.T) {
 	}
 }
 
+// TestImportLogsStoppedOnlyWhenStopped ensures the server's "admin
+// import" line says stopped=true only for an import that was stopped, not
+// for one that finished and whose client closed the connection (as every
+// client does once it has the summary) before the line was written.
+func TestImportLogsStoppedOnlyWhenStopped(t *testing.T) {
+	env := storeForImport(t)
+	org := mustAcmeExample(t, env.db)
+	paths := writeReportFiles(t, 3, 2)
+	hook := importSummarySent
+	t.Cleanup(func() { importSummarySent = hook })
+	// The client gets the summary and goes before the server logs.
+	importSummarySent = func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+	}
+	sum, err := env.c.Import(context.Background(), org.ID, paths, 2, nil)
+	if err != nil || sum.Imported != 3 {
+		t.Fatalf("import: %+v, %v", sum, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(env.log.String(), "admin import") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no admin import line:\n%s", env.log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if line := env.log.String(); !strings.Contains(line, "stopped=false") {
+		t.Errorf("a finished import logged as stopped:\n%s", line)
+	}
+}
+
 type importEnv struct {
 	db  *store.DB
 	c   *Client

@@ -129,7 +129,7 @@ func MailWith(from, to string, attachment []byte, ctype, name string) []byte {
 // ImportTree writes a folder of every kind of input an import meets and
 // returns it: a report of example.com as xml, gz and zip (two in a
 // sub-folder with an odd name), hidden files and folders an import
-// skips, a file without a report, a report of an unregistered domain, and
+// skips, a README a folder import skips by its name, a file without a report, a report of an unregistered domain, and
 // an mbox file of two report mails around a message without a report.
 func ImportTree(t testing.TB) string {
 	t.Helper()
@@ -152,6 +152,7 @@ func ImportTree(t testing.TB) string {
 	write(".hidden.xml", rep(9, "example.com"))
 	write(filepath.Join(".git", "x.xml"), rep(10, "example.com"))
 	write("notes.txt", []byte("not a report\n"))
+	write("README.md", []byte("# My DMARC reports\n"))
 	write("other.xml", rep(6, "unregistered.test"))
 	m4, _ := ReportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
 	m5, _ := ReportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com"})
