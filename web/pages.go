@@ -158,6 +158,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 	sortRows(p.Domains, p.Sort)
 	page := pageNum(r)
 	p.Pager = newPager(r, page, len(p.Domains), overviewRows)
+	if sortedBy(p.Sort) {
+		p.Pager = p.Pager.ranked()
+	}
 	lo := min((page-1)*overviewRows, len(p.Domains))
 	p.Domains = p.Domains[lo:min(lo+overviewRows, len(p.Domains))]
 	for i := range p.Domains { // only the rows shown

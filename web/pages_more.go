@@ -22,14 +22,16 @@ func pageNum(r *req) int {
 	return n
 }
 
-// pager links the pages of a list, keeping its filters.
+// pager links the pages of a list, keeping its filters. Its links say
+// Newer and Older, for a list newest first; see ranked.
 type pager struct {
-	Page, Pages int
-	Prev, Next  string
+	Page, Pages          int
+	Prev, Next           string
+	PrevLabel, NextLabel string
 }
 
 func newPager(r *req, page, total, limit int) pager {
-	p := pager{Page: page, Pages: max(1, (total+limit-1)/limit)}
+	p := pager{Page: page, Pages: max(1, (total+limit-1)/limit), PrevLabel: "Newer", NextLabel: "Older"}
 	link := func(n int) string {
 		q := r.URL.Query()
 		q.Set("page", strconv.Itoa(n))
