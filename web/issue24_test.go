@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
@@ -63,8 +65,6 @@ func TestSourcesPagingAndFailingFilter(t *testing.T) {
 	}
 }
 
-var _ = http.StatusOK
-var _ url.Values
 
 // TestOverviewPagerWords ensures the overview's pager says Newer/Older
 // for its domains newest first, and Previous/Next once sorted by name.
@@ -79,5 +79,105 @@ func TestOverviewPagerWords(t *testing.T) {
 	}
 	if p := e.send("GET", "/?sort=name", cookie, nil); !strings.Contains(p.body, "Next ›") || strings.Contains(p.body, "Older") {
 		t.Errorf("by name: pager %q", between(p.body, `<nav class="pager"`, "</nav>"))
+	}
+}
+
+// mustAlertOf raises an alert of severity sev on d (a DNS change check).
+func mustAlertOf(tb testing.TB, db *store.DB, d *store.Domain, sev, title string) *store.Alert {
+	tb.Helper()
+	cur, err := db.FindDomainByID(d.ID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err := db.RecordDNSCheck(store.DNSCheck{DomainID: d.ID, Seen: cur.LastDNSRecord, Record: cur.LastDNSRecord,
+		Alert: &alert.Candidate{Type: alert.TypeDNSRecordChanged, Severity: sev, Title: title, Message: title + " happened",
+			Details: json.RawMessage(`{}`)}})
+	if err != nil || a == nil {
+		tb.Fatalf("raising %s: %v %v", title, a, err)
+	}
+	return a
+}
+
+// TestAlertsFiltersAndBulkDismiss covers the alerts page's domain filter,
+// "pending" said as not yet delivered, dismissing the selected alerts and
+// all alerts of a filter (post/redirect/get with the count), and that
+// none of it reaches another organization's alerts or a read-only key.
+func TestAlertsFiltersAndBulkDismiss(t *testing.T) {
+	e := newEnv(t)
+	domA2 := storetest.MustDomain(t, e.db, e.orgA.ID, "second.example")
+	a1 := mustAlertOf(t, e.db, e.domA, alert.SeverityWarning, "A1 alpha warning")
+	a2 := mustAlertOf(t, e.db, e.domA, alert.SeverityCritical, "A2 alpha critical")
+	a3 := mustAlertOf(t, e.db, domA2, alert.SeverityWarning, "A3 second warning")
+	a4 := mustAlertOf(t, e.db, domA2, alert.SeverityWarning, "A4 second warning")
+	b1 := mustAlertOf(t, e.db, e.domB, alert.SeverityWarning, "B1 beta warning")
+	status := func(a *store.Alert, org string) string {
+		got, err := e.db.FindAlert(org, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Status
+	}
+
+	cookie := e.signIn(e.fullA)
+	p := e.send("GET", "/alerts", cookie, nil)
+	if p.status != 200 || !strings.Contains(p.body, "not yet delivered") || !strings.Contains(p.body, `<option value="`+domA2.ID+`"`) {
+		t.Errorf("alerts page: %d; no 'not yet delivered' or no domain filter", p.status)
+	}
+	p = e.send("GET", "/alerts?domain="+domA2.ID, cookie, nil)
+	if !strings.Contains(p.body, "A3 second") || strings.Contains(p.body, "A1 alpha") {
+		t.Errorf("domain filter: %d", p.status)
+	}
+	if p := e.send("GET", "/alerts?domain="+e.domB.ID, cookie, nil); p.status != http.StatusNotFound || strings.Contains(p.body, "B1 beta") {
+		t.Errorf("another organization's domain as filter: %d", p.status)
+	}
+	if !strings.Contains(p.body, `name="id" value="`+a3.ID+`"`) {
+		t.Error("no checkbox to select an alert")
+	}
+
+	token := e.csrf(cookie)
+	// Selected: a1 and B's alert (ignored), by a full key.
+	p = e.send("POST", "/alerts", cookie, url.Values{"csrf_token": {token}, "dismiss": {"selected"}, "id": {a1.ID, b1.ID}})
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/alerts?") || !strings.Contains(p.header.Get("Location"), "dismissed=1") {
+		t.Fatalf("dismiss selected: %d %q", p.status, p.header.Get("Location"))
+	}
+	if status(a1, e.orgA.ID) != store.AlertDismissed || status(a2, e.orgA.ID) == store.AlertDismissed || status(b1, e.orgB.ID) == store.AlertDismissed {
+		t.Errorf("after dismissing a1 (and B's): a1 %s, a2 %s, b1 %s", status(a1, e.orgA.ID), status(a2, e.orgA.ID), status(b1, e.orgB.ID))
+	}
+	if p := e.send("GET", p.header.Get("Location"), cookie, nil); !strings.Contains(p.body, "Dismissed 1 alert.") {
+		t.Errorf("no notice after dismissing: %q", alertText(p.body))
+	}
+	// All of a filter: the warnings of second.example.
+	p = e.send("POST", "/alerts", cookie, url.Values{"csrf_token": {token}, "dismiss": {"all"}, "domain": {domA2.ID}, "severity": {"warning"}})
+	if p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Location"), "dismissed=2") || !strings.Contains(p.header.Get("Location"), "domain="+domA2.ID) {
+		t.Fatalf("dismiss all of a filter: %d %q", p.status, p.header.Get("Location"))
+	}
+	if status(a3, e.orgA.ID) != store.AlertDismissed || status(a4, e.orgA.ID) != store.AlertDismissed || status(a2, e.orgA.ID) == store.AlertDismissed {
+		t.Errorf("after dismissing the filter: a3 %s, a4 %s, a2 %s", status(a3, e.orgA.ID), status(a4, e.orgA.ID), status(a2, e.orgA.ID))
+	}
+	// A filter naming another organization's domain changes nothing.
+	if p := e.send("POST", "/alerts", cookie, url.Values{"csrf_token": {token}, "dismiss": {"all"}, "domain": {e.domB.ID}}); p.status != http.StatusNotFound {
+		t.Errorf("dismiss all of B's domain: %d", p.status)
+	}
+	if status(b1, e.orgB.ID) == store.AlertDismissed {
+		t.Error("B's alert dismissed by A")
+	}
+	// Without the CSRF token, or with a read key: 403, nothing changes.
+	if p := e.send("POST", "/alerts", cookie, url.Values{"dismiss": {"all"}}); p.status != http.StatusForbidden {
+		t.Errorf("without a token: %d", p.status)
+	}
+	read := e.signIn(e.readA)
+	if p := e.send("GET", "/alerts", read, nil); strings.Contains(p.body, `name="id"`) || strings.Contains(p.body, `action="/alerts"`+` method="post"`) || strings.Contains(p.body, "Dismiss") {
+		t.Error("a read-only key sees dismiss controls")
+	}
+	if p := e.send("POST", "/alerts", read, url.Values{"csrf_token": {e.csrf(read)}, "dismiss": {"all"}}); p.status != http.StatusForbidden {
+		t.Errorf("read key: %d", p.status)
+	}
+	if status(a2, e.orgA.ID) == store.AlertDismissed {
+		t.Error("a2 dismissed by a refused POST")
+	}
+	// All of no filter: everything open left (a2).
+	p = e.send("POST", "/alerts", cookie, url.Values{"csrf_token": {token}, "dismiss": {"all"}})
+	if p.status != http.StatusSeeOther || !strings.Contains(p.header.Get("Location"), "dismissed=1") || status(a2, e.orgA.ID) != store.AlertDismissed {
+		t.Errorf("dismiss all: %d %q, a2 %s", p.status, p.header.Get("Location"), status(a2, e.orgA.ID))
 	}
 }

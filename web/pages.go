@@ -41,6 +41,7 @@ func (h *Handler) routes() {
 
 	h.handle("GET", "/alerts", readAccess, h.alerts)
 	h.handle("POST", "/alerts/:id/dismiss", writeAccess, h.dismissAlert)
+	h.handle("POST", "/alerts", writeAccess, h.dismissAlerts)
 
 	h.handle("GET", "/settings", readAccess, h.settings)
 	h.handle("GET", "/settings/keys", readAccess, h.keys)

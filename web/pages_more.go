@@ -140,20 +140,15 @@ type alertsPage struct {
 	Severity, Status string
 	Domains          map[string]string
 	Pager            pager
+	alertActions
 }
 
 func (h *Handler) alerts(w http.ResponseWriter, r *req) error {
-	q := r.URL.Query()
-	p := alertsPage{Severity: q.Get("severity"), Status: q.Get("status"), Domains: map[string]string{}}
-	if p.Severity != "" && !store.ValidAlertSeverity(p.Severity) {
-		p.Severity = ""
-	}
-	if p.Status != "" && !store.ValidAlertStatus(p.Status) {
-		p.Status = ""
-	}
+	f := alertFilterOf(r.URL.Query())
+	p := alertsPage{Severity: f.Severity, Status: f.Status, Domains: map[string]string{}}
 	page := pageNum(r)
-	as, total, err := h.db.ListAlerts(r.org.ID, store.AlertFilter{Severity: p.Severity, Status: p.Status,
-		Page: store.Page{Page: page, Limit: listLimit}})
+	f.Page = store.Page{Page: page, Limit: listLimit}
+	as, total, err := h.db.ListAlerts(r.org.ID, f)
 	if err != nil {
 		return err
 	}
@@ -165,6 +160,9 @@ func (h *Handler) alerts(w http.ResponseWriter, r *req) error {
 		p.Domains[d.ID] = d.Name
 	}
 	p.Alerts, p.Pager = as, newPager(r, page, total, listLimit)
+	if p.alertActions, err = h.alertActionsOf(r, f, domains); err != nil {
+		return err
+	}
 	h.render(w, r, http.StatusOK, "alerts", "Alerts", p)
 	return nil
 }

@@ -114,6 +114,8 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
 	},
+	// alertStatus is an alert's status as people read it.
+	"alertStatus": alertStatusLabel,
 	// stage is an advice stage as people read it.
 	"stage":  stageLabel,
 	"num":    formatNum,
