@@ -65,7 +65,6 @@ func TestSourcesPagingAndFailingFilter(t *testing.T) {
 	}
 }
 
-
 // TestOverviewPagerWords ensures the overview's pager says Newer/Older
 // for its domains newest first, and Previous/Next once sorted by name.
 func TestOverviewPagerWords(t *testing.T) {
