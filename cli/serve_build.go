@@ -178,7 +178,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	})
 	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
 		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log, Senders: views,
-		Mailboxes: s.imap.svc})
+		Mailboxes: s.imap.svc, Quarantine: s.pipeline})
 	if err != nil {
 		return nil, err
 	}

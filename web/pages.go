@@ -50,6 +50,7 @@ func (h *Handler) routes() {
 
 	h.webhookRoutes()
 	h.mailboxRoutes()
+	h.quarantineRoutes()
 
 	h.router.NotFound = http.HandlerFunc(h.notFound)
 	h.router.MethodNotAllowed = http.HandlerFunc(h.notFound)

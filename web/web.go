@@ -84,6 +84,10 @@ type Config struct {
 	// CheckBudget bounds the live check-dmarc of a domain page; 0 means
 	// 1.5s. When it runs out the page shows the last DNS check's record.
 	CheckBudget time.Duration
+	// Quarantine retries quarantine entries (the ingest pipeline, as the
+	// API's POST /quarantine/{id}/retry); nil: the quarantine page lists,
+	// shows and deletes entries but offers no Retry.
+	Quarantine QuarantineRetrier
 }
 
 // Handler is the web interface. Create it with New.
@@ -189,7 +193,7 @@ func (h *Handler) loadAssets() error {
 // pageNames are the templates besides the layout.
 var pageNames = []string{"login", "overview", "domain", "domain_new", "domain_delete",
 	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure",
-	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox"}
+	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox", "quarantine", "quarantine_entry"}
 
 func (h *Handler) loadTemplates() error {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
