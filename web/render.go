@@ -107,6 +107,8 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"pct": func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
+	// pc is a chart coordinate, a percentage of the chart's box.
+	"pc": func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
 	// share is n of total as a percentage, "–" without a total.
 	"share": func(n, total int64) string {
 		if total <= 0 {
