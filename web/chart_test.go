@@ -163,5 +163,3 @@ func TestChartsHaveAYAxisAndUnscaledText(t *testing.T) {
 		}
 	}
 }
-
-
