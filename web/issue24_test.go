@@ -180,3 +180,22 @@ func TestAlertsFiltersAndBulkDismiss(t *testing.T) {
 		t.Errorf("dismiss all: %d %q, a2 %s", p.status, p.header.Get("Location"), status(a2, e.orgA.ID))
 	}
 }
+
+// TestUnnamedReporter ensures a report whose reporter gave no name is
+// listed with a link that can be seen and clicked, and its page's title
+// has no gap.
+func TestUnnamedReporter(t *testing.T) {
+	e := newEnv(t)
+	rep := mustReport(t, e.db, e.domA, storetest.Epoch().Add(-48*time.Hour), "", goodRecords())
+	cookie := e.signIn(e.readA)
+	if p := e.send("GET", "/reports", cookie, nil); !strings.Contains(p.body, `<a href="/reports/`+rep.ID+`">(unnamed reporter)</a>`) {
+		t.Errorf("reports list: %s", between(p.body, "<tbody>", "</tbody>"))
+	}
+	p := e.send("GET", "/reports/"+rep.ID, cookie, nil)
+	if title := between(p.body, "<title>", "</title>"); strings.Contains(title, "  ") || !strings.Contains(title, "unnamed reporter") {
+		t.Errorf("report page title %q", title)
+	}
+	if h1 := between(p.body, "<h1>", "</h1>"); strings.HasSuffix(h1, "from ") || !strings.Contains(h1, "unnamed reporter") {
+		t.Errorf("report page heading %q", h1)
+	}
+}

@@ -131,7 +131,7 @@ func (h *Handler) report(w http.ResponseWriter, r *req) error {
 	if err != nil {
 		return err
 	}
-	h.render(w, r, http.StatusOK, "report", "Report from "+rep.OrgName, p)
+	h.render(w, r, http.StatusOK, "report", "Report from "+cmpOr(rep.OrgName, "an unnamed reporter"), p)
 	return nil
 }
 
