@@ -244,13 +244,7 @@ func TestImportCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || sum == nil || sum.Inputs < 2 || sum.Inputs >= len(paths) {
 		t.Fatalf("cancelled import: %+v, %v", sum, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(db.log.String(), "stopped=true") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not stop the import:\n%s", db.log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLog(t, db.log, "stopped=true")
 	if _, total, _ := db.db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total >= len(paths)/2 {
 		t.Errorf("%d of %d reports stored after the client went", total, len(paths))
 	}
@@ -277,15 +271,19 @@ func TestImportLogsStoppedOnlyWhenStopped(t *testing.T) {
 	if err != nil || sum.Imported != 3 {
 		t.Fatalf("import: %+v, %v", sum, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(env.log.String(), "admin import") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no admin import line:\n%s", env.log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLog(t, env.log, "admin import")
 	if line := env.log.String(); !strings.Contains(line, "stopped=false") {
 		t.Errorf("a finished import logged as stopped:\n%s", line)
+	}
+}
+
+// waitForLog waits up to 10 seconds for the server's log to hold want.
+func waitForLog(t *testing.T, log *lockedBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's log does not say %q:\n%s", want, log.String())
+		}
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/imaptest"
@@ -36,15 +35,7 @@ func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Service) {
 		RootCAs: srv.Cert.Pool, Timeout: 5 * time.Second}}
 	e := newEnvWith(t, webhook.Policy{}, func(c *web.Config) { c.Mailboxes = svc })
 	svc.DB = e.db
-	p, err := ingest.New(ingest.Config{Store: e.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	svc.Sink = imapin.PipelineSink{Pipeline: p}
+	svc.Sink = imapin.PipelineSink{Pipeline: startPipeline(t, e.db, nil)}
 	return e, srv, svc
 }
 

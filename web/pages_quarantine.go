@@ -133,11 +133,17 @@ func quarantineNotice(q url.Values) string {
 	return ""
 }
 
-func (h *Handler) quarantineEntry(w http.ResponseWriter, r *req) error {
+// ownEntry is the :id entry of a full-scope session's organization and
+// its bytes: 403 for a read-only session, not found for any other's.
+func (h *Handler) ownEntry(r *req) (*store.QuarantineEntry, []byte, error) {
 	if err := fullOnly(r); err != nil {
-		return err
+		return nil, nil, err
 	}
-	e, raw, err := h.findQuarantine(r.org.ID, r.params.ByName("id"))
+	return h.findQuarantine(r.org.ID, r.params.ByName("id"))
+}
+
+func (h *Handler) quarantineEntry(w http.ResponseWriter, r *req) error {
+	e, raw, err := h.ownEntry(r)
 	if err != nil {
 		return err
 	}
@@ -171,10 +177,7 @@ func previewText(b []byte) string {
 // quarantineRaw serves the bytes kept, as the API's /raw does: a download,
 // never shown as a page.
 func (h *Handler) quarantineRaw(w http.ResponseWriter, r *req) error {
-	if err := fullOnly(r); err != nil {
-		return err
-	}
-	e, raw, err := h.findQuarantine(r.org.ID, r.params.ByName("id"))
+	e, raw, err := h.ownEntry(r)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package web_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
@@ -30,17 +30,11 @@ func quarantineEnv(t *testing.T) (*env, *ingest.Pipeline) {
 	return e, p
 }
 
-// startPipeline runs an ingest pipeline over db until the test ends.
+// startPipeline runs an ingest pipeline over db until the test ends, on
+// the clock now (nil: the wall clock).
 func startPipeline(t *testing.T, db *store.DB, now func() time.Time) *ingest.Pipeline {
 	t.Helper()
-	p, err := ingest.New(ingest.Config{Store: db, Now: now, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	p, _ := ingesttest.Start(t, ingest.Config{Store: db, Now: now})
 	return p
 }
 

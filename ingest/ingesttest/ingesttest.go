@@ -63,24 +63,35 @@ func NewWith(t testing.TB, tweak func(*ingest.Config), specs ...string) *Env {
 	if tweak != nil {
 		tweak(&cfg)
 	}
+	env.Pipeline, env.Stop = Start(t, cfg)
+	return env
+}
+
+// Start makes the pipeline of cfg (a nil Logger discards) and runs it
+// until stop is called or the test ends; stop waits for Run to return and
+// may be called more than once.
+func Start(t testing.TB, cfg ingest.Config) (p *ingest.Pipeline, stop func()) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	p, err := ingest.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Pipeline = p
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	stopped := false
-	env.Stop = func() {
+	stop = func() {
 		if !stopped {
 			stopped = true
 			cancel()
 			<-done
 		}
 	}
-	t.Cleanup(env.Stop)
-	return env
+	t.Cleanup(stop)
+	return p, stop
 }
 
 // Reports lists the reports stored for the domain with this address.
