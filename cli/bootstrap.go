@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -42,7 +43,7 @@ func bootstrap(db *store.DB, g *globalOptions, apiAddr string, log *slog.Logger)
 		}
 		defer keyFile.Close()
 	}
-	org, err := db.CreateOrganization("default", store.PlanUnlimited)
+	org, err := db.CreateOrganization("default", app.DefaultPlan)
 	if err != nil {
 		removeUnwritten(keyFile, path)
 		return err

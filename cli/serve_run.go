@@ -94,7 +94,7 @@ func (s *server) run(ctx context.Context) error {
 	reloadGeoOnHUP(runCtx, s.geo, log, &wg)
 	s.ready.Store(true)
 	log.Info("dmarcd started", "version", version(), "api", lns.api.Addr().String(), "smtp", smtpAddr,
-		"smtp_starttls", s.smtpTLS, "admin_socket", g.socketPath(), "data_dir", g.DataDir,
+		"smtp_starttls", s.smtpTLS != nil, "admin_socket", g.socketPath(), "data_dir", g.DataDir,
 		"reporting_domain", s.reportingDomain, "dns_servers", strings.Join(s.resolver.Servers(), ","),
 		"rate_limit", o.RateLimit, "geo", s.geo.Description())
 
@@ -123,7 +123,7 @@ func (s *server) run(ctx context.Context) error {
 	wg.Wait()
 	stopPipeline()
 	<-pipeDone
-	if err := s.api.FlushKeyUsage(); err != nil {
+	if err := s.app.FlushKeyUsage(); err != nil {
 		log.Error("flushing API key usage", "error", err)
 	}
 	log.Info("dmarcd stopped")

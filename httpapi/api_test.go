@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
 	"github.com/dmarcd/dmarcd/metrics"
@@ -38,6 +39,7 @@ type env struct {
 	keyB    string // full scope, org B
 	keyAID  string
 	limitOf int
+	appCfg  app.Config // what e.api's application layer was built from
 }
 
 func newEnv(t *testing.T, rateLimit int) *env {
@@ -50,14 +52,19 @@ func newEnv(t *testing.T, rateLimit int) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, db: db, dns: ns, clock: clock, reg: metrics.NewRegistry(), limitOf: rateLimit}
-	e.api = New(Config{
+	e.appCfg = app.Config{
 		Store:           db,
 		DNS:             &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
 		TLS:             &dnscheck.TLSChecker{Resolver: res},
 		ReportingDomain: "reports.example.net",
-		RateLimit:       rateLimit,
-		Metrics:         e.reg,
 		Now:             clock.Now,
+	}
+	e.api = New(Config{
+		App:       app.New(e.appCfg),
+		Store:     db,
+		RateLimit: rateLimit,
+		Metrics:   e.reg,
+		Now:       clock.Now,
 	})
 	e.api.handle("GET", "/test/panic", public, func(http.ResponseWriter, *request) error { panic("boom") })
 	e.srv = httptest.NewServer(e.api)
@@ -78,6 +85,13 @@ func newEnv(t *testing.T, rateLimit int) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// withApp rebuilds the API's application layer from its config changed
+// by mod (a pipeline for quarantine retries, a mailbox intake, ...).
+func (e *env) withApp(mod func(*app.Config)) {
+	mod(&e.appCfg)
+	e.api.app = app.New(e.appCfg)
 }
 
 type resp struct {
@@ -604,7 +618,7 @@ func TestRequestID(t *testing.T) {
 func TestKeyUsageIsFlushed(t *testing.T) {
 	e := newEnv(t, 1000)
 	e.do("GET", "/api/v1/domains", e.keyA, nil)
-	if err := e.api.FlushKeyUsage(); err != nil {
+	if err := e.api.app.FlushKeyUsage(); err != nil {
 		t.Fatal(err)
 	}
 	k, err := e.db.FindAPIKey(e.keyAID)

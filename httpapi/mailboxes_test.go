@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
@@ -24,7 +25,7 @@ var mailboxKeys = []string{"archive_folder", "auth", "created_at", "folder", "ho
 
 // mailboxEnv adds to env a memory IMAP server, a running pipeline and the
 // mailbox service the API uses.
-func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Service) {
+func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Intake) {
 	t.Helper()
 	e := newEnv(t, 1000)
 	srv := imaptest.NewServer(t)
@@ -40,9 +41,9 @@ func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Service) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	svc := &imapin.Service{DB: e.db, Box: box, Sink: imapin.PipelineSink{Pipeline: p},
+	svc := &imapin.Intake{DB: e.db, Box: box, Sink: imapin.PipelineSink{Pipeline: p},
 		Options: &imapin.Options{AllowPrivate: true, RootCAs: srv.Cert.Pool, Timeout: 5 * time.Second}}
-	e.api.cfg.Mailboxes = svc
+	e.withApp(func(c *app.Config) { c.Mailboxes = svc })
 	return e, srv, svc
 }
 

@@ -25,8 +25,8 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
-	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/webhook"
@@ -135,22 +135,11 @@ func newWebhookEnv(t *testing.T, p webhook.Policy) *env {
 	}
 	client := webhook.NewClient(res, p).WithTimeout(5 * time.Second)
 	t.Cleanup(client.CloseIdleConnections)
-	e.reg = metrics.NewRegistry()
-	e.api = New(Config{
-		Store:           e.db,
-		DNS:             &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
-		ReportingDomain: "reports.example.net",
-		RateLimit:       1000,
-		Metrics:         e.reg,
-		Now:             e.clock.Now,
-		DNSTimeout:      2 * time.Second,
-		WebhookClient:   client,
-		WebhookResolver: res,
-		WebhookPolicy:   p,
+	e.withApp(func(c *app.Config) {
+		c.DNS = &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second}
+		c.DNSTimeout = 2 * time.Second
+		c.WebhookClient, c.WebhookResolver, c.WebhookPolicy = client, res, p
 	})
-	e.srv.Close()
-	e.srv = httptest.NewServer(e.api)
-	t.Cleanup(e.srv.Close)
 	e.dns.SetA("hooks.example.com", "93.184.216.34")
 	return e
 }

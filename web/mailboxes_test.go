@@ -12,31 +12,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/imaptest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/web"
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // mailboxEnv is env with the mailbox service the API uses (a real secret
 // key, a running ingest pipeline) and go-imap's in-memory IMAP server.
-func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Service) {
+func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *app.App) {
 	t.Helper()
 	srv := imaptest.NewServer(t)
 	box, err := secret.LoadOrCreate(secret.KeyPath(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &imapin.Service{Box: box, Options: &imapin.Options{AllowPrivate: true, AllowPlaintext: true,
+	svc := &imapin.Intake{Box: box, Options: &imapin.Options{AllowPrivate: true, AllowPlaintext: true,
 		RootCAs: srv.Cert.Pool, Timeout: 5 * time.Second}}
-	e := newEnvWith(t, webhook.Policy{}, func(c *web.Config) { c.Mailboxes = svc })
+	e := newEnvWith(t, webhook.Policy{}, func(c *app.Config) { c.Mailboxes = svc })
 	svc.DB = e.db
 	svc.Sink = imapin.PipelineSink{Pipeline: startPipeline(t, e.db, nil)}
-	return e, srv, svc
+	return e, srv, e.app
 }
 
 // mailboxForm is the add form for srv; extra are name, value pairs that
@@ -186,11 +186,11 @@ func TestMailboxPages(t *testing.T) {
 func TestMailboxPagesIsolationAndScope(t *testing.T) {
 	e, srv, svc := mailboxEnv(t)
 	host, port, user, pass := "127.0.0.1", srv.Port, imaptest.User, imaptest.Pass
-	theirs, err := svc.Create(context.Background(), e.orgB.ID, imapin.Spec{Host: &host, Port: &port, Username: &user, Password: &pass})
+	theirs, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgB), app.MailboxSpec{Host: &host, Port: &port, Username: &user, Password: &pass})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine, err := svc.Create(context.Background(), e.orgA.ID, imapin.Spec{Host: &host, Port: &port, Username: &user, Password: &pass})
+	mine, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgA), app.MailboxSpec{Host: &host, Port: &port, Username: &user, Password: &pass})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestMailboxHostileServerText(t *testing.T) {
 	}
 
 	host, sport, user, pass := "127.0.0.1", srv.Port, imaptest.User, imaptest.Pass
-	m, err := svc.Create(context.Background(), e.orgA.ID, imapin.Spec{Host: &host, Port: &sport, Username: &user, Password: &pass})
+	m, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgA), app.MailboxSpec{Host: &host, Port: &sport, Username: &user, Password: &pass})
 	if err != nil {
 		t.Fatal(err)
 	}

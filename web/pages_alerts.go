@@ -1,12 +1,12 @@
 package web
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -15,8 +15,8 @@ import (
 // alert) and "dismiss all of this filter", posted to POST /alerts with
 // the CSRF token and answered with a redirect back to the filtered list
 // (post/redirect/get) that says how many were dismissed. Every dismissal
-// is store.DismissAlert, the API's: another organization's alert is not
-// found there, and skipped.
+// is the application layer's DismissAlert, the API's: another
+// organization's alert is not found there, and skipped.
 
 // maxSelected bounds the alert ids one "dismiss selected" takes.
 const maxSelected = 1000
@@ -77,7 +77,7 @@ func (h *Handler) alertActionsOf(r *req, f store.AlertFilter, domains []*store.D
 	for _, st := range openStatuses(f) {
 		g := f
 		g.Status, g.Page = st, store.Page{Page: 1, Limit: 1}
-		_, n, err := h.db.ListAlerts(r.org.ID, g)
+		_, n, err := h.db.ListAlerts(r.orgID(), g)
 		if err != nil {
 			return a, err
 		}
@@ -102,7 +102,7 @@ func (h *Handler) dismissAlerts(w http.ResponseWriter, r *req) error {
 		}
 	case "all":
 		var err error
-		if ids, err = h.openAlertIDs(r.org.ID, f); err != nil {
+		if ids, err = h.openAlertIDs(r.orgID(), f); err != nil {
 			return err
 		}
 	default:
@@ -110,9 +110,9 @@ func (h *Handler) dismissAlerts(w http.ResponseWriter, r *req) error {
 	}
 	n := 0
 	for _, id := range ids {
-		_, err := h.db.DismissAlert(r.org.ID, strings.ToLower(strings.TrimSpace(id)))
+		_, err := h.app.DismissAlert(r.Context(), r.actor, strings.ToLower(strings.TrimSpace(id)))
 		switch {
-		case errors.Is(err, store.ErrNotFound):
+		case err != nil && app.KindOf(err) == app.NotFound:
 			// Gone with its domain, or not this organization's.
 		case err != nil:
 			return err

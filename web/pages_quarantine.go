@@ -1,15 +1,13 @@
 package web
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"unicode"
 
-	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -17,30 +15,24 @@ import (
 // that reached the organization and yielded no usable report, each with
 // its reason, its bytes, Retry (once the cause is fixed, say the domain
 // registered) and Delete. Only a full-scope key sees them, as only such a
-// key may retry or delete: a read key gets no tab and 403. Entries of
-// another organization, and those of none (only the CLI sees them), are
-// not found. The API's /quarantine routes do the same through the same
-// store methods and the same retrier.
-
-// QuarantineRetrier ingests a quarantine entry's bytes again:
-// *ingest.Pipeline, the retrier of the API's POST /quarantine/{id}/retry.
-type QuarantineRetrier interface {
-	RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error)
-}
+// key may retry or delete: every route asks app.Write, so a read key gets
+// no tab and 403. Entries of another organization, and those of none
+// (only the CLI sees them), are not found. The operations are the
+// application layer's, the API's /quarantine routes' own.
 
 func (h *Handler) quarantineRoutes() {
-	h.handle("GET", "/settings/quarantine", readAccess, h.quarantine)
-	h.handle("GET", "/settings/quarantine/:id", readAccess, h.quarantineEntry)
-	h.handle("GET", "/settings/quarantine/:id/raw", readAccess, h.quarantineRaw)
-	h.handle("POST", "/settings/quarantine/:id/retry", writeAccess, h.retryQuarantine)
-	h.handle("POST", "/settings/quarantine/:id/delete", writeAccess, h.deleteQuarantine)
+	h.handle("GET", "/settings/quarantine", app.Write, h.quarantine)
+	h.handle("GET", "/settings/quarantine/:id", app.Write, h.quarantineEntry)
+	h.handle("GET", "/settings/quarantine/:id/raw", app.Write, h.quarantineRaw)
+	h.handle("POST", "/settings/quarantine/:id/retry", app.Write, h.retryQuarantine)
+	h.handle("POST", "/settings/quarantine/:id/delete", app.Write, h.deleteQuarantine)
 }
 
 // quarantineRow is an entry as the pages show it, with the domain its
 // recipient (a reporting address) belongs to, when the organization has
 // it.
 type quarantineRow struct {
-	*store.QuarantineEntry
+	app.Quarantined
 	Domain *store.Domain
 }
 
@@ -56,34 +48,18 @@ type quarantineEntryPage struct {
 	Preview string // the start of the bytes kept, as text
 	Cut     bool   // Preview is not all of them
 	Notice  string
-	Retry   bool // a retrier is configured
 }
 
 // previewBytes is how much of an entry's bytes its page shows.
 const previewBytes = 8 << 10
 
-// errNoRetrier is the answer to a Retry on a server built without one.
-var errNoRetrier = &pageError{status: http.StatusServiceUnavailable, title: "Retry unavailable",
-	msg: "This server runs without its ingest pipeline, so entries can be looked at and deleted but not retried. Use 'dmarcd quarantine retry'."}
-
-// fullOnly refuses a read-only session: the quarantine holds whole mails.
-func fullOnly(r *req) error {
-	if r.readOnly() {
-		return errReadOnly
-	}
-	return nil
-}
-
 func (h *Handler) quarantine(w http.ResponseWriter, r *req) error {
-	if err := fullOnly(r); err != nil {
-		return err
-	}
 	page := pageNum(r)
-	entries, total, err := h.listQuarantine(r.org.ID, store.Page{Page: page, Limit: listLimit})
+	entries, total, err := h.app.ListQuarantine(r.Context(), r.actor, store.Page{Page: page, Limit: listLimit})
 	if err != nil {
 		return err
 	}
-	rows, err := h.quarantineRows(r.org.ID, entries...)
+	rows, err := h.quarantineRows(r.orgID(), entries...)
 	if err != nil {
 		return err
 	}
@@ -93,18 +69,22 @@ func (h *Handler) quarantine(w http.ResponseWriter, r *req) error {
 }
 
 // quarantineRows pairs entries with the domains of their recipients.
-func (h *Handler) quarantineRows(orgID string, entries ...*store.QuarantineEntry) ([]quarantineRow, error) {
+func (h *Handler) quarantineRows(orgID string, entries ...app.Quarantined) ([]quarantineRow, error) {
 	domains, err := h.allDomains(orgID)
 	if err != nil {
 		return nil, err
 	}
-	byAddr := make(map[string]*store.Domain, len(domains))
+	byID := make(map[string]*store.Domain, len(domains))
 	for _, d := range domains {
-		byAddr[strings.ToLower(d.ReportingEmail)] = d
+		byID[d.ID] = d
 	}
 	rows := make([]quarantineRow, 0, len(entries))
 	for _, e := range entries {
-		rows = append(rows, quarantineRow{QuarantineEntry: e, Domain: byAddr[strings.ToLower(e.Recipient)]})
+		row := quarantineRow{Quarantined: e}
+		if e.DomainID != nil {
+			row.Domain = byID[*e.DomainID]
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }
@@ -133,26 +113,20 @@ func quarantineNotice(q url.Values) string {
 	return ""
 }
 
-// ownEntry is the :id entry of a full-scope session's organization and
-// its bytes: 403 for a read-only session, not found for any other's.
-func (h *Handler) ownEntry(r *req) (*store.QuarantineEntry, []byte, error) {
-	if err := fullOnly(r); err != nil {
-		return nil, nil, err
-	}
-	return h.findQuarantine(r.org.ID, r.params.ByName("id"))
-}
+// entryID is the :id of a quarantine route, as ids are matched.
+func entryID(r *req) string { return strings.ToLower(r.params.ByName("id")) }
 
 func (h *Handler) quarantineEntry(w http.ResponseWriter, r *req) error {
-	e, raw, err := h.ownEntry(r)
+	e, raw, err := h.app.FindQuarantine(r.Context(), r.actor, entryID(r))
 	if err != nil {
 		return err
 	}
-	rows, err := h.quarantineRows(r.org.ID, e)
+	rows, err := h.quarantineRows(r.orgID(), *e)
 	if err != nil {
 		return err
 	}
 	p := quarantineEntryPage{Entry: rows[0], Preview: previewText(raw[:min(len(raw), previewBytes)]), Cut: len(raw) > previewBytes,
-		Notice: quarantineNotice(r.URL.Query()), Retry: h.cfg.Quarantine != nil}
+		Notice: quarantineNotice(r.URL.Query())}
 	h.render(w, r, http.StatusOK, "quarantine_entry", "Quarantine entry", p)
 	return nil
 }
@@ -177,7 +151,7 @@ func previewText(b []byte) string {
 // quarantineRaw serves the bytes kept, as the API's /raw does: a download,
 // never shown as a page.
 func (h *Handler) quarantineRaw(w http.ResponseWriter, r *req) error {
-	e, raw, err := h.ownEntry(r)
+	e, raw, err := h.app.FindQuarantine(r.Context(), r.actor, entryID(r))
 	if err != nil {
 		return err
 	}
@@ -190,8 +164,8 @@ func (h *Handler) quarantineRaw(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) retryQuarantine(w http.ResponseWriter, r *req) error {
-	id := strings.ToLower(r.params.ByName("id"))
-	res, err := h.retryQuarantineOf(r.Context(), r.org.ID, id)
+	id := entryID(r)
+	res, err := h.app.RetryQuarantine(r.Context(), r.actor, id)
 	if err != nil {
 		return err
 	}
@@ -216,43 +190,9 @@ func (h *Handler) retryQuarantine(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) deleteQuarantine(w http.ResponseWriter, r *req) error {
-	if err := h.deleteQuarantineOf(r.org.ID, r.params.ByName("id")); err != nil {
+	if err := h.app.DeleteQuarantine(r.Context(), r.actor, entryID(r)); err != nil {
 		return err
 	}
 	http.Redirect(w, r.Request, "/settings/quarantine?done=deleted", http.StatusSeeOther)
 	return nil
-}
-
-// The quarantine operations of these pages, in one place: the store's
-// organization-scoped quarantine methods and the retrier, as the API's
-// quarantine routes run them.
-
-func (h *Handler) listQuarantine(orgID string, p store.Page) ([]*store.QuarantineEntry, int, error) {
-	return h.db.ListQuarantineOf(orgID, p)
-}
-
-// findQuarantine is org's entry id and its bytes; ErrNotFound for any
-// other organization's, one of none, or a malformed id.
-func (h *Handler) findQuarantine(orgID, id string) (*store.QuarantineEntry, []byte, error) {
-	return h.db.FindQuarantineOf(orgID, strings.ToLower(id))
-}
-
-// retryQuarantineOf ingests org's entry id again: ErrNotFound before
-// anything runs when it is not org's.
-func (h *Handler) retryQuarantineOf(ctx context.Context, orgID, id string) (*ingest.Result, error) {
-	if _, _, err := h.findQuarantine(orgID, id); err != nil {
-		return nil, err
-	}
-	if h.cfg.Quarantine == nil {
-		return nil, errNoRetrier
-	}
-	res, err := h.cfg.Quarantine.RetryQuarantine(ctx, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	return res, err
-}
-
-func (h *Handler) deleteQuarantineOf(orgID, id string) error {
-	return h.db.DeleteQuarantineOf(orgID, strings.ToLower(id))
 }

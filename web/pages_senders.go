@@ -181,7 +181,7 @@ type sourcesPage struct {
 const maxRangeDays = 366
 
 func (h *Handler) sources(w http.ResponseWriter, r *req) error {
-	d, err := h.db.FindDomain(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	d, err := h.db.FindDomain(r.orgID(), strings.ToLower(r.params.ByName("id")))
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 		h.render(w, r, http.StatusBadRequest, "sources", "Sources of "+d.Name, p)
 		return nil
 	}
-	rows, err := h.views.Sources(r.Context(), r.org.ID, d.ID, from, to)
+	rows, err := h.views.Sources(r.Context(), r.orgID(), d.ID, from, to)
 	if err != nil {
 		return err
 	}
@@ -230,8 +230,8 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 	return nil
 }
 
-// DMARCChecker is the check-dmarc of package dnscheck; a Config.DNS that
-// has it gives the domain page the live view of the published record.
+// DMARCChecker is the check-dmarc of package dnscheck: Config.DNS gives the
+// domain page the live view of the published record.
 type DMARCChecker interface {
 	CheckDMARC(ctx context.Context, domain string) (*dnscheck.CheckResult, error)
 }
@@ -266,8 +266,8 @@ type published struct {
 
 // liveCheck runs (or reuses) check-dmarc for name within the budget.
 func (h *Handler) liveCheck(ctx context.Context, name string) (*dnscheck.CheckResult, bool) {
-	c, ok := h.cfg.DNS.(DMARCChecker)
-	if !ok || h.cfg.DNS == nil {
+	c := h.cfg.DNS
+	if c == nil {
 		return nil, false
 	}
 	now := h.cfg.Now()

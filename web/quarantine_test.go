@@ -9,21 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
-	"github.com/dmarcd/dmarcd/web"
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // quarantineEnv is newEnv with a running ingest pipeline as the web
-// interface's quarantine retrier, as serve wires it.
+// application layer's quarantine retrier, as serve wires it.
 func quarantineEnv(t *testing.T) (*env, *ingest.Pipeline) {
 	t.Helper()
 	var p *ingest.Pipeline
-	e := newEnvWith(t, webhook.Policy{}, func(c *web.Config) {
+	e := newEnvWith(t, webhook.Policy{}, func(c *app.Config) {
 		p = startPipeline(t, c.Store, c.Now)
 		c.Quarantine = p
 	})
@@ -171,23 +171,5 @@ func TestQuarantinePages(t *testing.T) {
 	}
 	if got := e.send("GET", r.header.Get("Location"), full, nil); !strings.Contains(got.body, "deleted") || !strings.Contains(got.body, "The quarantine is empty") {
 		t.Errorf("after delete: %s", between(got.body, "<main", "</main>"))
-	}
-}
-
-// TestQuarantinePageWithoutRetrier ensures a server built without a
-// retrier lists and shows entries, offers no Retry, and refuses one.
-func TestQuarantinePageWithoutRetrier(t *testing.T) {
-	e := newEnv(t)
-	p := startPipeline(t, e.db, e.clock.Now)
-	id := quarantined(t, p, []byte("nothing"), ingest.Arrival{Source: ingest.SourceSMTP, Recipient: e.domA.ReportingEmail, Name: "a -> " + e.domA.ReportingEmail})
-	full := e.signIn(e.fullA)
-	if got := e.send("GET", "/settings/quarantine/"+id, full, nil); got.status != 200 || strings.Contains(got.body, "/retry") {
-		t.Errorf("entry page without a retrier: %d, offers Retry: %v", got.status, strings.Contains(got.body, "/retry"))
-	}
-	if got := e.send("POST", "/settings/quarantine/"+id+"/retry", full, url.Values{"csrf_token": {e.csrf(full)}}); got.status != http.StatusServiceUnavailable {
-		t.Errorf("retry without a retrier: %d", got.status)
-	}
-	if _, _, err := e.db.FindQuarantine(id); err != nil {
-		t.Errorf("entry gone: %v", err)
 	}
 }

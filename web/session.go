@@ -2,7 +2,6 @@ package web
 
 import (
 	"crypto/subtle"
-	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -10,34 +9,29 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
 // CookieName is the session cookie (UI.md).
 const CookieName = "dmarcd_session"
 
-// req is one signed-in request: the session, its key and organization.
+// req is one signed-in request: the session and who signed in.
 type req struct {
 	*http.Request
 	params  httprouter.Params
 	session *store.Session
-	key     *store.APIKey
-	org     *store.Organization
+	actor   app.Actor
 }
 
+// orgID is the id of the signed-in organization.
+func (r *req) orgID() string { return r.actor.Org().ID }
+
 // readOnly reports whether the session's key may change nothing.
-func (r *req) readOnly() bool { return r.key.Scope != store.ScopeFull }
+func (r *req) readOnly() bool { return app.Authorize(r.actor, app.Write) != nil }
 
 // handlerFunc renders a page or returns an error for the error page.
 type handlerFunc func(w http.ResponseWriter, r *req) error
-
-// access says what a route needs.
-type access int
-
-const (
-	readAccess  access = iota // any signed-in key
-	writeAccess               // a full-scope key (POSTs that change something)
-)
 
 // Errors the pages return; errorPage renders them.
 var (
@@ -54,8 +48,9 @@ type pageError struct {
 
 func (e *pageError) Error() string { return e.title + ": " + e.msg }
 
-// handle registers a signed-in route.
-func (h *Handler) handle(method, path string, acc access, fn handlerFunc) {
+// handle registers a signed-in route whose handler runs when app.Authorize
+// lets the session run act (a POST first passes the CSRF check).
+func (h *Handler) handle(method, path string, act app.Action, fn handlerFunc) {
 	h.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		rq, ok := h.signedIn(w, r)
 		if !ok {
@@ -65,9 +60,9 @@ func (h *Handler) handle(method, path string, acc access, fn handlerFunc) {
 		var err error
 		if r.Method == http.MethodPost {
 			err = h.checkPost(rq)
-			if err == nil && acc == writeAccess && rq.readOnly() {
-				err = errReadOnly
-			}
+		}
+		if err == nil {
+			err = app.Authorize(rq.actor, act)
 		}
 		if err == nil {
 			err = fn(w, rq)
@@ -82,11 +77,11 @@ func (h *Handler) handle(method, path string, acc access, fn handlerFunc) {
 // to the sign-in page and reports false.
 func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*req, bool) {
 	if c, err := r.Cookie(CookieName); err == nil {
-		s, key, org, err := h.db.FindSession(c.Value, h.now())
+		actor, s, err := h.app.Session(c.Value)
 		if err == nil {
-			return &req{Request: r, session: s, key: key, org: org}, true
+			return &req{Request: r, session: s, actor: actor}, true
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if app.KindOf(err) != app.Unauthenticated {
 			h.log.Error("reading a session", "error", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)
 			return nil, false
@@ -167,8 +162,8 @@ func (h *Handler) clearCookie(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteLaxMode, Secure: h.secure(r), MaxAge: -1})
 }
 
-// clientAddr is the peer's IP, as the API's failed-authentication limit
-// sees it (proxy headers are not trusted).
+// clientAddr is the peer's IP, as the failed-authentication limit sees
+// it (proxy headers are not trusted).
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -185,7 +180,7 @@ type loginPage struct {
 
 func (h *Handler) getLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if c, err := r.Cookie(CookieName); err == nil {
-		if _, _, _, err := h.db.FindSession(c.Value, h.now()); err == nil {
+		if _, _, err := h.app.Session(c.Value); err == nil {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
@@ -201,33 +196,22 @@ func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		h.errorPage(w, nil, errForbidden)
 		return
 	}
-	addr := clientAddr(r)
-	if h.cfg.Limiter != nil {
-		if blocked, wait := h.cfg.Limiter.AuthBlocked(addr); blocked {
-			w.Header().Set("Retry-After", retryAfter(wait))
-			h.render(w, nil, http.StatusTooManyRequests, "login", "Sign in",
-				loginPage{Error: "Too many failed sign-ins from your address. Wait a minute and try again."})
-			return
-		}
-	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	_ = r.ParseForm()
 	next := safeNext(r.PostForm.Get("next"))
-	key, _, err := h.db.Authenticate(strings.TrimSpace(r.PostForm.Get("key")))
+	// Failed sign-ins count with the API's failed authentications.
+	token, err := h.app.SignIn(clientAddr(r), strings.TrimSpace(r.PostForm.Get("key")))
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
+		switch e := app.AsError(err); e.Kind {
+		case app.Throttled:
+			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
+			h.render(w, nil, http.StatusTooManyRequests, "login", "Sign in",
+				loginPage{Error: "Too many failed sign-ins from your address. Wait a minute and try again."})
+		case app.Unauthenticated:
+			h.render(w, nil, http.StatusUnauthorized, "login", "Sign in", loginPage{Next: next, Error: signInFailed})
+		default:
 			h.errorPage(w, nil, err)
-			return
 		}
-		if h.cfg.Limiter != nil {
-			h.cfg.Limiter.AuthFailed(addr)
-		}
-		h.render(w, nil, http.StatusUnauthorized, "login", "Sign in", loginPage{Next: next, Error: signInFailed})
-		return
-	}
-	token, _, err := h.db.CreateSession(key.ID, h.now())
-	if err != nil {
-		h.errorPage(w, nil, err)
 		return
 	}
 	h.setCookie(w, r, token)
@@ -246,7 +230,7 @@ func safeNext(p string) string {
 
 func (h *Handler) logout(w http.ResponseWriter, r *req) error {
 	if c, err := r.Cookie(CookieName); err == nil {
-		if err := h.db.DeleteSession(c.Value); err != nil {
+		if err := h.app.SignOut(c.Value); err != nil {
 			return err
 		}
 	}
