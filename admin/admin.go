@@ -13,6 +13,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -37,12 +38,10 @@ type Service interface {
 	// Backup writes a consistent copy of the whole database to w.
 	Backup(ctx context.Context, w io.Writer) (int64, error)
 
-	// Ingest runs one input (a report file or a mail) through the ingest
-	// pipeline and returns once it is durably stored, found a duplicate,
-	// or quarantined. orgRef (a name or id) restricts the domain lookup to
-	// one organization; "" lets any organization's domain match. An error
-	// means nothing was stored (ErrNotFound for an unknown orgRef).
-	Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error)
+	// Import runs the files, folders and mbox files of req through the
+	// ingest pipeline, as imports.Run does, and returns the summary; see
+	// ImportRequest and import.go.
+	Import(ctx context.Context, req ImportRequest) (*imports.Summary, error)
 	// ListQuarantine returns one page of the quarantine, newest first,
 	// and the total (ErrInvalid for a bad page).
 	ListQuarantine(ctx context.Context, p store.Page) ([]*store.QuarantineEntry, int, error)
@@ -60,6 +59,7 @@ type Service interface {
 	DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error)
 
 	Mailboxes
+	Domains
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
@@ -78,8 +78,9 @@ type Local struct {
 	// alone, without IMAP intake: adding, changing and polling mailboxes
 	// then fail.
 	App *app.App
-	// Pipeline ingests imports and quarantine retries; without it those
-	// operations fail.
+	// Pipeline ingests imports (its Ingest is the ingest.IngestFunc of
+	// every input) and quarantine retries; without it those operations
+	// fail.
 	Pipeline *ingest.Pipeline
 	// Views computes the sender views; nil uses the embedded known-sender
 	// map without SPF evaluation.

@@ -14,11 +14,13 @@ package app
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
@@ -61,16 +63,16 @@ type Config struct {
 	// 10s.
 	DNSTimeout time.Duration
 	// AuthFailLimit is how many failed authentications a client address
-	// may make per minute (the API and the sign-in form together); 0
-	// means 30.
+	// may make per minute (the API and the sign-in form together), and a
+	// revoked key on its own; 0 means 30.
 	AuthFailLimit int
 
 	// WebhookClient sends test deliveries; WebhookResolver and
 	// WebhookPolicy validate webhook URLs (the policy the client was built
 	// with).
 	WebhookClient   *webhook.Client
-	WebhookResolver webhook.Resolver
-	WebhookPolicy   webhook.Policy
+	WebhookResolver egress.Resolver
+	WebhookPolicy   egress.Policy
 
 	// Mailboxes is the IMAP intake the mailbox operations try, seal and
 	// poll with.
@@ -80,6 +82,9 @@ type Config struct {
 
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time
+	// Logger receives what an operator should know of (a revoked key
+	// still in use); nil discards.
+	Logger *slog.Logger
 }
 
 // App runs the operations. Create it with New; it is safe for concurrent
@@ -88,8 +93,12 @@ type App struct {
 	cfg      Config
 	db       *store.DB
 	clock    func() time.Time
+	log      *slog.Logger
 	authFail *failLimiter
-	lastUsed lastUsed
+	// revokedFail counts failed authentications with revoked keys, by key
+	// id, apart from authFail (see authFailure).
+	revokedFail *failLimiter
+	lastUsed    lastUsed
 }
 
 // New returns the App of cfg.
@@ -103,7 +112,11 @@ func New(cfg Config) *App {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	a := &App{cfg: cfg, db: cfg.Store, clock: cfg.Now, authFail: newFailLimiter(cfg.AuthFailLimit)}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &App{cfg: cfg, db: cfg.Store, clock: cfg.Now, log: cfg.Logger,
+		authFail: newFailLimiter(cfg.AuthFailLimit), revokedFail: newFailLimiter(cfg.AuthFailLimit)}
 	a.lastUsed.m = map[string]time.Time{}
 	return a
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/webhook"
@@ -45,7 +46,7 @@ func newEnv(t *testing.T, mod func(*app.Config)) *env {
 	ns.SetA("hooks.example.com", "93.184.216.34")
 	cfg := app.Config{Store: db, DNS: &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
 		ReportingDomain: "reports.test", DNSTimeout: 2 * time.Second, Now: clock.Now,
-		WebhookResolver: res, WebhookClient: webhook.NewClient(res, webhook.Policy{})}
+		WebhookResolver: res, WebhookClient: webhook.NewClient(res, egress.Policy{})}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -360,7 +361,7 @@ func TestAuthenticateThrottles(t *testing.T) {
 		_, err := e.app.Authenticate("198.51.100.7", "dmk_wrong")
 		wantKind(t, "a wrong key", err, app.Unauthenticated)
 	}
-	_, err := e.app.SignIn("198.51.100.7", "dmk_wrong")
+	_, _, err := e.app.SignIn("198.51.100.7", "dmk_wrong")
 	wantKind(t, "a wrong key at the sign-in form", err, app.Unauthenticated)
 	_, err = e.app.Authenticate("198.51.100.7", e.readSecret)
 	wantKind(t, "a good key from a throttled address", err, app.Throttled)
@@ -371,7 +372,7 @@ func TestAuthenticateThrottles(t *testing.T) {
 		t.Errorf("another address: %v", err)
 	}
 	e.clock.Advance(time.Minute)
-	token, err := e.app.SignIn("198.51.100.7", e.readSecret)
+	token, _, err := e.app.SignIn("198.51.100.7", e.readSecret)
 	if err != nil {
 		t.Fatalf("a minute later: %v", err)
 	}
@@ -399,11 +400,61 @@ func TestAsError(t *testing.T) {
 		{&store.Error{Kind: store.ErrInvalid, Msg: "bad"}, app.Invalid, "bad"},
 		{&dnscheck.VerifyError{Reason: "no record"}, app.Unverified, "no record"},
 		{fmt.Errorf("lookup: %w", dnscheck.ErrTemporary), app.DNSUnavailable, "DNS lookups failed or timed out; try again later"},
-		{&webhook.URLError{Reason: "must be https"}, app.Invalid, "invalid url: must be https"},
+		{&egress.URLError{Reason: "must be https"}, app.Invalid, "invalid url: must be https"},
 		{errors.New("disk on fire"), app.Internal, "internal error"},
 	} {
 		if ae := app.AsError(tc.err); ae.Kind != tc.kind || ae.Msg != tc.msg {
 			t.Errorf("%v: %s %q, want %s %q", tc.err, ae.Kind, ae.Msg, tc.kind, tc.msg)
 		}
+	}
+}
+
+// TestRevokedKeyCountsApart ensures a revoked key's failed
+// authentications, at the API or the sign-in form, count against that
+// key and not its address (issue 24 item 10): the address keeps its
+// budget for other keys, the revoked key alone is Throttled past the
+// limit, the errors name the key's id (never the key), and unknown keys
+// still count against the address.
+func TestRevokedKeyCountsApart(t *testing.T) {
+	e := newEnv(t, func(c *app.Config) { c.AuthFailLimit = 3 })
+	k, secret := storetest.MustAPIKey(t, e.db, e.alpha.ID, store.ScopeFull)
+	if _, err := e.db.RevokeAPIKey(k.ID); err != nil {
+		t.Fatal(err)
+	}
+	const addr = "198.51.100.7"
+	for i := range 3 {
+		var err error
+		if i == 1 {
+			_, _, err = e.app.SignIn(addr, secret)
+		} else {
+			_, err = e.app.Authenticate(addr, secret)
+		}
+		wantKind(t, fmt.Sprintf("revoked key, attempt %d", i+1), err, app.Unauthenticated)
+		if ae := app.AsError(err); ae.KeyID != k.ID || strings.Contains(ae.Error(), secret) {
+			t.Errorf("attempt %d: key id %q, message %q", i+1, ae.KeyID, ae.Error())
+		}
+	}
+	_, err := e.app.Authenticate(addr, secret)
+	wantKind(t, "the revoked key past its limit", err, app.Throttled)
+	if ae := app.AsError(err); ae.KeyID != k.ID || ae.RetryAfter <= 0 || ae.RetryAfter > time.Minute {
+		t.Errorf("throttled revoked key: id %q, retry after %s", ae.KeyID, ae.RetryAfter)
+	}
+	if _, err := e.app.Authenticate(addr, e.readSecret); err != nil {
+		t.Errorf("another key from the address: %v", err)
+	}
+	e.clock.Advance(time.Minute)
+	_, err = e.app.Authenticate(addr, secret)
+	wantKind(t, "the revoked key a minute later", err, app.Unauthenticated)
+	for i := range 3 {
+		_, err := e.app.Authenticate(addr, fmt.Sprintf("dmk_%032x", i))
+		wantKind(t, "an unknown key", err, app.Unauthenticated)
+		if ae := app.AsError(err); ae.KeyID != "" {
+			t.Errorf("an unknown key has key id %q", ae.KeyID)
+		}
+	}
+	_, err = e.app.Authenticate(addr, e.readSecret)
+	wantKind(t, "a good key after 3 unknown ones", err, app.Throttled)
+	if ae := app.AsError(err); ae.KeyID != "" {
+		t.Errorf("the address's throttle has key id %q", ae.KeyID)
 	}
 }

@@ -11,13 +11,15 @@ import (
 // Who is asking: API keys (presented to the API or to the sign-in form)
 // and the web sessions they open. Failed attempts count per client
 // address, the API's and the form's together, so that keys cannot be
-// guessed at speed through either.
+// guessed at speed through either; a revoked key's count against that
+// key alone (authFailure).
 
 // Authenticate returns the Actor of the API key secret presented from
 // client address addr. Errors: Throttled (RetryAfter set) while addr is
-// over its failed-authentication limit, checked first; Unauthenticated
-// for a key that is malformed, unknown or revoked, which counts against
-// addr.
+// over its failed-authentication limit, checked first, or while a
+// revoked key is over its own; Unauthenticated for a key that is
+// malformed, unknown or revoked, which counts against addr, or for a
+// revoked key against that key (KeyID set).
 func (a *App) Authenticate(addr, secret string) (Actor, error) {
 	now := a.clock()
 	if blocked, until := a.authFail.blocked(addr, now); blocked {
@@ -26,8 +28,7 @@ func (a *App) Authenticate(addr, secret string) (Actor, error) {
 	}
 	key, org, err := a.db.Authenticate(secret)
 	if errors.Is(err, store.ErrNotFound) {
-		a.authFail.fail(addr, now)
-		return Actor{}, &Error{Kind: Unauthenticated, Msg: "missing or invalid API key", Err: err}
+		return Actor{}, a.authFailure(addr, secret, now, err)
 	}
 	if err != nil {
 		a.authFail.fail(addr, now)
@@ -36,15 +37,52 @@ func (a *App) Authenticate(addr, secret string) (Actor, error) {
 	return keyActor(key, org), nil
 }
 
+// authFailure counts one failed authentication with secret from client
+// address addr (cause: the store's not found) and returns the error to
+// answer it with. A key the store knows that failed is a revoked one,
+// and no guess: its client was not told of the revocation. Its failures
+// count against that key alone, so that it cannot use up its address's
+// budget and lock out every other key there (behind a proxy: everyone);
+// past the same limit that key alone is Throttled, and the log says once
+// a minute that it is still in use. Any other secret counts against addr.
+func (a *App) authFailure(addr, secret string, now time.Time, cause error) error {
+	revokedID := ""
+	if store.ValidKeyFormat(secret) {
+		id, err := a.db.ResolveAPIKey(secret)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			a.authFail.fail(addr, now)
+			return err
+		}
+		revokedID = id
+	}
+	if revokedID == "" {
+		a.authFail.fail(addr, now)
+		return &Error{Kind: Unauthenticated, Msg: "missing or invalid API key", Err: cause}
+	}
+	if blocked, until := a.revokedFail.blocked(revokedID, now); blocked {
+		return &Error{Kind: Throttled, Msg: "too many failed authentications with this key",
+			RetryAfter: until.Sub(now), KeyID: revokedID, Err: cause}
+	}
+	if a.revokedFail.fail(revokedID, now) == 1 {
+		a.log.Warn("revoked API key still in use: tell its user, or whatever runs with it, to use another key",
+			"key_id", revokedID, "key_prefix", secret[:len(store.KeyPrefix)+4], "remote", addr)
+	}
+	return &Error{Kind: Unauthenticated, Msg: "missing or invalid API key", KeyID: revokedID, Err: cause}
+}
+
 // SignIn authenticates key as Authenticate does and opens a web session
-// for it, returning the session's token (the cookie's value).
-func (a *App) SignIn(addr, key string) (string, error) {
+// for it, returning the session's token (the cookie's value) and who
+// signed in.
+func (a *App) SignIn(addr, key string) (string, Actor, error) {
 	actor, err := a.Authenticate(addr, key)
 	if err != nil {
-		return "", err
+		return "", Actor{}, err
 	}
 	token, _, err := a.db.CreateSession(actor.key.ID, a.now())
-	return token, err
+	if err != nil {
+		return "", Actor{}, err
+	}
+	return token, actor, nil
 }
 
 // Session returns the Actor and the session of token: Unauthenticated for
@@ -97,9 +135,9 @@ type lastUsed struct {
 	m  map[string]time.Time
 }
 
-// failLimiter counts failed authentications per client address in fixed
-// one-minute windows: past max failures the address is refused until its
-// window ends. Entries of ended windows are dropped as the map grows, so
+// failLimiter counts failed authentications per client address (or, for
+// revoked keys, per key id) in fixed one-minute windows: past max
+// failures the address is refused until its window ends. Entries of ended windows are dropped as the map grows, so
 // a scan from many addresses cannot grow it without bound.
 type failLimiter struct {
 	max    int
@@ -128,8 +166,9 @@ func (l *failLimiter) blocked(addr string, now time.Time) (bool, time.Time) {
 	return w.n >= l.max, w.start.Add(l.window)
 }
 
-// fail records one failed authentication from addr.
-func (l *failLimiter) fail(addr string, now time.Time) {
+// fail records one failed authentication from addr and returns how many
+// its window holds now (1: the first of a window).
+func (l *failLimiter) fail(addr string, now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.addrs[addr]
@@ -141,6 +180,7 @@ func (l *failLimiter) fail(addr string, now time.Time) {
 		l.addrs[addr] = w
 	}
 	w.n++
+	return w.n
 }
 
 func (l *failLimiter) prune(now time.Time) {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // Kind is what went wrong, for a front end to choose its answer: each
@@ -50,8 +50,8 @@ const (
 	NoSecretKey
 	// Unauthenticated is no valid key or session.
 	Unauthenticated
-	// Throttled is a client address over its failed-authentication limit;
-	// RetryAfter says for how long.
+	// Throttled is a client address (or a revoked key, KeyID) over its
+	// failed-authentication limit; RetryAfter says for how long.
 	Throttled
 )
 
@@ -75,8 +75,11 @@ type Error struct {
 	Msg        string        // what the person who asked may read
 	Fields     []FieldError  // Invalid: every field sent wrong
 	Feature    Feature       // PlanFeature: the feature missing
-	RetryAfter time.Duration // Throttled: how long the address stays refused
-	Err        error         // the cause, logged and never shown
+	RetryAfter time.Duration // Throttled: how long the address (or revoked key) stays refused
+	// KeyID is, for Unauthenticated or Throttled, the id of the revoked
+	// key presented, for the log (never the key itself); "" for others.
+	KeyID string
+	Err   error // the cause, logged and never shown
 }
 
 // FieldError names one invalid field and what is wrong with it.
@@ -133,9 +136,9 @@ func AsError(err error) *Error {
 	if ve, ok := errors.AsType[*dnscheck.VerifyError](err); ok {
 		return &Error{Kind: Unverified, Msg: ve.Reason, Err: err}
 	}
-	// A webhook URL refused by package webhook's rules; a host that could
+	// A webhook URL refused by package egress's rules; a host that could
 	// not be resolved for a temporary reason is DNSUnavailable below.
-	if ue, ok := errors.AsType[*webhook.URLError](err); ok && !errors.Is(err, dnscheck.ErrTemporary) {
+	if ue, ok := errors.AsType[*egress.URLError](err); ok && !errors.Is(err, dnscheck.ErrTemporary) {
 		return invalid(err, FieldError{Field: "url", Message: ue.Reason})
 	}
 	if errors.Is(err, imapin.ErrNoKey) {

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // Mailboxes (IMAP intake): an organization's mailboxes that dmarcd polls
@@ -292,7 +292,7 @@ func try(ctx context.Context, in *imapin.Intake, m *store.Mailbox, creds imapin.
 	if err == nil {
 		return nil
 	}
-	if why, ok := webhook.RefusedReason(err); ok {
+	if why, ok := egress.RefusedReason(err); ok {
 		return InvalidField("host", "refused by the address policy: "+why+" (the server allows it with --imap-allow-private)")
 	}
 	return &Error{Kind: Unreachable, Msg: err.Error(), Err: err}

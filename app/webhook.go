@@ -10,6 +10,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
@@ -166,7 +167,7 @@ func (a *App) checkWebhookFields(ctx context.Context, url, name **string, requir
 		if u == "" {
 			fields = append(fields, FieldError{Field: "url", Message: "is required"})
 		} else if err := a.validateWebhookURL(ctx, u); err != nil {
-			ue, ok := errors.AsType[*webhook.URLError](err)
+			ue, ok := errors.AsType[*egress.URLError](err)
 			if !ok || errors.Is(err, dnscheck.ErrTemporary) {
 				return err
 			}
@@ -179,7 +180,7 @@ func (a *App) checkWebhookFields(ctx context.Context, url, name **string, requir
 	return invalid(nil, fields...)
 }
 
-// validateWebhookURL applies package webhook's rules with the server's
+// validateWebhookURL applies package egress's rules with the server's
 // policy and resolver, within the DNS budget of an operation.
 func (a *App) validateWebhookURL(ctx context.Context, u string) error {
 	if a.cfg.WebhookResolver == nil {
@@ -187,7 +188,7 @@ func (a *App) validateWebhookURL(ctx context.Context, u string) error {
 	}
 	dctx, cancel := a.dnsContext(ctx)
 	defer cancel()
-	err := webhook.ValidateURL(dctx, u, a.cfg.WebhookResolver, a.cfg.WebhookPolicy)
+	err := egress.ValidateURL(dctx, u, a.cfg.WebhookResolver, a.cfg.WebhookPolicy)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return fmt.Errorf("app: resolving the webhook host took over %s: %w", a.cfg.DNSTimeout, dnscheck.ErrTemporary)
 	}

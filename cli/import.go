@@ -181,33 +181,8 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		}
 		orgID = org.ID
 	}
-	send := func(ctx context.Context, r io.Reader, name string) (*ingest.Result, error) {
-		return svc.Ingest(ctx, r, name, orgID)
-	}
 	pr := newImportProgress(g.stdout, g.JSON)
-	if c, ok := svc.(*admin.Client); ok {
-		// A running server of the same user that sees the same files
-		// reads them itself, as an offline import does; otherwise files
-		// are handed over open, other inputs many to a request, so that
-		// they share its commits as offline.
-		if !o.HandOver {
-			sum, err := c.Import(ctx, orgID, paths, o.Jobs, pr.update)
-			if !errors.Is(err, admin.ErrImportRefused) {
-				return importDone(g, pr, sum, err)
-			}
-		}
-		b := c.NewBatcher(orgID)
-		defer b.Close()
-		send = b.Ingest
-	}
-	sum, err := imports.Run(ctx, paths, imports.Options{
-		Jobs:     o.Jobs,
-		Progress: pr.update,
-		Fatal:    func(err error) bool { return errors.Is(err, admin.ErrServerGone) },
-		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
-			return send(ctx, r, d.Name)
-		},
-	})
+	sum, err := svc.Import(ctx, admin.ImportRequest{Paths: paths, Org: orgID, Jobs: o.Jobs, HandOver: o.HandOver, Progress: pr.update})
 	return importDone(g, pr, sum, err)
 }
 

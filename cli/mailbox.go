@@ -16,6 +16,7 @@ import (
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -280,7 +281,7 @@ func (g *globalOptions) openMailboxes(ctx context.Context, o imapOptions) (admin
 	}
 	opts := &imapin.Options{AllowPrivate: o.AllowPrivate, AllowPlaintext: o.AllowPlaintext, Timeout: 30 * time.Second}
 	if o.CAFile != "" {
-		if opts.RootCAs, err = imapin.LoadCAFile(o.CAFile); err != nil {
+		if opts.RootCAs, err = egress.LoadCAFile(o.CAFile); err != nil {
 			db.Close()
 			return nil, nil, usagef("--imap-ca-file: %v", err)
 		}

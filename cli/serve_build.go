@@ -24,6 +24,7 @@ import (
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -47,7 +48,7 @@ type server struct {
 	resolver        *dnscheck.Resolver
 	dns             *dnscheck.Checker
 	hooks           *webhook.Client
-	hookPolicy      webhook.Policy
+	hookPolicy      egress.Policy
 	views           *senders.Views
 	pipeline        *ingest.Pipeline
 	imap            *imapIntake
@@ -61,6 +62,7 @@ type server struct {
 	rdns            *senders.RDNSJob
 	senderWatch     *worker.SenderWatch // new_sender and policy_ready
 	lns             *listeners
+	firstKey        *firstKey // created on an empty database, announced by run
 
 	// ready is what /readyz reports: set once everything serves, cleared
 	// when shutdown begins.
@@ -200,11 +202,12 @@ func (s *server) buildSMTP() (err error) {
 // clients and the intake.
 func (s *server) buildApp() error {
 	// MTA-STS policy files (check-tls) are fetched under the webhook
-	// address policy.
+	// address policy (--webhook-allow-private, --webhook-ca-file).
+	fetcher := egress.NewClient(s.resolver, s.hookPolicy).WithTimeout(dnscheck.MTASTSBudget)
 	s.app = app.New(app.Config{
 		Store:           s.db,
 		DNS:             s.dns,
-		TLS:             &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: s.hooks.WithTimeout(dnscheck.MTASTSBudget)},
+		TLS:             &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: fetcher},
 		ReportingDomain: s.reportingDomain,
 		PublicURL:       s.o.PublicURL,
 		WebhookClient:   s.hooks,
@@ -212,6 +215,7 @@ func (s *server) buildApp() error {
 		WebhookPolicy:   s.hookPolicy,
 		Mailboxes:       s.imap.in,
 		Quarantine:      s.pipeline,
+		Logger:          s.log,
 	})
 	return nil
 }
@@ -232,7 +236,10 @@ func (s *server) buildHTTP() error {
 		mux.Handle(p, s.api)
 	}
 	s.apiSrv = &http.Server{
-		Handler:           mux,
+		// Every per-address limit and log line of the API and the web
+		// interface reads the client address computed here
+		// (--trusted-proxy).
+		Handler:           o.proxies.Wrap(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -256,12 +263,13 @@ func (s *server) readiness() error {
 }
 
 // listen opens the sockets and, on an empty database, creates the first
-// organization and key, printing how to reach the API.
+// organization and key; run announces it once the server is up.
 func (s *server) listen() (err error) {
 	if s.lns, err = listen(s.g, s.o); err != nil {
 		return err
 	}
-	return bootstrap(s.db, s.g, s.lns.api.Addr().String(), s.log)
+	s.firstKey, err = bootstrap(s.db, s.g, s.log)
+	return err
 }
 
 // close releases what newServer acquired: the listeners (closed already
@@ -351,8 +359,8 @@ func observeJobs(sched *worker.Scheduler, reg *metrics.Registry) {
 
 // client builds the webhook client: it resolves with the server's DNS
 // servers and refuses non-public addresses unless AllowPrivate.
-func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, webhook.Policy, error) {
-	p := webhook.Policy{AllowPrivate: o.AllowPrivate}
+func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, egress.Policy, error) {
+	p := egress.Policy{AllowPrivate: o.AllowPrivate}
 	if o.Concurrency < 1 {
 		return nil, p, usagef("--webhook-concurrency must be at least 1")
 	}
@@ -362,7 +370,7 @@ func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (
 		}
 	}
 	if o.CAFile != "" {
-		pool, err := webhook.LoadCAFile(o.CAFile)
+		pool, err := egress.LoadCAFile(o.CAFile)
 		if err != nil {
 			return nil, p, usagef("--webhook-ca-file: %v", err)
 		}

@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // imapOptions are the flags of the IMAP intake (--imap-*).
@@ -47,13 +47,13 @@ type imapIntake struct {
 
 // newIMAPIntake loads (or creates) the secret key beside the database and
 // builds the intake; its Sink is set by attach once the pipeline exists.
-func newIMAPIntake(o imapOptions, dataDir string, db *store.DB, resolver webhook.Resolver, log *slog.Logger, reg *metrics.Registry) (*imapIntake, error) {
+func newIMAPIntake(o imapOptions, dataDir string, db *store.DB, resolver egress.Resolver, log *slog.Logger, reg *metrics.Registry) (*imapIntake, error) {
 	if o.Interval <= 0 {
 		return nil, usagef("--imap-interval must be positive")
 	}
 	opts := &imapin.Options{Resolver: resolver, AllowPrivate: o.AllowPrivate, AllowPlaintext: o.AllowPlaintext, Logger: log}
 	if o.CAFile != "" {
-		pool, err := imapin.LoadCAFile(o.CAFile)
+		pool, err := egress.LoadCAFile(o.CAFile)
 		if err != nil {
 			return nil, usagef("--imap-ca-file: %v", err)
 		}

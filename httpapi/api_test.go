@@ -295,6 +295,37 @@ func TestCreateDomainBadInput(t *testing.T) {
 	}
 }
 
+// TestCreateDomainNamesTheRefusedLabel ensures the 422 of a name that can
+// never be registered says which label is refused and why (issue 24 item
+// 19), in its message and in the field's details.
+func TestCreateDomainNamesTheRefusedLabel(t *testing.T) {
+	e := newEnv(t, 1000)
+	for name, want := range map[string]string{
+		"a-domain.localhost":           "a-domain.localhost: .localhost is reserved",
+		"A-Domain.LOCALHOST.":          "a-domain.localhost: .localhost is reserved",
+		"_dmarc.example.com":           `label "_dmarc"`,
+		"mail.-bad.example":            `label "-bad"`,
+		"a." + strings.Repeat("b", 64): `label "` + strings.Repeat("b", 64) + `"`,
+		"host.1.2.300":                 `label "300"`,
+		"example..com":                 "empty label",
+	} {
+		r := e.do("POST", "/api/v1/domains", e.keyA, map[string]string{"name": name})
+		var body struct {
+			Error struct {
+				Code, Message string
+				Details       []struct{ Field, Message string }
+			}
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if r.status != 422 || body.Error.Code != "validation_failed" || !strings.Contains(body.Error.Message, want) ||
+			len(body.Error.Details) != 1 || body.Error.Details[0].Field != "name" || !strings.Contains(body.Error.Details[0].Message, want) {
+			t.Errorf("%q: %d %s; want a 422 saying %q", name, r.status, r.body, want)
+		}
+	}
+}
+
 // TestCreateDomainNormalizesAndSuggests ensures names are normalized (IDN
 // included) and the suggested record never weakens a published one.
 func TestCreateDomainNormalizesAndSuggests(t *testing.T) {

@@ -63,8 +63,6 @@ var (
 		Message: "missing or invalid API key: send a valid key in the X-API-Key header"}
 	errRateLimited = &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message: "rate limit exceeded; retry after the number of seconds in the Retry-After header"}
-	errAuthBlocked = &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
-		Message: "too many failed authentications from this address; retry after the number of seconds in the Retry-After header"}
 )
 
 // codes are the status and API.md code of each kind of the application
@@ -98,7 +96,9 @@ func apiError(err error) *Error {
 	case app.Unauthenticated:
 		return errUnauthorized
 	case app.Throttled:
-		return errAuthBlocked
+		// From this address, or with this (revoked) key.
+		return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: ae.Msg + "; retry after the number of seconds in the Retry-After header"}
 	}
 	c, ok := codes[ae.Kind]
 	if !ok {

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -242,7 +242,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) err
 	if acc.public {
 		return nil
 	}
-	actor, err := s.app.Authenticate(clientAddr(r.Request), r.Header.Get("X-API-Key"))
+	actor, err := s.app.Authenticate(clientaddr.Of(r.Request), r.Header.Get("X-API-Key"))
 	if err != nil {
 		if e := app.AsError(err); e.Kind == app.Throttled {
 			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
@@ -284,16 +284,6 @@ func retryAfter(d time.Duration) string {
 		secs = 1
 	}
 	return strconv.FormatInt(secs, 10)
-}
-
-// clientAddr is the peer's IP address. Proxy headers are not trusted: a
-// client could forge them to escape the failed-authentication limit.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // ServeHTTP serves one API request with its request id, logging and
@@ -363,7 +353,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, route string, h
 		slog.Int("status", rec.status),
 		slog.Int64("bytes", rec.bytes),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-		slog.String("remote", clientAddr(r)),
+		slog.String("remote", clientaddr.Of(r)),
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }

@@ -332,8 +332,8 @@ func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *st
 type batchLogKey struct{}
 
 // WithBatchLog marks ctx as the context of one input of a batch whose
-// caller logs one line for the whole batch (the admin socket's batch
-// route): the pipeline then writes its line per input at debug level
+// caller logs one line for the whole batch (an import on the admin
+// socket): the pipeline then writes its line per input at debug level
 // instead of info. Failures are still logged at warn.
 func WithBatchLog(ctx context.Context) context.Context {
 	return context.WithValue(ctx, batchLogKey{}, true)

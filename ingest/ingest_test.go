@@ -350,6 +350,28 @@ func TestImportRouting(t *testing.T) {
 	}
 }
 
+// TestImportOfUnregistrableDomain ensures an import of a report for a name
+// that can never be registered (.localhost, an underscore) is quarantined
+// with a reason that says so and why, not only "no registered domain"
+// (issue 24 item 19); a registrable name keeps the plain reason.
+func TestImportOfUnregistrableDomain(t *testing.T) {
+	e := newEnv(t, nil)
+	e.domain(t, "example.com")
+	for i, c := range []struct{ domain, want string }{
+		{"a-domain.localhost", "no registered domain for a-domain.localhost, and it can never be registered: .localhost is reserved"},
+		{"_bad.example.org", `no registered domain for _bad.example.org, and it can never be registered: the label "_bad" contains an underscore`},
+		{"nowhere.example", "no registered domain for nowhere.example"},
+	} {
+		res := e.ingest(t, reportgen.Generate(int64(40+i), 3, reportgen.Options{Domain: c.domain}), importOf(c.domain+".xml"))
+		if res.Quarantined == "" || !strings.HasPrefix(res.Reason, c.want) {
+			t.Errorf("%s: quarantined %q, reason %q; want %q", c.domain, res.Quarantined, res.Reason, c.want)
+		}
+		if c.domain == "nowhere.example" && strings.Contains(res.Reason, "never") {
+			t.Errorf("%s: %q", c.domain, res.Reason)
+		}
+	}
+}
+
 // TestBrokenInput ensures a report that cannot be read is not stored, even
 // in part, and its input is quarantined with the parser's reason, while a
 // broken part next to a good one costs only itself.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // TestWebhooksPage creates a webhook (secret shown once), refuses bad URLs
@@ -31,7 +31,7 @@ func TestWebhooksPage(t *testing.T) {
 	defer rcv.Close()
 	pool := x509.NewCertPool()
 	pool.AddCert(rcv.Certificate())
-	e := newEnvPolicy(t, webhook.Policy{AllowPrivate: true, RootCAs: pool})
+	e := newEnvPolicy(t, egress.Policy{AllowPrivate: true, RootCAs: pool})
 	e.clock.Set(time.Now().UTC().Truncate(time.Second)) // receivers check timestamps
 	cookie := e.signIn(e.fullA)
 	token := e.csrf(cookie)

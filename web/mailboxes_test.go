@@ -15,11 +15,11 @@ import (
 	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/imaptest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // mailboxEnv is env with the mailbox service the API uses (a real secret
@@ -33,7 +33,7 @@ func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *app.App) {
 	}
 	svc := &imapin.Intake{Box: box, Options: &imapin.Options{AllowPrivate: true, AllowPlaintext: true,
 		RootCAs: srv.Cert.Pool, Timeout: 5 * time.Second}}
-	e := newEnvWith(t, webhook.Policy{}, func(c *app.Config) { c.Mailboxes = svc })
+	e := newEnvWith(t, egress.Policy{}, func(c *app.Config) { c.Mailboxes = svc })
 	svc.DB = e.db
 	svc.Sink = imapin.PipelineSink{Pipeline: startPipeline(t, e.db, nil)}
 	return e, srv, e.app

@@ -12,10 +12,10 @@ import (
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // quarantineEnv is newEnv with a running ingest pipeline as the web
@@ -23,7 +23,7 @@ import (
 func quarantineEnv(t *testing.T) (*env, *ingest.Pipeline) {
 	t.Helper()
 	var p *ingest.Pipeline
-	e := newEnvWith(t, webhook.Policy{}, func(c *app.Config) {
+	e := newEnvWith(t, egress.Policy{}, func(c *app.Config) {
 		p = startPipeline(t, c.Store, c.Now)
 		c.Quarantine = p
 	})

@@ -2,7 +2,6 @@ package web
 
 import (
 	"crypto/subtle"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -97,42 +97,82 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*req, bool) 
 }
 
 // checkPost refuses a POST from another origin or without the session's
-// CSRF token. It runs before the handler, so a refused POST changes nothing.
+// CSRF token, and logs why. It runs before the handler, so a refused POST
+// changes nothing.
 func (h *Handler) checkPost(r *req) error {
-	if !h.sameOrigin(r.Request) {
-		return errForbidden
+	if m := h.checkOrigin(r.Request); m != nil {
+		h.log.Warn("form refused", "reason", m.reason, "origin", m.got, "expected", m.want, "path", r.URL.Path,
+			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
+		return m.page()
 	}
 	if err := r.ParseForm(); err != nil {
 		return &pageError{status: http.StatusBadRequest, title: "Bad request", msg: "The form could not be read."}
 	}
 	got := r.PostForm.Get("csrf_token")
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(r.session.CSRFToken)) != 1 {
+		h.log.Warn("form refused", "reason", "stale form (no or wrong CSRF token)", "path", r.URL.Path,
+			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
 		return errForbidden
 	}
 	return nil
 }
 
-// sameOrigin reports whether a POST's Origin (or, without one, Referer) is
-// this server's: the public URL's origin when configured, else the
+// originMismatch is a POST whose origin is not the one this server
+// answers as: the origin sent, the one expected, and the reason to log.
+type originMismatch struct {
+	got, want, reason string
+	public            bool // want is --public-url's origin, else the Host header's
+}
+
+// checkOrigin returns nil when a POST's Origin (or, without one, Referer)
+// is this server's: the public URL's origin when configured, else the
 // request's own scheme and Host. A request with neither header (old
 // browsers, curl) passes: the CSRF token still guards it.
-func (h *Handler) sameOrigin(r *http.Request) bool {
+func (h *Handler) checkOrigin(r *http.Request) *originMismatch {
+	want := h.origin(r)
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		ref := r.Header.Get("Referer")
 		if ref == "" {
-			return true
+			return nil
 		}
 		u, err := url.Parse(ref)
 		if err != nil {
-			return false
+			return &originMismatch{got: "(unreadable)", want: want, reason: "unreadable Referer header"}
 		}
 		origin = u.Scheme + "://" + u.Host
 	}
-	if origin == "null" {
-		return false
+	if len(origin) > 100 { // it is shown and logged: the header is the client's
+		origin = origin[:100] + "…"
 	}
-	return strings.EqualFold(origin, h.origin(r))
+	switch {
+	case origin == "null":
+		return &originMismatch{got: origin, want: want, reason: "opaque origin (null)"}
+	case strings.EqualFold(origin, want):
+		return nil
+	case h.public != nil:
+		return &originMismatch{got: origin, want: want, reason: "origin does not match --public-url", public: true}
+	}
+	return &originMismatch{got: origin, want: want, reason: "origin does not match the Host header"}
+}
+
+// page is what the browser is shown: which address dmarcd expected and
+// what to set, since behind a reverse proxy a wrong or missing
+// --public-url is the usual cause; an opaque origin is the stale form.
+func (m *originMismatch) page() *pageError {
+	switch {
+	case m.got == "null" || m.reason == "unreadable Referer header":
+		return errForbidden
+	case m.public:
+		return &pageError{status: http.StatusForbidden, title: "Wrong address",
+			msg: "This form was sent from " + m.got + ", but dmarcd is set to answer at " + m.want +
+				" (--public-url), so nothing was changed. Open dmarcd at " + m.want +
+				"; or, if " + m.got + " is the address you use, start dmarcd with --public-url " + m.got + "."}
+	}
+	return &pageError{status: http.StatusForbidden, title: "Wrong address",
+		msg: "This form was sent from " + m.got + ", but it reached dmarcd as " + m.want +
+			" (the request's Host header), so nothing was changed. Behind a reverse proxy, start dmarcd with --public-url " +
+			m.got + " (the address you open it at), or make the proxy pass the Host header unchanged."}
 }
 
 // origin is the scheme://host this server answers as.
@@ -162,16 +202,6 @@ func (h *Handler) clearCookie(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteLaxMode, Secure: h.secure(r), MaxAge: -1})
 }
 
-// clientAddr is the peer's IP, as the failed-authentication limit sees
-// it (proxy headers are not trusted).
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // loginPage is the data of the sign-in page.
 type loginPage struct {
 	Next  string
@@ -191,29 +221,45 @@ func (h *Handler) getLogin(w http.ResponseWriter, r *http.Request, _ httprouter.
 // signInFailed is the one message of every failed sign-in: no oracle.
 const signInFailed = "That key did not work. Check that you pasted the whole key (dmk_ and 32 characters) and that it has not been revoked."
 
+// postLogin signs in with a key. Every sign-in is logged with the client
+// address (clientaddr: behind a trusted proxy, the forwarded one), and a
+// refused one with its reason; never the key.
 func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if !h.sameOrigin(r) {
-		h.errorPage(w, nil, errForbidden)
+	addr := clientaddr.Of(r)
+	if m := h.checkOrigin(r); m != nil {
+		h.log.Warn("sign-in refused", "reason", m.reason, "origin", m.got, "expected", m.want, "remote", addr)
+		h.errorPage(w, nil, m.page())
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	_ = r.ParseForm()
 	next := safeNext(r.PostForm.Get("next"))
-	// Failed sign-ins count with the API's failed authentications.
-	token, err := h.app.SignIn(clientAddr(r), strings.TrimSpace(r.PostForm.Get("key")))
+	// Failed sign-ins count with the API's failed authentications; a
+	// revoked key's against that key alone (app.Authenticate).
+	token, actor, err := h.app.SignIn(addr, strings.TrimSpace(r.PostForm.Get("key")))
 	if err != nil {
-		switch e := app.AsError(err); e.Kind {
-		case app.Throttled:
+		switch e := app.AsError(err); {
+		case e.Kind == app.Throttled && e.KeyID == "":
+			h.log.Warn("sign-in refused", "reason", "too many failed sign-ins", "remote", addr)
 			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
 			h.render(w, nil, http.StatusTooManyRequests, "login", "Sign in",
 				loginPage{Error: "Too many failed sign-ins from your address. Wait a minute and try again."})
-		case app.Unauthenticated:
+		case e.Kind == app.Unauthenticated, e.Kind == app.Throttled:
+			// A revoked key past its own limit is told what any failed
+			// sign-in is told: it locks out nobody else.
+			if e.KeyID != "" {
+				h.log.Warn("sign-in refused", "reason", "revoked key", "key_id", e.KeyID, "remote", addr)
+			} else {
+				h.log.Warn("sign-in refused", "reason", "unknown key", "remote", addr)
+			}
 			h.render(w, nil, http.StatusUnauthorized, "login", "Sign in", loginPage{Next: next, Error: signInFailed})
 		default:
 			h.errorPage(w, nil, err)
 		}
 		return
 	}
+	key := actor.Key()
+	h.log.Info("signed in", "key_id", key.ID, "key_prefix", key.Prefix, "key_name", key.Name, "org_id", actor.Org().ID, "remote", addr)
 	h.setCookie(w, r, token)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

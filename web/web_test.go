@@ -14,6 +14,7 @@ import (
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
@@ -36,15 +37,22 @@ type env struct {
 	domA, domB         *store.Domain
 }
 
-func newEnv(t *testing.T) *env { return newEnvPolicy(t, webhook.Policy{}) }
+func newEnv(t *testing.T) *env { return newEnvPolicy(t, egress.Policy{}) }
 
 // newEnvPolicy is newEnv with webhooks validated and sent under policy p,
 // and a real DNS server for verification and webhook hosts.
-func newEnvPolicy(t *testing.T, p webhook.Policy) *env { return newEnvWith(t, p, nil) }
+func newEnvPolicy(t *testing.T, p egress.Policy) *env { return newEnvWith(t, p, nil) }
 
 // newEnvWith is newEnvPolicy with mod applied to the application layer's
 // Config (given the store) before it is built.
-func newEnvWith(t *testing.T, p webhook.Policy, mod func(*app.Config)) *env {
+func newEnvWith(t *testing.T, p egress.Policy, mod func(*app.Config)) *env {
+	t.Helper()
+	return newEnvUI(t, p, mod, nil)
+}
+
+// newEnvUI is newEnvWith with modUI applied to the web interface's Config
+// too (its logger, its public URL).
+func newEnvUI(t *testing.T, p egress.Policy, mod func(*app.Config), modUI func(*web.Config)) *env {
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(t, clock)
@@ -63,7 +71,11 @@ func newEnvWith(t *testing.T, p webhook.Policy, mod func(*app.Config)) *env {
 	}
 	a := app.New(cfg)
 	api := httpapi.New(httpapi.Config{App: a, Store: db, Now: clock.Now})
-	ui, err := web.New(web.Config{App: a, Store: db, DNS: checker, Now: clock.Now})
+	uiCfg := web.Config{App: a, Store: db, DNS: checker, Now: clock.Now}
+	if modUI != nil {
+		modUI(&uiCfg)
+	}
+	ui, err := web.New(uiCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/internal/egress"
 )
 
 // Security values of an Account.
@@ -110,14 +110,14 @@ type PollResult struct {
 type Options struct {
 	// Resolver resolves mailbox and token URL hosts (the server's
 	// --dns-server); nil means the system resolver.
-	Resolver webhook.Resolver
+	Resolver egress.Resolver
 	// AllowPrivate lets mailboxes reach non-public addresses
 	// (--imap-allow-private), checked on the address actually dialled.
 	AllowPrivate bool
 	// AllowPlaintext permits security "plain" (--imap-allow-plaintext).
 	AllowPlaintext bool
 	// RootCAs are trusted besides nothing else; nil means the system pool
-	// (LoadCAFile adds --imap-ca-file to it).
+	// (egress.LoadCAFile adds --imap-ca-file to it).
 	RootCAs *x509.CertPool
 	// Timeout bounds each step: connecting, TLS, greeting, login, every
 	// command (0: 30s). Fetching a large message gets longer in proportion.
@@ -155,10 +155,14 @@ func (o *Options) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func (o *Options) policy() webhook.Policy {
-	return webhook.Policy{AllowPrivate: o.AllowPrivate, RootCAs: o.RootCAs}
+// policy is the outbound address policy of every mailbox and token URL.
+func (o *Options) policy() egress.Policy {
+	return egress.Policy{AllowPrivate: o.AllowPrivate, RootCAs: o.RootCAs}
 }
 
-// LoadCAFile returns the system roots plus the PEM certificates at path
-// (--imap-ca-file), for Options.RootCAs.
-func LoadCAFile(path string) (*x509.CertPool, error) { return webhook.LoadCAFile(path) }
+func (o *Options) resolver() egress.Resolver {
+	if o.Resolver != nil {
+		return o.Resolver
+	}
+	return egress.SystemResolver{}
+}

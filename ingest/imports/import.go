@@ -38,8 +38,11 @@ const MaxJobs = 4096
 // Options configures Run. Ingest is required.
 type Options struct {
 	// Ingest stores one input: Pipeline.Ingest, or the admin socket
-	// client's, which offers the same for a running server.
+	// client's, which hands the input to a running server.
 	Ingest ingest.IngestFunc
+	// OrgID, when set, restricts the domain lookup of every input to one
+	// organization (ingest.Arrival.OrgID).
+	OrgID string
 	// Jobs is the number of inputs in flight; default DefaultJobs.
 	Jobs int
 	// Progress, when set, is called after each input with its outcome and
@@ -315,7 +318,7 @@ func (im *importer) run(ctx context.Context, j *importJob) {
 		if j.file != nil {
 			r = j.file
 		}
-		j.result, j.err = im.o.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, Name: j.abs})
+		j.result, j.err = im.o.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, OrgID: im.o.OrgID, Name: j.abs})
 		if j.file != nil {
 			j.file.Close()
 		}

@@ -1,4 +1,4 @@
-package demo
+package cli
 
 import (
 	"context"
@@ -6,40 +6,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
-func runPipeline(t *testing.T, db *store.DB) *ingest.Pipeline {
-	t.Helper()
-	p, err := ingest.New(ingest.Config{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return p
-}
-
-// TestLoadIsIdempotent ensures the demo creates its domain and two weeks of
+// TestDemoLoadIsIdempotent ensures the demo creates its domain and two weeks of
 // reports from every reporter, ending the day before, and that loading
 // again, even a day later, stores nothing new.
-func TestLoadIsIdempotent(t *testing.T) {
+func TestDemoLoadIsIdempotent(t *testing.T) {
 	clock := storetest.NewClock(time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC))
 	db := storetest.OpenWithClock(t, clock)
-	org, err := db.CreateOrganization(Org, store.PlanUnlimited)
+	org, err := db.CreateOrganization(demoOrg, store.PlanUnlimited)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := runPipeline(t, db)
-	first, err := Load(context.Background(), db, p, "reports.test")
+	p := runPipelineOn(t, db)
+	first, err := loadDemoReports(context.Background(), db, p.Ingest, "reports.test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := len(reporters) * Days
+	want := len(demoReporters) * demoDays
 	if !first.DomainCreated || first.Reports != want || first.Duplicates != 0 || first.Quarantined != 0 {
 		t.Fatalf("first load: %+v, want %d reports", first, want)
 	}
@@ -52,7 +38,7 @@ func TestLoadIsIdempotent(t *testing.T) {
 		t.Errorf("reports from %s to %s, want 2026-11-08 to 2026-11-21", oldest, newest)
 	}
 	clock.Advance(24 * time.Hour)
-	second, err := Load(context.Background(), db, p, "reports.test")
+	second, err := loadDemoReports(context.Background(), db, p.Ingest, "reports.test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +47,11 @@ func TestLoadIsIdempotent(t *testing.T) {
 	}
 }
 
-// TestLoadWithoutDefaultOrg ensures the demo says so when there is no
+// TestDemoLoadWithoutDefaultOrg ensures the demo says so when there is no
 // organization to put it in.
-func TestLoadWithoutDefaultOrg(t *testing.T) {
+func TestDemoLoadWithoutDefaultOrg(t *testing.T) {
 	db := storetest.Open(t)
-	_, err := Load(context.Background(), db, runPipeline(t, db), "reports.test")
+	_, err := loadDemoReports(context.Background(), db, runPipelineOn(t, db).Ingest, "reports.test")
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("err = %v, want ErrNotFound", err)
 	}

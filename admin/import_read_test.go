@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/store"
@@ -40,19 +38,16 @@ func TestImportServerReads(t *testing.T) {
 
 	var got []imports.Item
 	var files []int
-	sum, err := c.Import(context.Background(), org.ID, paths, 4, func(it imports.Item, s *imports.Summary) {
+	sum, err := c.importRead(context.Background(), ImportRequest{Paths: paths, Org: org.ID, Jobs: 4, Progress: func(it imports.Item, s *imports.Summary) {
 		got = append(got, it)
 		files = append(files, s.Files)
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want []imports.Item
-	wantSum, err := imports.Run(context.Background(), paths, imports.Options{Jobs: 4,
-		Progress: func(it imports.Item, _ *imports.Summary) { want = append(want, it) },
-		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
-			return offLocal.Ingest(ctx, r, d.Name, offOrg.ID)
-		}})
+	wantSum, err := offLocal.Import(context.Background(), ImportRequest{Paths: paths, Org: offOrg.ID, Jobs: 4,
+		Progress: func(it imports.Item, _ *imports.Summary) { want = append(want, it) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +94,10 @@ func TestImportServerReads(t *testing.T) {
 	if !strings.HasPrefix(got[3].Name, rel) || got[len(got)-1].Name != paths[2] {
 		t.Errorf("inputs named %q and %q, not as %q and %q give them", got[3].Name, got[len(got)-1].Name, rel, paths[2])
 	}
-	// A path missing here is left to the import that sends files, which
-	// reports it as an offline import does.
-	if _, err := c.Import(context.Background(), org.ID, []string{filepath.Join(dir, "nope.xml"), dir}, 4, nil); !errors.Is(err, ErrImportRefused) {
-		t.Errorf("Import of a missing path: %v, want ErrImportRefused", err)
+	// A path missing here is left to the import that hands files over,
+	// which reports it as an offline import does.
+	if _, err := c.importRead(context.Background(), ImportRequest{Paths: []string{filepath.Join(dir, "nope.xml"), dir}, Org: org.ID}); !errors.Is(err, errImportRefused) {
+		t.Errorf("read of a missing path: %v, want errImportRefused", err)
 	}
 	if _, total, _ := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total != sum.Imported || total < 5 {
 		t.Errorf("%d reports stored, the summary says %d", total, sum.Imported)
@@ -110,36 +105,51 @@ func TestImportServerReads(t *testing.T) {
 }
 
 // TestImportRefusedForAnotherUser ensures the server reads no file for a
-// client of another user: the import is refused before anything is read,
-// and the client is told to send the files itself.
+// client of another user: the read is refused before anything is read,
+// and Import hands the files over instead, with the same outcome.
 func TestImportRefusedForAnotherUser(t *testing.T) {
-	db, _, c := serveIntake(t)
+	db, local, _ := serveIntake(t)
 	org := mustAcmeExample(t, db)
+	var log lockedBuffer
+	c := serveHandler(t, Handler(local, slog.New(slog.NewTextHandler(&log, nil))))
 	uid := serverUID
 	serverUID = func() int { return os.Geteuid() + 1 }
 	t.Cleanup(func() { serverUID = uid })
 	dir := ingesttest.ImportTree(t)
-	sum, err := c.Import(context.Background(), org.ID, []string{dir}, 4, nil)
-	if !errors.Is(err, ErrImportRefused) || sum != nil {
-		t.Fatalf("Import as another user: %+v, %v; want ErrImportRefused", sum, err)
+	sum, err := c.importRead(context.Background(), ImportRequest{Paths: []string{dir}, Org: org.ID})
+	if !errors.Is(err, errImportRefused) || sum != nil {
+		t.Fatalf("read as another user: %+v, %v; want errImportRefused", sum, err)
 	}
 	if _, total, _ := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total != 0 {
-		t.Errorf("%d reports stored by a refused import", total)
+		t.Errorf("%d reports stored by a refused read", total)
 	}
-	// A server without the route (from before) is refused the same way.
+	sum, err = c.Import(context.Background(), ImportRequest{Paths: []string{dir}, Org: org.ID})
+	if err != nil || sum.Imported < 5 || sum.Failed != 0 {
+		t.Fatalf("Import as another user: %+v, %v; want the files handed over", sum, err)
+	}
+	if got := log.String(); !strings.Contains(got, "mode=hand-over") || strings.Contains(got, "mode=read") {
+		t.Errorf("the server's log does not show a hand-over alone:\n%s", got)
+	}
+	if _, total, _ := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total != sum.Imported {
+		t.Errorf("%d reports stored, the summary says %d", total, sum.Imported)
+	}
+	// A server without the protocol (from before it) is told apart.
 	h := http.NewServeMux()
 	h.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) { reply(w, map[string]bool{"ok": true}) })
 	old := serveHandler(t, h)
-	if _, err := old.Import(context.Background(), "", []string{dir}, 4, nil); !errors.Is(err, ErrImportRefused) {
-		t.Errorf("Import from an old server: %v, want ErrImportRefused", err)
+	for _, handOver := range []bool{false, true} {
+		if _, err := old.Import(context.Background(), ImportRequest{Paths: []string{dir}, HandOver: handOver}); !errors.Is(err, errOldServer) {
+			t.Errorf("Import from an old server, hand-over %v: %v, want errOldServer", handOver, err)
+		}
 	}
 }
 
-// TestImportBadRequests ensures a request the server must not act on gets
-// an error line and nothing is read: no paths, paths without their file
-// ids, a relative path, not JSON, and (a conflict, on which the client
-// sends the files itself) a path where the server finds another file than
-// the client did, as in another mount namespace.
+// TestImportBadRequests ensures an import the server must not act on is
+// refused before the switch, with its kind, and nothing is read: a bad
+// body, no paths, paths without their file ids, a relative path, and (a
+// conflict, on which the client hands the files over) a path where the
+// server finds another file than the client did, as in another mount
+// namespace.
 func TestImportBadRequests(t *testing.T) {
 	_, _, c := serveIntake(t)
 	dir := t.TempDir()
@@ -147,35 +157,55 @@ func TestImportBadRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ name, line, want string }{
-		{"no paths", `{"paths": [], "jobs": 1}`, "want 1 to"},
-		{"no file ids", `{"paths": ["/tmp"], "jobs": 1}`, "each with its file id"},
-		{"relative path", `{"paths": ["reports"], "ids": [{"dev": 1, "ino": 2}], "jobs": 1}`, "not absolute"},
-		{"not JSON", `paths=/tmp`, "one JSON line"},
-		{"another file at the path", `{"paths": ["` + dir + `"], "ids": [{"dev": ` + fmt.Sprint(id.Dev) + `, "ino": ` + fmt.Sprint(id.Ino+1) + `}], "jobs": 1}`, "does not see the file"},
+	for _, tc := range []struct {
+		name string
+		hdr  importHeader
+		kind error
+		want string
+	}{
+		{"no paths", importHeader{Jobs: 1}, store.ErrInvalid, "want 1 to"},
+		{"no file ids", importHeader{Paths: []string{"/tmp"}, Jobs: 1}, store.ErrInvalid, "each with its file id"},
+		{"relative path", importHeader{Paths: []string{"reports"}, IDs: []fileID{{1, 2}}, Jobs: 1}, store.ErrInvalid, "not absolute"},
+		{"another file at the path", importHeader{Paths: []string{dir}, IDs: []fileID{{id.Dev, id.Ino + 1}}, Jobs: 1}, store.ErrConflict, "does not see the file"},
+		{"unknown organization", importHeader{Org: "globex", HandOver: true}, store.ErrNotFound, "organization not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			uc, br, err := c.upgrade(context.Background(), "/v1/ingest/import", "", importProtocol)
-			if err != nil {
-				t.Fatal(err)
+			uc, _, err := c.openImport(context.Background(), tc.hdr)
+			if err == nil {
+				uc.Close()
 			}
-			defer uc.Close()
-			if _, err := uc.Write([]byte(tc.line + "\n")); err != nil {
-				t.Fatal(err)
-			}
-			var ln importLine
-			if err := json.NewDecoder(br).Decode(&ln); err != nil {
-				t.Fatal(err)
-			}
-			kind := "invalid"
-			if strings.HasPrefix(tc.name, "another") {
-				kind = "conflict"
-			}
-			if ln.Error == nil || ln.Error.Kind != kind || !strings.Contains(ln.Error.Message, tc.want) || ln.Item != nil || ln.Summary != nil {
-				t.Errorf("answer %+v, want a %s error saying %q", ln, kind, tc.want)
+			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want %v saying %q", err, tc.kind, tc.want)
 			}
 		})
 	}
+	for _, body := range []string{`paths=/tmp`, `{"paths": ["/tmp"], "extra": 1}`} {
+		req, _ := http.NewRequest("POST", "http://dmarcd/v1/import", strings.NewReader(body))
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", importProtocol)
+		if _, err := c.roundTrip(req); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "want the import as a JSON object") {
+			t.Errorf("body %s: %v, want ErrInvalid", body, err)
+		}
+	}
+	req, _ := http.NewRequest("POST", "http://dmarcd/v1/import", strings.NewReader(`{"hand_over": true}`))
+	if _, err := c.roundTrip(req); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "want Upgrade") {
+		t.Errorf("without Upgrade: %v, want ErrInvalid", err)
+	}
+}
+
+// switchFake switches the connection of an import request to the import
+// protocol without a look at the request, as a fake server does; nil when
+// it cannot.
+func switchFake(t *testing.T, w http.ResponseWriter, r *http.Request) net.Conn {
+	_, _ = io.Copy(io.Discard, r.Body)
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + importProtocol + "\r\n\r\n")
+	brw.Flush()
+	return conn
 }
 
 // fakeImportServer answers an import with lines, then does what end says.
@@ -183,19 +213,12 @@ func fakeImportServer(t *testing.T, lines []string, end func(net.Conn)) *Client 
 	t.Helper()
 	h := http.NewServeMux()
 	h.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) { reply(w, map[string]bool{"ok": true}) })
-	h.HandleFunc("POST /v1/ingest/import", func(w http.ResponseWriter, r *http.Request) {
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
+	h.HandleFunc("POST /v1/import", func(w http.ResponseWriter, r *http.Request) {
+		conn := switchFake(t, w, r)
+		if conn == nil {
 			return
 		}
 		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + importProtocol + "\r\n\r\n")
-		brw.Flush()
-		if _, err := brw.ReadString('\n'); err != nil {
-			t.Error(err)
-			return
-		}
 		for _, l := range lines {
 			fmt.Fprintln(conn, l)
 		}
@@ -212,7 +235,7 @@ func TestImportServerGone(t *testing.T) {
 	item := `{"item":{"name":%q,"result":{"reports":[{"kind":"aggregate","report_id":"x","domain":"example.com","duplicate":false,"records":5}]}},"files":3,"files_done":%d}`
 	c := fakeImportServer(t, []string{fmt.Sprintf(item, dir+"/1.xml", 1), fmt.Sprintf(item, dir+"/2.xml", 2)}, func(net.Conn) {})
 	var shown []string
-	sum, err := c.Import(context.Background(), "", []string{dir}, 4, func(it imports.Item, _ *imports.Summary) { shown = append(shown, it.Name) })
+	sum, err := c.Import(context.Background(), ImportRequest{Paths: []string{dir}, Jobs: 4, Progress: func(it imports.Item, _ *imports.Summary) { shown = append(shown, it.Name) }})
 	var stopped *imports.StoppedError
 	if !errors.As(err, &stopped) || !errors.Is(err, ErrServerGone) {
 		t.Fatalf("error %v, want a StoppedError of ErrServerGone", err)
@@ -226,54 +249,61 @@ func TestImportServerGone(t *testing.T) {
 }
 
 // TestImportCancelled ensures cancelling the client's context ends an
-// import at once with what was done and ctx's error, and that the server
-// stops starting inputs when the client goes: with one input in flight,
-// far fewer than all files are stored, and its log line says stopped.
+// import at once with what was done and ctx's error, in either mode, and
+// that the server stops starting inputs when the client goes: with one
+// input in flight, far fewer than all files are stored, and its log line
+// says stopped.
 func TestImportCancelled(t *testing.T) {
-	db := storeForImport(t)
-	org := mustAcmeExample(t, db.db)
-	paths := writeReportFiles(t, 300, 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	n := 0
-	sum, err := db.c.Import(ctx, org.ID, []string{filepath.Dir(paths[0])}, 1, func(imports.Item, *imports.Summary) {
-		if n++; n == 2 {
-			cancel()
-		}
-	})
-	if !errors.Is(err, context.Canceled) || sum == nil || sum.Inputs < 2 || sum.Inputs >= len(paths) {
-		t.Fatalf("cancelled import: %+v, %v", sum, err)
-	}
-	waitForLog(t, db.log, "stopped=true")
-	if _, total, _ := db.db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total >= len(paths)/2 {
-		t.Errorf("%d of %d reports stored after the client went", total, len(paths))
+	for _, mode := range []string{"read", "hand-over"} {
+		t.Run(mode, func(t *testing.T) {
+			db := storeForImport(t)
+			org := mustAcmeExample(t, db.db)
+			paths := writeReportFiles(t, 300, 2)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n := 0
+			sum, err := db.c.Import(ctx, ImportRequest{Paths: []string{filepath.Dir(paths[0])}, Org: org.ID, Jobs: 1, HandOver: mode == "hand-over",
+				Progress: func(imports.Item, *imports.Summary) {
+					if n++; n == 2 {
+						cancel()
+					}
+				}})
+			if !errors.Is(err, context.Canceled) || sum == nil || sum.Inputs < 2 || sum.Inputs >= len(paths) {
+				t.Fatalf("cancelled import: %+v, %v", sum, err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(db.log.String(), "mode="+mode) || !strings.Contains(db.log.String(), "stopped=true") {
+				if time.Now().After(deadline) {
+					t.Fatalf("the server did not stop the import:\n%s", db.log.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if _, total, _ := db.db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total >= len(paths)/2 {
+				t.Errorf("%d of %d reports stored after the client went", total, len(paths))
+			}
+		})
 	}
 }
 
 // TestImportLogsStoppedOnlyWhenStopped ensures the server's "admin
-// import" line says stopped=true only for an import that was stopped, not
-// for one that finished and whose client closed the connection (as every
-// client does once it has the summary) before the line was written.
+// import" line says stopped=false for an import that finished, in either
+// mode, although its client closes the connection (which cancels the
+// import's context) as soon as it has the summary.
 func TestImportLogsStoppedOnlyWhenStopped(t *testing.T) {
-	env := storeForImport(t)
-	org := mustAcmeExample(t, env.db)
-	paths := writeReportFiles(t, 3, 2)
-	hook := importSummarySent
-	t.Cleanup(func() { importSummarySent = hook })
-	// The client gets the summary and goes before the server logs.
-	importSummarySent = func(ctx context.Context) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(5 * time.Second):
-		}
-	}
-	sum, err := env.c.Import(context.Background(), org.ID, paths, 2, nil)
-	if err != nil || sum.Imported != 3 {
-		t.Fatalf("import: %+v, %v", sum, err)
-	}
-	waitForLog(t, env.log, "admin import")
-	if line := env.log.String(); !strings.Contains(line, "stopped=false") {
-		t.Errorf("a finished import logged as stopped:\n%s", line)
+	for _, mode := range []string{"read", "hand-over"} {
+		t.Run(mode, func(t *testing.T) {
+			env := storeForImport(t)
+			org := mustAcmeExample(t, env.db)
+			paths := writeReportFiles(t, 3, 2)
+			sum, err := env.c.Import(context.Background(), ImportRequest{Paths: paths, Org: org.ID, Jobs: 2, HandOver: mode == "hand-over"})
+			if err != nil || sum.Imported != 3 {
+				t.Fatalf("import: %+v, %v", sum, err)
+			}
+			waitForLog(t, env.log, "mode="+mode)
+			if line := env.log.String(); !strings.Contains(line, "stopped=false") || strings.Contains(line, "stopped=true") {
+				t.Errorf("a finished import logged as stopped:\n%s", line)
+			}
+		})
 	}
 }
 
@@ -349,7 +379,7 @@ func TestImportManyPaths(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	sum, err := c.Import(context.Background(), org.ID, paths, 64, nil)
+	sum, err := c.importRead(context.Background(), ImportRequest{Paths: paths, Org: org.ID, Jobs: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

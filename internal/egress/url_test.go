@@ -1,4 +1,4 @@
-package webhook_test
+package egress_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
-	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/internal/egress"
 )
 
 // publicIP stands for a host on the internet. Tests only ever resolve to
@@ -44,7 +44,7 @@ func zone(t *testing.T) *dnstest.Server {
 // the problem, and public https URLs pass (validated only, never dialled).
 func TestValidateURL(t *testing.T) {
 	r := mustResolver(t, zone(t))
-	long := "https://hooks.example.com/" + strings.Repeat("a", webhook.MaxURLLength)
+	long := "https://hooks.example.com/" + strings.Repeat("a", egress.MaxURLLength)
 	ok := []string{
 		"https://hooks.example.com/dmarc",
 		"https://HOOKS.example.com:8443/dmarc?x=1#frag",
@@ -53,10 +53,10 @@ func TestValidateURL(t *testing.T) {
 		"https://[2606:2800:220:1:248:1893:25c8:1946]/",
 		"https://[64:ff9b::5db8:d822]/", // NAT64 of a public address
 		"https://[2002:5db8:d822::1]/",  // 6to4 of a public address
-		"https://hooks.example.com/" + strings.Repeat("a", webhook.MaxURLLength-len("https://hooks.example.com/")),
+		"https://hooks.example.com/" + strings.Repeat("a", egress.MaxURLLength-len("https://hooks.example.com/")),
 	}
 	for _, u := range ok {
-		if err := webhook.ValidateURL(context.Background(), u, r, webhook.Policy{}); err != nil {
+		if err := egress.ValidateURL(context.Background(), u, r, egress.Policy{}); err != nil {
 			t.Errorf("ValidateURL(%.60s) = %v, want nil", u, err)
 		}
 	}
@@ -123,9 +123,9 @@ func TestValidateURL(t *testing.T) {
 		{"https://servfail.example.com/", "could not be resolved"},
 	}
 	for _, c := range bad {
-		err := webhook.ValidateURL(context.Background(), c.url, r, webhook.Policy{})
-		var ue *webhook.URLError
-		if !errors.Is(err, webhook.ErrUnsafeURL) || !errors.As(err, &ue) || !strings.Contains(ue.Reason, c.reason) {
+		err := egress.ValidateURL(context.Background(), c.url, r, egress.Policy{})
+		var ue *egress.URLError
+		if !errors.Is(err, egress.ErrUnsafeURL) || !errors.As(err, &ue) || !strings.Contains(ue.Reason, c.reason) {
 			t.Errorf("ValidateURL(%.60s) = %v; want ErrUnsafeURL mentioning %q", c.url, err, c.reason)
 		}
 	}
@@ -137,17 +137,17 @@ func TestValidateURL(t *testing.T) {
 func TestValidateURLKeepsResolverCause(t *testing.T) {
 	srv := zone(t)
 	r := mustResolver(t, srv)
-	err := webhook.ValidateURL(context.Background(), "https://servfail.example.com/", r, webhook.Policy{})
+	err := egress.ValidateURL(context.Background(), "https://servfail.example.com/", r, egress.Policy{})
 	if !errors.Is(err, dnscheck.ErrTemporary) || strings.Contains(err.Error(), srv.Addr) {
 		t.Errorf("servfail: %v; want ErrTemporary, without the DNS server address", err)
 	}
-	err = webhook.ValidateURL(context.Background(), "https://nxdomain.example.com/", r, webhook.Policy{})
+	err = egress.ValidateURL(context.Background(), "https://nxdomain.example.com/", r, egress.Policy{})
 	if !errors.Is(err, dnscheck.ErrNotFound) {
 		t.Errorf("nxdomain: %v; want ErrNotFound", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := webhook.ValidateURL(ctx, "https://hooks.example.com/", r, webhook.Policy{}); !errors.Is(err, context.Canceled) || errors.Is(err, webhook.ErrUnsafeURL) {
+	if err := egress.ValidateURL(ctx, "https://hooks.example.com/", r, egress.Policy{}); !errors.Is(err, context.Canceled) || errors.Is(err, egress.ErrUnsafeURL) {
 		t.Errorf("cancelled: %v; want context.Canceled, not a refusal", err)
 	}
 }
@@ -157,12 +157,12 @@ func TestValidateURLKeepsResolverCause(t *testing.T) {
 // addresses that are never a server.
 func TestValidateURLAllowPrivate(t *testing.T) {
 	r := mustResolver(t, zone(t))
-	p := webhook.Policy{AllowPrivate: true}
+	p := egress.Policy{AllowPrivate: true}
 	for _, u := range []string{
 		"https://127.0.0.1:8443/", "https://[::1]/", "https://10.0.0.1/", "https://private.example.com/",
 		"https://mixed.example.com/", "https://169.254.1.1/", "https://[::ffff:192.168.0.1]/",
 	} {
-		if err := webhook.ValidateURL(context.Background(), u, r, p); err != nil {
+		if err := egress.ValidateURL(context.Background(), u, r, p); err != nil {
 			t.Errorf("AllowPrivate: ValidateURL(%s) = %v, want nil", u, err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestValidateURLAllowPrivate(t *testing.T) {
 		"https://0.0.0.0/", "https://[::]/", "https://224.0.0.1/", "https://[ff02::1]/", "https://255.255.255.255/",
 		"https://nxdomain.example.com/",
 	} {
-		if err := webhook.ValidateURL(context.Background(), u, r, p); !errors.Is(err, webhook.ErrUnsafeURL) {
+		if err := egress.ValidateURL(context.Background(), u, r, p); !errors.Is(err, egress.ErrUnsafeURL) {
 			t.Errorf("AllowPrivate: ValidateURL(%s) = %v, want ErrUnsafeURL", u, err)
 		}
 	}

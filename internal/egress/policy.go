@@ -1,21 +1,82 @@
-package webhook
+// Package egress is dmarcd's outbound network policy: every connection
+// the server opens to a host a customer named (webhook receivers, IMAP
+// mailboxes, OAuth2 token URLs, MTA-STS policy hosts) goes through it, so
+// that a URL or host name cannot steer the server at its own network
+// (SSRF).
+//
+// What is refused. Every address actually dialled is checked at the
+// moment of connecting (NewDialer), after name resolution, so a name that
+// resolves to a public address when a URL is saved and to an internal one
+// later (DNS rebinding) still reaches nothing internal. Refused unless
+// Policy.AllowPrivate: loopback, private (RFC 1918, unique local),
+// carrier-grade NAT, link-local (cloud metadata at 169.254.169.254),
+// documentation, benchmarking, reserved and every other IANA
+// special-purpose range that is not globally reachable, also when written
+// inside an IPv6 address (IPv4-mapped, NAT64, 6to4). Refused whatever
+// the policy: unspecified, multicast and broadcast addresses, which are
+// never a server. URLs (ValidateURL, Client) must be https, carry no user
+// name or password, and not write their host as a number (2130706433,
+// 0177.0.0.1), which parsers read differently.
+//
+// The allow-private flags (--webhook-allow-private, --imap-allow-private)
+// set Policy.AllowPrivate for one kind of client; the CA-file flags
+// (--webhook-ca-file, --imap-ca-file) set Policy.RootCAs with LoadCAFile:
+// the system's authorities plus those in the file. TLS is 1.2 or later,
+// always verified; no proxy is used (it would dial for us, unchecked) and
+// no redirect followed (a public host could send us to an internal one).
+//
+// A new outbound client gets its connections here, never from net.Dial:
+// NewDialer(resolver, policy, timeout) for a TCP client (a mail relay),
+// Policy.TLSConfig for its TLS, NewTransport for an HTTP client of its own
+// (ClickHouse over HTTP), or NewClient for one-shot HTTPS requests.
+package egress
 
 import (
+	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/netip"
+	"os"
 )
 
-// Policy says which destinations deliveries may reach and which
-// certificates they trust.
+// Policy says which destinations an outbound client may reach and which
+// certificates it trusts. The zero value refuses every non-public address
+// and trusts the system's authorities.
 type Policy struct {
-	// AllowPrivate lets webhooks reach loopback, private, link-local and
-	// other non-public unicast addresses (--webhook-allow-private).
-	// Unspecified, multicast and broadcast addresses stay refused: they are
-	// never a server.
+	// AllowPrivate lets the client reach loopback, private, link-local and
+	// other non-public unicast addresses (--webhook-allow-private,
+	// --imap-allow-private). Unspecified, multicast and broadcast
+	// addresses stay refused: they are never a server.
 	AllowPrivate bool
-	// RootCAs are the certificate authorities trusted for receivers; nil
+	// RootCAs are the certificate authorities trusted for servers; nil
 	// means the system pool. See LoadCAFile.
 	RootCAs *x509.CertPool
+}
+
+// TLSConfig returns the TLS settings of every outbound connection under p:
+// TLS 1.2 or later, certificates verified against p.RootCAs, for
+// serverName ("" lets an HTTP transport fill it in from the URL).
+func (p Policy) TLSConfig(serverName string) *tls.Config {
+	return &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12, RootCAs: p.RootCAs}
+}
+
+// LoadCAFile returns the system's trusted certificate authorities plus
+// those in the PEM file at path (--webhook-ca-file, --imap-ca-file), for
+// Policy.RootCAs. It returns an error when the file cannot be read or
+// holds no certificate.
+func LoadCAFile(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("egress: CA file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool() // no system store: the file alone is trusted
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("egress: CA file %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // block is a range of addresses that is no public unicast destination.

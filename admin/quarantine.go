@@ -2,9 +2,7 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -18,22 +16,6 @@ import (
 // errNoPipeline is what Local answers for intake operations when it was
 // built without a pipeline (a programming error of the caller).
 var errNoPipeline = errors.New("admin: no ingest pipeline")
-
-// Ingest runs one input through the pipeline; see Service.
-func (l *Local) Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error) {
-	if l.Pipeline == nil {
-		return nil, errNoPipeline
-	}
-	orgID := ""
-	if orgRef != "" {
-		org, err := l.DB.FindOrganization(orgRef)
-		if err != nil {
-			return nil, err
-		}
-		orgID = org.ID
-	}
-	return l.Pipeline.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, OrgID: orgID, Name: name})
-}
 
 // ListQuarantine lists the quarantine, newest first.
 func (l *Local) ListQuarantine(_ context.Context, p store.Page) ([]*store.QuarantineEntry, int, error) {
@@ -74,16 +56,9 @@ func (l *Local) DeleteQuarantineBefore(_ context.Context, t time.Time) (int, err
 	return l.DB.DeleteQuarantineBefore(t)
 }
 
-// Socket side. An import streams each input's bytes in a request body
-// rather than sending its path: the server may not see the client's files
-// (another mount namespace, a container, files readable only by the
-// user running the import), and the bytes are read once either way.
+// Socket side.
 
-func (h *handler) ingestRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/ingest", h.ingest)
-	mux.HandleFunc("POST /v1/ingest/batch", h.ingestBatch)
-	mux.HandleFunc("POST /v1/ingest/files", h.ingestFiles)
-	mux.HandleFunc("POST /v1/ingest/import", h.importPaths)
+func (h *handler) quarantineRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/quarantine", h.listQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}", h.findQuarantine)
 	mux.HandleFunc("GET /v1/quarantine/{id}/raw", h.quarantineRaw)
@@ -95,12 +70,6 @@ func (h *handler) ingestRoutes(mux *http.ServeMux) {
 type quarantinePage struct {
 	Data  []*store.QuarantineEntry `json:"data"`
 	Total int                      `json:"total"`
-}
-
-func (h *handler) ingest(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	res, err := h.svc.Ingest(r.Context(), r.Body, q.Get("name"), q.Get("org"))
-	h.answer(w, res, err)
 }
 
 func (h *handler) listQuarantine(w http.ResponseWriter, r *http.Request) {
@@ -152,48 +121,6 @@ func (h *handler) deleteQuarantineBefore(w http.ResponseWriter, r *http.Request)
 	}
 	n, err := h.svc.DeleteQuarantineBefore(r.Context(), t)
 	h.answer(w, map[string]int{"deleted": n}, err)
-}
-
-// Ingest implements Service: r is streamed to the server as the body.
-func (c *Client) Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error) {
-	q := url.Values{"name": {name}}
-	if orgRef != "" {
-		q.Set("org", orgRef)
-	}
-	src := &readErr{r: r}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://dmarcd/v1/ingest?"+q.Encode(), src)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.roundTrip(req)
-	if err != nil {
-		if src.err != nil {
-			// The input failed, not the server.
-			return nil, fmt.Errorf("reading the input: %w", src.err)
-		}
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var res ingest.Result
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return nil, fmt.Errorf("admin socket: %w: reading the answer: %w", ErrServerGone, err)
-	}
-	return &res, nil
-}
-
-// readErr remembers the error of the reader it wraps (io.EOF aside).
-type readErr struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErr) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
-	}
-	return n, err
 }
 
 // ListQuarantine implements Service.

@@ -1,4 +1,4 @@
-package webhook
+package egress
 
 import (
 	"context"
@@ -12,23 +12,23 @@ import (
 	"golang.org/x/net/idna"
 )
 
-// MaxURLLength is the longest webhook URL accepted, in bytes.
+// MaxURLLength is the longest URL accepted, in bytes.
 const MaxURLLength = 2048
 
-// ErrUnsafeURL is wrapped by every error that refuses a webhook URL.
-var ErrUnsafeURL = errors.New("unsafe webhook URL")
+// ErrUnsafeURL is wrapped by every error that refuses a URL.
+var ErrUnsafeURL = errors.New("unsafe URL")
 
-// URLError says why a webhook URL was refused. Reason is written for the
-// API client and safe to show; Err, when set, is the underlying cause
-// (a resolver error) and is left out of Error so that DNS server details
-// stay in the logs.
+// URLError says why a URL was refused. Reason is written for the API
+// client and safe to show; Err, when set, is the underlying cause (a
+// resolver error) and is left out of Error so that DNS server details stay
+// in the logs.
 type URLError struct {
 	Reason string
 	Err    error
 }
 
-// Error returns "webhook: unsafe webhook URL: " and the reason.
-func (e *URLError) Error() string { return "webhook: " + ErrUnsafeURL.Error() + ": " + e.Reason }
+// Error returns "egress: unsafe URL: " and the reason.
+func (e *URLError) Error() string { return "egress: " + ErrUnsafeURL.Error() + ": " + e.Reason }
 
 // Unwrap returns ErrUnsafeURL and the cause, so errors.Is finds both.
 func (e *URLError) Unwrap() []error {
@@ -42,12 +42,7 @@ func refuse(format string, args ...any) *URLError {
 	return &URLError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Resolver looks up the addresses of a host name; dnscheck.Resolver is one.
-type Resolver interface {
-	LookupAddrs(ctx context.Context, host string) ([]netip.Addr, error)
-}
-
-// ValidateURL checks a webhook URL before it is saved. The URL must be
+// ValidateURL checks a URL before it is saved (a webhook's). The URL must be
 // https, have a host, carry no user-info and be at most MaxURLLength bytes;
 // a host written as a number (2130706433, 0177.0.0.1, 0x7f.1) is refused
 // whatever it points to. An IP literal, and every address the host resolves
@@ -81,16 +76,24 @@ func ValidateURL(ctx context.Context, raw string, r Resolver, p Policy) error {
 	return nil
 }
 
-// target is a parsed webhook URL: host in ASCII form, and addr set when the
+// CheckURL makes every check of ValidateURL that needs no DNS: a client
+// repeats it before each request, so a URL stored before a rule tightened
+// is still held to it. A refusal is a *URLError wrapping ErrUnsafeURL.
+func CheckURL(raw string, p Policy) error {
+	if _, uerr := parseTarget(raw, p); uerr != nil {
+		return uerr
+	}
+	return nil
+}
+
+// target is a parsed URL: host in ASCII form, and addr set when the
 // host is an IP literal.
 type target struct {
 	host string
 	addr netip.Addr
 }
 
-// parseTarget makes every check of ValidateURL that needs no DNS. The
-// client repeats it before each attempt, so a URL stored before a rule
-// tightened is still held to it.
+// parseTarget makes every check of ValidateURL that needs no DNS.
 func parseTarget(raw string, p Policy) (target, *URLError) {
 	if len(raw) > MaxURLLength {
 		return target{}, refuse("URL is longer than %d characters", MaxURLLength)
