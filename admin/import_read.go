@@ -171,9 +171,11 @@ func (h *handler) serveRead(uc *net.UnixConn, hdr importHeader, orgID string) {
 	close(stopFlush)
 	<-flushed
 	// The line is logged before the last answer: a client done is a
-	// client whose import is in the log.
+	// client whose import is in the log. Stopped is what the import
+	// itself says (cancelled by the client, or the pipeline stopping),
+	// not ctx, which a client closing once it is done cancels too.
 	if sum != nil {
-		h.logImport("read", sum, ctx.Err() != nil, time.Since(start))
+		h.logImport("read", sum, err != nil, time.Since(start))
 	}
 	var stopped *imports.StoppedError
 	switch {
@@ -246,13 +248,17 @@ func (c *Client) importRead(ctx context.Context, req ImportRequest) (*imports.Su
 			}
 		case ln.Summary != nil:
 			// The inputs told, in input order, made the same summary
-			// under the names as given; the server's says how many files.
+			// under the names as given; the server's says how many files
+			// and which it left out.
 			if ln.Summary.Inputs != sum.Inputs {
 				return sum, fmt.Errorf("admin socket: the server's summary counts %d inputs, %d were told", ln.Summary.Inputs, sum.Inputs)
 			}
 			// Done, every file is: the last item may have come before
 			// its file was counted done.
 			sum.Files, sum.FilesDone = ln.Summary.Files, ln.Summary.Files
+			for _, sk := range ln.Summary.Skipped {
+				sum.Skipped = append(sum.Skipped, imports.SkippedFile{File: mapImportName(sk.File, roots, -1), Reason: sk.Reason})
+			}
 			sum.EmptyLists()
 			return sum, nil
 		case ln.Error != nil:

@@ -285,6 +285,38 @@ func TestImportCancelled(t *testing.T) {
 	}
 }
 
+// TestImportLogsStoppedOnlyWhenStopped ensures the server's "admin
+// import" line says stopped=false for an import that finished, in either
+// mode, although its client closes the connection (which cancels the
+// import's context) as soon as it has the summary.
+func TestImportLogsStoppedOnlyWhenStopped(t *testing.T) {
+	for _, mode := range []string{"read", "hand-over"} {
+		t.Run(mode, func(t *testing.T) {
+			env := storeForImport(t)
+			org := mustAcmeExample(t, env.db)
+			paths := writeReportFiles(t, 3, 2)
+			sum, err := env.c.Import(context.Background(), ImportRequest{Paths: paths, Org: org.ID, Jobs: 2, HandOver: mode == "hand-over"})
+			if err != nil || sum.Imported != 3 {
+				t.Fatalf("import: %+v, %v", sum, err)
+			}
+			waitForLog(t, env.log, "mode="+mode)
+			if line := env.log.String(); !strings.Contains(line, "stopped=false") || strings.Contains(line, "stopped=true") {
+				t.Errorf("a finished import logged as stopped:\n%s", line)
+			}
+		})
+	}
+}
+
+// waitForLog waits up to 10 seconds for the server's log to hold want.
+func waitForLog(t *testing.T, log *lockedBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's log does not say %q:\n%s", want, log.String())
+		}
+	}
+}
+
 type importEnv struct {
 	db  *store.DB
 	c   *Client

@@ -127,17 +127,20 @@ func newImportCommand(g *globalOptions) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import [--org ORG] PATH...",
-		Short: "Import DMARC aggregate and failure reports from files, folders and mbox files",
-		Long: `Import DMARC aggregate reports and failure (forensic, RFC 6591 ARF) reports.
-Each PATH is a file or a folder (read
+		Short: "Import DMARC aggregate and failure reports and SMTP TLS reports from files, folders and mbox files",
+		Long: `Import DMARC aggregate reports, failure (forensic, RFC 6591 ARF) reports
+and SMTP TLS reports (RFC 8460). Each PATH is a file or a folder (read
 recursively, in name order; names starting with a dot are skipped, symbolic
 links to folders are not followed). A file may be a report (.xml, .xml.gz,
-.gz, .zip, whatever its name: the content decides), a mail (.eml), or an
-mbox file, which is split into its messages ("From " lines, mboxrd
-quoting undone); each message counts as one input, named FILE#N. A mail
-holding a failure report (an ARF feedback report, or a plain-text failure
-notice) is stored as a failure report of its domain, for plans that
-include them. Progress lines come in the order of the names given.
+.gz, .zip, a TLS report's .json or .json.gz, whatever its name: the content
+decides), a mail (.eml), or an mbox file, which is split into its messages
+("From " lines, mboxrd quoting undone); each message counts as one input,
+named FILE#N. A mail holding a failure report (an ARF feedback report, or a
+plain-text failure notice) is stored as a failure report of its domain, for
+plans that include them. In a folder, files that are plainly no report by
+their names (README, LICENSE, CHANGELOG, *.md, pictures, code) are left
+out with a note, not quarantined; a file named by itself is always read.
+Progress lines come in the order of the names given.
 
 Each report goes to the registered domain of its policy_published domain
 (exact name, then its organizational domain); --org restricts that lookup to
@@ -422,7 +425,11 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 			if x.ReportID != "" {
 				id = " " + x.ReportID
 			}
-			fmt.Fprintf(w, "  %s: %s report%s from %s for %s, %s\n", x.File, x.Kind, id, x.Reporter, x.Domain, x.Date.Format("2006-01-02"))
+			from := "from " + x.Reporter
+			if strings.TrimSpace(x.Reporter) == "" {
+				from = "by an unnamed reporter"
+			}
+			fmt.Fprintf(w, "  %s: %s report%s %s for %s, %s\n", x.File, x.Kind, id, from, x.Domain, x.Date.Format("2006-01-02"))
 		}
 	}
 	if s.RecordsSkipped > 0 {
@@ -436,6 +443,16 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 		}
 	} else if len(s.Quarantine) > 0 {
 		fmt.Fprintln(w, "Quarantined inputs are kept with their reason: see 'dmarcd quarantine list'.")
+	}
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(w, "Skipped %s that are no report by their names (not read, not quarantined):\n", plural(len(s.Skipped), "file"))
+		for i, sk := range s.Skipped {
+			if i == 20 {
+				fmt.Fprintf(w, "  ... and %d more (--json lists them all)\n", len(s.Skipped)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %s: %s\n", sk.File, sk.Reason)
+		}
 	}
 	if len(s.Failures) > 0 {
 		fmt.Fprintln(w, "\nFailed:")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -41,8 +42,9 @@ func newDataDir(t *testing.T) string {
 	return dir
 }
 
-// reportFiles writes two reports, a gzip one under an awkward name, and a
-// file that is no report.
+// reportFiles writes two reports, a gzip one under an awkward name, a
+// file that is no report, and a README.md and a LICENSE that a folder
+// import leaves out by their names.
 func reportFiles(t *testing.T) (dir, junk string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -57,7 +59,9 @@ func reportFiles(t *testing.T) (dir, junk string) {
 	begin := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
 	write("a.xml", reportgen.Generate(1, 40, reportgen.Options{Domain: "example.com", Begin: begin}))
 	write("google.com!example.com!1 [copy] (2).xml.gz", reportgen.Gzip(reportgen.Generate(2, 3, reportgen.Options{Domain: "example.com", Begin: begin.AddDate(0, 0, -1)})))
-	junk = write("readme.txt", []byte("these are my reports\n"))
+	junk = write("notes.txt", []byte("these are my reports\n"))
+	write("README.md", []byte("# Reports\n"))
+	write("LICENSE", []byte("MIT\n"))
 	return dir, junk
 }
 
@@ -73,10 +77,15 @@ func TestImportOffline(t *testing.T) {
 		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{"imported     " + filepath.Join(files, "a.xml") + " (1 report, 40 records)",
-		"quarantined  " + junk, "Imported 2 aggregate reports (43 records) from 3 inputs; 0 duplicates, 1 quarantined, 0 failed."} {
+		"quarantined  " + junk, "Imported 2 aggregate reports (43 records) from 3 inputs; 0 duplicates, 1 quarantined, 0 failed.",
+		"Skipped 2 files that are no report by their names", "  " + filepath.Join(files, "LICENSE") + ": not a report by its name",
+		"  " + filepath.Join(files, "README.md") + ": not a report by its name"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "quarantined  "+filepath.Join(files, "README.md")) {
+		t.Errorf("README.md quarantined:\n%s", out)
 	}
 
 	code, out, _ = run(t, nil, dd, "import", "--json", "--org", "ACME", files, filepath.Join(files, "missing.xml"))
@@ -100,11 +109,19 @@ func TestImportOffline(t *testing.T) {
 		t.Fatalf("quarantine list --json: exit %d %v\n%s", code, err, out)
 	}
 	id := list.Data[0].ID
-	if code, out, _ := run(t, nil, dd, "quarantine", "list"); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "readme.txt") {
+	if code, out, _ := run(t, nil, dd, "quarantine", "list"); code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "notes.txt") {
 		t.Errorf("quarantine list:\n%s", out)
 	}
-	if code, out, _ := run(t, nil, dd, "quarantine", "show", id); code != 0 || !strings.Contains(out, "Reason:") || !strings.Contains(out, junk) {
+	// The newest entry is the --org ACME run's: its organization by name.
+	if list.Data[0].OrgID == "" {
+		t.Fatalf("newest entry has no organization: %+v", list.Data[0])
+	}
+	if code, out, _ := run(t, nil, dd, "quarantine", "show", id); code != 0 || !strings.Contains(out, "Reason:") || !strings.Contains(out, junk) ||
+		!strings.Contains(out, "Organization: acme ("+list.Data[0].OrgID+")") {
 		t.Errorf("quarantine show:\n%s", out)
+	}
+	if strings.Contains(out, "dmarc: ") || strings.Contains(out, "no DMARC report found") {
+		t.Errorf("quarantine reason repeats itself or names a package:\n%s", out)
 	}
 	code, out, errOut = run(t, nil, dd, "quarantine", "show", id, "--raw")
 	if code != 0 || out != "these are my reports\n" || !strings.Contains(errOut, id) {
@@ -203,6 +220,9 @@ func TestImportThroughSocket(t *testing.T) {
 			code, out, errOut := run(t, nil, append(args, files)...)
 			if code != 0 || !strings.Contains(out, "Imported 2 aggregate reports") {
 				t.Fatalf("import through the socket: exit %d\n%s%s", code, out, errOut)
+			}
+			if !strings.Contains(out, "  "+filepath.Join(files, "README.md")+": not a report") {
+				t.Errorf("import through the socket does not name the README it left out:\n%s", out)
 			}
 			if _, ok := modes.Load(tc.mode); !ok {
 				t.Errorf("the server logged no import of mode %s", tc.mode)
@@ -383,5 +403,40 @@ func TestQuarantineRetryAll(t *testing.T) {
 	}
 	if code, _, _ := run(t, nil, dd, "quarantine", "retry", "--all", oldID); code != 2 {
 		t.Errorf("retry --all with an ID: exit %d, want 2", code)
+	}
+}
+
+// TestImportSummaryWording ensures the summary of an import reads well: a
+// report left out for its age whose reporter has no name says so without
+// a gap ("from  for"), and import --help names the TLS reports it takes.
+func TestImportSummaryWording(t *testing.T) {
+	dd := "--data-dir=" + newDataDir(t)
+	dir := t.TempDir()
+	old := reportgen.Generate(7, 2, reportgen.Options{Domain: "example.com", OrgName: "placeholder.example",
+		Begin: time.Now().UTC().AddDate(-3, 0, 0)})
+	old = bytes.Replace(old, []byte("<org_name>placeholder.example</org_name>"), []byte("<org_name></org_name>"), 1)
+	file := filepath.Join(dir, "old.xml")
+	if err := os.WriteFile(file, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, nil, dd, "import", file)
+	if code != 0 || !strings.Contains(out, "older than the retention window") {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(strings.TrimLeft(line, " "), "  ") && strings.Contains(line, "report") && !strings.HasPrefix(line, "too old") {
+			t.Errorf("a gap in %q", line)
+		}
+	}
+	if !strings.Contains(out, "by an unnamed reporter") {
+		t.Errorf("the expired report's reporter is not said to be unnamed:\n%s", out)
+	}
+	_, help, _ := run(t, nil, "import", "--help")
+	if !strings.Contains(help, "SMTP TLS reports (RFC 8460)") {
+		t.Errorf("import --help does not name TLS reports:\n%s", help)
+	}
+	_, root, _ := run(t, nil, "--help")
+	if !regexp.MustCompile(`(?m)^\s+import\s.*TLS`).MatchString(root) {
+		t.Errorf("the root help's import line does not name TLS reports:\n%s", root)
 	}
 }

@@ -162,20 +162,42 @@ func runQuarantineShow(ctx context.Context, g *globalOptions, o quarantineShowOp
 	case g.JSON:
 		return printJSON(g.stdout, e)
 	case o.Raw:
-		printEntry(g.stderr, e)
+		printEntry(g.stderr, e, orgName(ctx, svc, e.OrgID))
 		_, err := svc.QuarantineRaw(ctx, id, g.stdout)
 		return err
 	}
-	printEntry(g.stdout, e)
+	printEntry(g.stdout, e, orgName(ctx, svc, e.OrgID))
 	return nil
 }
 
-func printEntry(w io.Writer, e *store.QuarantineEntry) {
+// orgName is the name of organization id as the entry's owner is shown,
+// "" when there is none or it cannot be read (the id is shown alone).
+func orgName(ctx context.Context, svc admin.Service, id string) string {
+	if id == "" {
+		return ""
+	}
+	orgs, err := svc.ListOrganizations(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, o := range orgs {
+		if o.ID == id {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// printEntry prints e, and its organization's name when known.
+func printEntry(w io.Writer, e *store.QuarantineEntry, org string) {
 	fmt.Fprintf(w, "ID:           %s\n", e.ID)
 	fmt.Fprintf(w, "Received:     %s\n", e.ReceivedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "Source:       %s\n", e.Source)
 	fmt.Fprintf(w, "Name:         %s\n", oneLine(e.Name, 1000))
-	if e.OrgID != "" {
+	switch {
+	case e.OrgID != "" && org != "":
+		fmt.Fprintf(w, "Organization: %s (%s)\n", oneLine(org, 200), e.OrgID)
+	case e.OrgID != "":
 		fmt.Fprintf(w, "Organization: %s\n", e.OrgID)
 	}
 	fmt.Fprintf(w, "Size:         %d bytes\n", e.Size)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/arf"
@@ -52,7 +53,7 @@ func (j *job) failures() (*Result, error) {
 	if err != nil {
 		if !errors.Is(err, container.ErrNoReport) {
 			// It is a feedback mail: why it is unusable comes first.
-			j.problems = append([]string{err.Error()}, j.problems...)
+			j.problems = append([]string{reasonOf(err)}, j.problems...)
 		}
 		return nil, nil
 	}
@@ -85,7 +86,7 @@ func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 			if ambig == nil {
 				ambig = err
 			}
-			j.problems = append(j.problems, err.Error())
+			j.problems = append(j.problems, reasonOf(err))
 			continue
 		case err != nil:
 			return nil, err
@@ -105,7 +106,11 @@ func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 		}
 		draft, err := store.NewFailureDraft(j.failureOf(rep, dom))
 		if err != nil {
-			j.problems = append(j.problems, fmt.Sprintf("failure report from %s: %v", rep.Reporter, err))
+			from := "failure report"
+			if strings.TrimSpace(rep.Reporter) != "" {
+				from += " from " + rep.Reporter
+			}
+			j.problems = append(j.problems, from+": "+reasonOf(err))
 			continue
 		}
 		drafts = append(drafts, draft)

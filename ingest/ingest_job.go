@@ -92,7 +92,7 @@ func (j *job) run() (*Result, error) {
 	nothing := errors.Is(err, container.ErrNoReport) // no payload, nothing broken
 	if err != nil {
 		// The walk stopped (a broken part, a limit): what was found stays.
-		j.problems = append(j.problems, err.Error())
+		j.problems = append(j.problems, reasonOf(err))
 	}
 	seen := len(j.problems)
 	res, err := j.commitReports()
@@ -248,7 +248,7 @@ func (j *job) payload(pl container.Payload) error {
 		if j.ambig == nil {
 			j.ambig = rerr
 		}
-		j.problems = append(j.problems, rerr.Error())
+		j.problems = append(j.problems, reasonOf(rerr))
 		return nil
 	case rerr != nil:
 		return j.fail(rerr)
@@ -580,11 +580,23 @@ func (j *job) problem(name string, err error) error {
 		return j.fail(src)
 	}
 	if name != "" {
-		j.problems = append(j.problems, fmt.Sprintf("%s: %v", name, err))
+		j.problems = append(j.problems, name+": "+reasonOf(err))
 	} else {
-		j.problems = append(j.problems, err.Error())
+		j.problems = append(j.problems, reasonOf(err))
 	}
 	return nil
+}
+
+// reasonOf is err as a person reads it in a quarantine reason, a refusal
+// or the log: without the package prefix its message starts with
+// ("dmarc: ", "ingest: "), which would otherwise stand after a member's
+// name ("cut.xml: dmarc: report cut short") or at the start of a reason.
+func reasonOf(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"dmarc: ", "ingest: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
 }
 
 // fail stops the walk: the input as a whole fails.

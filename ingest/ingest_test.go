@@ -163,7 +163,7 @@ func TestNoReportIsQuarantined(t *testing.T) {
 	e.domain(t, "example.com")
 	for path, data := range inputs {
 		res := e.ingest(t, data, importOf(path))
-		if res.Quarantined == "" || len(res.Reports) != 0 || !strings.Contains(res.Reason, "no DMARC report found") {
+		if res.Quarantined == "" || len(res.Reports) != 0 || !strings.Contains(res.Reason, "no DMARC or TLS report") {
 			t.Fatalf("%s: result %+v, want quarantined for having no report", path, res)
 		}
 		entry, raw, err := e.db.FindQuarantine(res.Quarantined)
@@ -389,8 +389,8 @@ func TestBrokenInput(t *testing.T) {
 		{"truncated gzip", reportgen.Gzip(cut), "malformed"},
 		{"corrupt gzip", reportgen.Gzip(xml)[:200], "malformed"},
 		{"doctype", []byte(`<?xml version="1.0"?><!DOCTYPE feedback [<!ENTITY a "b">]><feedback><report_metadata>&a;</report_metadata></feedback>`), "malformed"},
-		{"mail without report", []byte("From: a@example.net\r\nTo: b@example.com\r\nSubject: hello\r\n\r\nJust text.\r\n"), "no DMARC report"},
-		{"not xml", []byte("hello world"), "no DMARC report"},
+		{"mail without report", []byte("From: a@example.net\r\nTo: b@example.com\r\nSubject: hello\r\n\r\nJust text.\r\n"), "no DMARC or TLS report"},
+		{"not xml", []byte("hello world"), "no DMARC or TLS report"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := e.ingest(t, tc.data, importOf(tc.name))
@@ -428,6 +428,43 @@ func TestBrokenInput(t *testing.T) {
 			t.Errorf("%d pending reports left", n)
 		}
 	})
+}
+
+// TestQuarantineReasonsSayItOnce ensures the reason a quarantine entry
+// keeps reads as one statement for a person: no package prefix ("dmarc:")
+// at its start or after a member's name, and "no report" said once, not
+// as "no aggregate report in the input: no DMARC report found".
+func TestQuarantineReasonsSayItOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	e.domain(t, "example.com")
+	xml := reportgen.Generate(8, 20, reportgen.Options{})
+	cut := xml[:len(xml)*3/4]
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	w, _ := zw.Create("cut.xml")
+	w.Write(cut)
+	zw.Close()
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"README.md", []byte("# My reports\n"), "no DMARC or TLS report in the input"},
+		{"plain.eml", []byte("From: a@example.net\r\nTo: b@example.com\r\nSubject: hello\r\n\r\nJust text.\r\n"), "no DMARC or TLS report in the input"},
+		{"empty.xml", []byte(`<?xml version="1.0"?><other/>`), "no DMARC or TLS report in the input"},
+		{"cut.zip", zbuf.Bytes(), "cut.xml: report cut short"},
+		{"cut.xml.gz", reportgen.Gzip(cut), "report cut short"},
+	} {
+		res := e.ingest(t, tc.data, importOf(tc.name))
+		if res.Quarantined == "" {
+			t.Errorf("%s: not quarantined: %+v", tc.name, res)
+			continue
+		}
+		if !strings.Contains(res.Reason, tc.want) || strings.Contains(res.Reason, "dmarc: ") ||
+			strings.Count(strings.ToLower(res.Reason), "report found")+strings.Count(res.Reason, "report in the input") > 1 {
+			t.Errorf("%s: reason %q, want %q said once without a package prefix", tc.name, res.Reason, tc.want)
+		}
+	}
 }
 
 // cutReader returns its data, then an error instead of EOF.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/app"
-	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/egress"
@@ -36,15 +35,7 @@ func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *app.App) {
 		RootCAs: srv.Cert.Pool, Timeout: 5 * time.Second}}
 	e := newEnvWith(t, egress.Policy{}, func(c *app.Config) { c.Mailboxes = svc })
 	svc.DB = e.db
-	p, err := ingest.New(ingest.Config{Store: e.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	svc.Sink = imapin.PipelineSink{Pipeline: p}
+	svc.Sink = imapin.PipelineSink{Pipeline: startPipeline(t, e.db, nil)}
 	return e, srv, e.app
 }
 

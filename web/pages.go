@@ -41,6 +41,7 @@ func (h *Handler) routes() {
 
 	h.handle("GET", "/alerts", app.Read, h.alerts)
 	h.handle("POST", "/alerts/:id/dismiss", app.Write, h.dismissAlert)
+	h.handle("POST", "/alerts", app.Write, h.dismissAlerts)
 
 	h.handle("GET", "/settings", app.Read, h.settings)
 	h.handle("GET", "/settings/keys", app.Read, h.keys)
@@ -49,6 +50,7 @@ func (h *Handler) routes() {
 
 	h.webhookRoutes()
 	h.mailboxRoutes()
+	h.quarantineRoutes()
 
 	h.router.NotFound = http.HandlerFunc(h.notFound)
 	h.router.MethodNotAllowed = http.HandlerFunc(h.notFound)
@@ -158,6 +160,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 	sortRows(p.Domains, p.Sort)
 	page := pageNum(r)
 	p.Pager = newPager(r, page, len(p.Domains), overviewRows)
+	if sortedBy(p.Sort) {
+		p.Pager = p.Pager.ranked()
+	}
 	lo := min((page-1)*overviewRows, len(p.Domains))
 	p.Domains = p.Domains[lo:min(lo+overviewRows, len(p.Domains))]
 	for i := range p.Domains { // only the rows shown

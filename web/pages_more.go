@@ -23,14 +23,16 @@ func pageNum(r *req) int {
 	return n
 }
 
-// pager links the pages of a list, keeping its filters.
+// pager links the pages of a list, keeping its filters. Its links say
+// Newer and Older, for a list newest first; see ranked.
 type pager struct {
-	Page, Pages int
-	Prev, Next  string
+	Page, Pages          int
+	Prev, Next           string
+	PrevLabel, NextLabel string
 }
 
 func newPager(r *req, page, total, limit int) pager {
-	p := pager{Page: page, Pages: max(1, (total+limit-1)/limit)}
+	p := pager{Page: page, Pages: max(1, (total+limit-1)/limit), PrevLabel: "Newer", NextLabel: "Older"}
 	link := func(n int) string {
 		q := r.URL.Query()
 		q.Set("page", strconv.Itoa(n))
@@ -130,7 +132,7 @@ func (h *Handler) report(w http.ResponseWriter, r *req) error {
 	if err != nil {
 		return err
 	}
-	h.render(w, r, http.StatusOK, "report", "Report from "+rep.OrgName, p)
+	h.render(w, r, http.StatusOK, "report", "Report from "+cmpOr(rep.OrgName, "an unnamed reporter"), p)
 	return nil
 }
 
@@ -139,20 +141,15 @@ type alertsPage struct {
 	Severity, Status string
 	Domains          map[string]string
 	Pager            pager
+	alertActions
 }
 
 func (h *Handler) alerts(w http.ResponseWriter, r *req) error {
-	q := r.URL.Query()
-	p := alertsPage{Severity: q.Get("severity"), Status: q.Get("status"), Domains: map[string]string{}}
-	if p.Severity != "" && !store.ValidAlertSeverity(p.Severity) {
-		p.Severity = ""
-	}
-	if p.Status != "" && !store.ValidAlertStatus(p.Status) {
-		p.Status = ""
-	}
+	f := alertFilterOf(r.URL.Query())
+	p := alertsPage{Severity: f.Severity, Status: f.Status, Domains: map[string]string{}}
 	page := pageNum(r)
-	as, total, err := h.db.ListAlerts(r.orgID(), store.AlertFilter{Severity: p.Severity, Status: p.Status,
-		Page: store.Page{Page: page, Limit: listLimit}})
+	f.Page = store.Page{Page: page, Limit: listLimit}
+	as, total, err := h.db.ListAlerts(r.orgID(), f)
 	if err != nil {
 		return err
 	}
@@ -164,6 +161,9 @@ func (h *Handler) alerts(w http.ResponseWriter, r *req) error {
 		p.Domains[d.ID] = d.Name
 	}
 	p.Alerts, p.Pager = as, newPager(r, page, total, listLimit)
+	if p.alertActions, err = h.alertActionsOf(r, f, domains); err != nil {
+		return err
+	}
 	h.render(w, r, http.StatusOK, "alerts", "Alerts", p)
 	return nil
 }

@@ -171,6 +171,10 @@ type sourcesPage struct {
 	DateFrom, DateTo string
 	Error            string
 	Pager            pager
+	// Failing lists only the sources with failing mail; Matching is
+	// how many of Total have some.
+	Failing  bool
+	Matching int
 }
 
 // maxRangeDays is the longest date range the drill-down serves, as the API.
@@ -183,7 +187,7 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 	}
 	q := r.URL.Query()
 	from, to := h.window()
-	p := sourcesPage{Domain: d, DateFrom: from.Format(time.DateOnly), DateTo: to.Format(time.DateOnly)}
+	p := sourcesPage{Domain: d, DateFrom: from.Format(time.DateOnly), DateTo: to.Format(time.DateOnly), Failing: q.Get("failing") == "1"}
 	f, fv, err1 := dateParam(q, "from")
 	t, tv, err2 := dateParam(q, "to")
 	if fv != "" {
@@ -214,8 +218,12 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 	if err != nil {
 		return err
 	}
+	p.Total = len(rows)
+	if p.Failing {
+		rows = failingSources(rows)
+	}
 	page := pageNum(r)
-	p.Total, p.Pager = len(rows), newPager(r, page, len(rows), listLimit)
+	p.Matching, p.Pager = len(rows), newPager(r, page, len(rows), listLimit).ranked()
 	lo := min((page-1)*listLimit, len(rows))
 	p.Sources = rows[lo:min(lo+listLimit, len(rows))]
 	h.render(w, r, http.StatusOK, "sources", "Sources of "+d.Name, p)

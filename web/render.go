@@ -149,6 +149,8 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"pct": func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
+	// pc is a chart coordinate, a percentage of the chart's box.
+	"pc": func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
 	// share is n of total as a percentage, "–" without a total.
 	"share": func(n, total int64) string {
 		if total <= 0 {
@@ -156,6 +158,8 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
 	},
+	// alertStatus is an alert's status as people read it.
+	"alertStatus": alertStatusLabel,
 	// stage is an advice stage as people read it.
 	"stage":  stageLabel,
 	"num":    formatNum,

@@ -192,7 +192,7 @@ func (w *failWalker) reports() ([]*Report, error) {
 		if err := w.mime.Broken(); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("dmarc: no failure report in the mail: %w", container.ErrNoReport)
+		return nil, container.NoReport("dmarc: no failure report in the mail")
 	}
 	var out []*Report
 	other := ""

@@ -168,7 +168,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a)
 	default:
 		h.log.Info("tlsrpt post refused", "remote", ip, "domain", dom.Name, "bytes", len(body), "reason", res.Reason)
-		writeError(w, http.StatusBadRequest, "bad_request", "no TLS report that can be stored: "+res.Reason)
+		msg := res.Reason
+		if !strings.HasPrefix(msg, "no TLS report") {
+			msg = "no TLS report that can be stored: " + msg
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", msg)
 	}
 }
 

@@ -261,6 +261,10 @@ func TestPostHostile(t *testing.T) {
 		if code != 400 || !strings.Contains(msg, "bad_request") || !strings.Contains(msg, c.reason) {
 			t.Errorf("%s: %d %q, want 400 saying %q", c.name, code, msg, c.reason)
 		}
+		// The reason says it once, without package prefixes (issue 24).
+		if strings.Count(msg, "no TLS report") > 1 || strings.Contains(msg, "dmarc: ") || strings.Contains(msg, "report found") {
+			t.Errorf("%s: %q repeats itself", c.name, msg)
+		}
 	}
 	for _, announced := range []bool{true, false} {
 		s.read.Store(0)

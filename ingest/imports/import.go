@@ -104,6 +104,16 @@ type Summary struct {
 
 	Quarantine []Quarantined `json:"quarantine"`
 	Failures   []FailedInput `json:"failures"`
+	// Skipped are the files a folder held that are plainly no report by
+	// their names (a README, a licence, Markdown notes, pictures): left
+	// out, neither read nor quarantined. Not counted in Files.
+	Skipped []SkippedFile `json:"skipped"`
+}
+
+// SkippedFile is a file of a folder left out of an import, and why.
+type SkippedFile struct {
+	File   string `json:"file"`
+	Reason string `json:"reason"`
 }
 
 // Quarantined is one input kept in the quarantine.
@@ -142,12 +152,17 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	files := collectFiles(paths)
 	im := &importer{o: o, sum: &Summary{}, held: map[int]Item{}, stop: stop}
-	for _, f := range files {
-		if f.fail == "" {
+	var files []collected
+	for _, f := range collectFiles(paths) {
+		switch {
+		case f.skip != "":
+			im.sum.Skipped = append(im.sum.Skipped, SkippedFile{File: f.name, Reason: f.skip})
+			continue
+		case f.fail == "":
 			im.sum.Files++
 		}
+		files = append(files, f)
 	}
 	jobs := make(chan *importJob)
 	var wg sync.WaitGroup
@@ -440,6 +455,9 @@ func (s *Summary) EmptyLists() {
 	if s.ExpiredReports == nil {
 		s.ExpiredReports = []ExpiredReport{}
 	}
+	if s.Skipped == nil {
+		s.Skipped = []SkippedFile{}
+	}
 }
 
 // reason is an error message without the package prefixes that mean
@@ -475,11 +493,41 @@ func sortBy[T any](items []T, seqs []int) {
 	copy(items, sorted)
 }
 
-// collected is a file to import, or a path that cannot be read (fail
-// says why).
+// collected is a file to import, a path that cannot be read (fail says
+// why), or a file of a folder left out (skip says why).
 type collected struct {
-	name, fail string
-	root       int // index of the path given
+	name, fail, skip string
+	root             int // index of the path given
+}
+
+// notReportNames are the base names (without extension, lower case) of
+// the files a folder of reports often holds beside them and that are
+// never a report: a folder cloned from a repository or unpacked from an
+// archive.
+var notReportNames = map[string]bool{"readme": true, "license": true, "licence": true, "copying": true,
+	"notice": true, "authors": true, "changelog": true, "changes": true, "contributing": true, "makefile": true}
+
+// notReportExts are extensions (lower case) of documents, pictures and
+// code: never a report, nor a mail or an mbox file holding one.
+var notReportExts = map[string]bool{".md": true, ".markdown": true, ".rst": true, ".adoc": true, ".pdf": true,
+	".png": true, ".jpg": true, ".jpeg": true, ".gif": true, ".svg": true, ".webp": true, ".ico": true,
+	".html": true, ".htm": true, ".css": true, ".js": true, ".go": true, ".py": true, ".sh": true,
+	".yml": true, ".yaml": true, ".toml": true}
+
+// skipReason says why a folder's file named base is left out of an
+// import, "" when it is read. Only names that plainly say "no report"
+// are left out; any other file is read and its content decides (a file
+// named by itself is always read).
+func skipReason(base string) string {
+	lower := strings.ToLower(base)
+	ext := filepath.Ext(lower)
+	switch {
+	case notReportNames[strings.TrimSuffix(lower, ext)] || notReportNames[lower]:
+		return "not a report by its name (a README, licence or changelog); name the file itself to import it"
+	case notReportExts[ext]:
+		return "not a report by its extension " + ext + " (a document, picture or code); name the file itself to import it"
+	}
+	return ""
 }
 
 // collectFiles expands paths into the files to import and the paths that
@@ -519,10 +567,10 @@ func collectFiles(paths []string) []collected {
 			}
 			switch {
 			case d.Type().IsRegular():
-				out = append(out, collected{name: path, root: i})
+				out = append(out, collected{name: path, root: i, skip: skipReason(d.Name())})
 			case d.Type()&fs.ModeSymlink != 0:
 				if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-					out = append(out, collected{name: path, root: i})
+					out = append(out, collected{name: path, root: i, skip: skipReason(d.Name())})
 				}
 			}
 			return nil

@@ -40,7 +40,7 @@ func (t *tally) add(res *ingest.Result) {
 
 // String says what happened, on one line: "stored: 1 aggregate report",
 // "already stored: 2 aggregate reports", "stored: 1 failure report (3
-// records skipped)", "kept for review: no DMARC report found".
+// records skipped)", "kept for review: no DMARC or TLS report in the input".
 func (t *tally) String() string {
 	var parts []string
 	if s := kinds(t.stored); s != "" {
