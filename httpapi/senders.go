@@ -48,7 +48,7 @@ func (s *Server) domainSources(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.senderViews().Sources(r.Context(), r.org.ID, r.params.ByName("id"), from, to)
+	rows, err := s.senderViews().Sources(r.Context(), r.orgID(), r.params.ByName("id"), from, to)
 	if err != nil {
 		return viewErr(err)
 	}
@@ -65,7 +65,7 @@ func (s *Server) domainSenders(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	groups, err := s.senderViews().Senders(r.Context(), r.org.ID, r.params.ByName("id"), from, to)
+	groups, err := s.senderViews().Senders(r.Context(), r.orgID(), r.params.ByName("id"), from, to)
 	if err != nil {
 		return viewErr(err)
 	}
@@ -84,7 +84,7 @@ func (s *Server) domainPolicyAdvice(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	a, err := s.senderViews().PolicyAdvice(r.Context(), r.org.ID, r.params.ByName("id"), from, to)
+	a, err := s.senderViews().PolicyAdvice(r.Context(), r.orgID(), r.params.ByName("id"), from, to)
 	if err != nil {
 		return viewErr(err)
 	}

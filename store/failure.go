@@ -60,7 +60,8 @@ type FailureOutcome struct {
 // ArrivalDate becomes ReceivedAt, and so does one after ReceivedAt (a
 // message cannot arrive after the report about it, and retention and the
 // daily counts go by the arrival date). AuthFailure keeps only "dmarc",
-// "spf" and "dkim", in that order; FeedbackType defaults to "auth-failure";
+// "spf" and "dkim", in that order; AuthFailureReported (see keepReported)
+// defaults to them; FeedbackType defaults to "auth-failure";
 // SourceIP must be an IP address (stored in its canonical form); empty
 // strings become nil, text over 1024 bytes is cut, and at most 1,000
 // headers (1 MiB) are kept. Errors: ErrInvalid for a malformed domain or
@@ -101,6 +102,8 @@ func NewFailureDraft(d *FailureReportDetail) (*FailureDraft, error) {
 	}
 	f := &FailureDraft{rep: r, mask: reports.FailMask(r.AuthFailure)}
 	f.rep.AuthFailure = reports.FailChecksOf(f.mask)
+	f.rep.AuthFailureReported = reports.KeepReported(r.AuthFailureReported, f.rep.AuthFailure)
+	f.rep.Identity = reports.CutIdentity(r.Identity)
 	f.rep.Geo = reports.CloneGeo(r.Geo)
 	f.dkim = [2]*string{reports.CutOpt(d.DKIMDomain), reports.CutOpt(d.DKIMSelector)}
 	f.hdrs = reports.KeepHeaders(d.Headers)

@@ -71,8 +71,9 @@ func decodeFailIndex(v []byte) (failIndexEntry, bool) {
 }
 
 // failDedupKey is domain id | the first 16 bytes of SHA-256 of reporter,
-// source IP, message id and arrival date (NUL-separated): a report with the
-// same four for the same domain is the same report.
+// source IP, message id and arrival date (NUL-separated), or, for a report
+// with an Identity, that identity in place of the arrival date: a report
+// with the same four for the same domain is the same report.
 func failDedupKey(r *FailureReport) []byte {
 	h := sha256.New()
 	for _, p := range []*string{r.Reporter, r.SourceIP, r.MessageID} {
@@ -81,9 +82,15 @@ func failDedupKey(r *FailureReport) []byte {
 		}
 		h.Write([]byte{0})
 	}
-	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], unixKey(r.ArrivalDate))
-	h.Write(ts[:])
+	if r.Identity != "" {
+		// 0xff and a text: never the 8 bytes of an arrival date.
+		h.Write([]byte{0xff})
+		h.Write([]byte(r.Identity))
+	} else {
+		var ts [8]byte
+		binary.BigEndian.PutUint64(ts[:], unixKey(r.ArrivalDate))
+		h.Write(ts[:])
+	}
 	k := make([]byte, 0, idLen+sha256.Size)
 	k = append(k, r.DomainID...)
 	return h.Sum(k)[:idLen+16]

@@ -34,6 +34,9 @@ type (
 	AuthResults = reports.AuthResults
 	// Record is one <record> of a report.
 	Record = reports.Record
+	// Verdict is a policy_evaluated result of a record, "" (JSON null)
+	// when the report left it out.
+	Verdict = reports.Verdict
 )
 
 // ReportFilter selects reports for ListReports: DateFrom keeps reports with

@@ -69,7 +69,7 @@ func (e *senderEnv) report(t *testing.T, fail, mailchimp int64) {
 		if pass {
 			res = "pass"
 		}
-		d.Add(&store.Record{SourceIP: ip, Count: n, Disposition: "none", DKIM: res, SPF: res, HeaderFrom: e.dom.Name})
+		d.Add(&store.Record{SourceIP: ip, Count: n, Disposition: "none", DKIM: store.Verdict(res), SPF: store.Verdict(res), HeaderFrom: e.dom.Name})
 	}
 	add("192.0.2.10", 1000-fail, true)
 	add("192.0.2.10", fail, false)

@@ -34,7 +34,7 @@ const (
 func AppendRecord(dst []byte, r *Record) []byte {
 	e := codec.Enc(dst)
 	e = append(e, codecVersion)
-	e = e.Str(r.SourceIP).Varint(r.Count).Sym(r.Disposition).Sym(r.DKIM).Sym(r.SPF)
+	e = e.Str(r.SourceIP).Varint(r.Count).Sym(r.Disposition).Sym(string(r.DKIM)).Sym(string(r.SPF))
 	e = e.Str(r.HeaderFrom).Opt(r.EnvelopeFrom).Opt(r.EnvelopeTo)
 	e = e.Uvarint(uint64(len(r.Reasons)))
 	for i := range r.Reasons {
@@ -125,9 +125,8 @@ func decodeRecordFrom(d *codec.Dec) (*Record, error) {
 	if d.Byte() != codecVersion {
 		return nil, errCorrupt
 	}
-	r := &Record{SourceIP: d.Str(), Count: d.Varint(), Disposition: d.Sym(), DKIM: d.Sym(), SPF: d.Sym()}
+	r := &Record{SourceIP: d.Str(), Count: d.Varint(), Disposition: d.Sym(), DKIM: Verdict(d.Sym()), SPF: Verdict(d.Sym())}
 	r.HeaderFrom, r.EnvelopeFrom, r.EnvelopeTo = d.Str(), d.Opt(), d.Opt()
-	r.DMARC = dmarcResult(r.DKIM, r.SPF)
 	r.Reasons = make([]Reason, d.Count())
 	for i := range r.Reasons {
 		r.Reasons[i] = Reason{Type: d.Sym(), Comment: d.Opt()}
@@ -144,7 +143,17 @@ func decodeRecordFrom(d *codec.Dec) (*Record, error) {
 	if !d.Done() {
 		return nil, errCorrupt
 	}
+	dkim, spf, derived := r.aligned()
+	r.DMARC, r.DMARCDerived = dmarcResult(verdictOf(dkim), verdictOf(spf)), derived
 	return r, nil
+}
+
+// verdictOf is "pass" for a pass, else "".
+func verdictOf(pass bool) string {
+	if pass {
+		return "pass"
+	}
+	return ""
 }
 
 func decodeGeo(d *codec.Dec) *Geo {
@@ -192,7 +201,7 @@ func decodeGeo(d *codec.Dec) *Geo {
 }
 
 // dmarcResult is "pass" when the evaluated DKIM or SPF result passed.
-func dmarcResult(dkim, spf string) string {
+func dmarcResult[T ~string](dkim, spf T) string {
 	if dkim == "pass" || spf == "pass" {
 		return "pass"
 	}

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,7 +18,9 @@ type FailureAuthResults struct {
 // FailureReport is one stored failure report as the list shows it: API.md's
 // forensic report object. Text the report left out is nil (JSON null).
 // AuthFailure holds the checks the report names as failed, among "dmarc",
-// "spf" and "dkim", in that order.
+// "spf" and "dkim", in that order (the families the filters and counts go
+// by); AuthFailureReported the Auth-Failure values as the report gave
+// them (RFC 6591's bodyhash, revoked, signature, adsp are DKIM failures).
 type FailureReport struct {
 	ID                    string             `json:"id"`
 	DomainID              string             `json:"domain_id"`
@@ -34,9 +37,28 @@ type FailureReport struct {
 	MessageID             *string            `json:"message_id"`
 	FeedbackType          string             `json:"feedback_type"`
 	AuthFailure           []string           `json:"auth_failure"`
+	AuthFailureReported   []string           `json:"auth_failure_reported"`
 	DeliveryResult        *string            `json:"delivery_result"`
 	AuthenticationResults FailureAuthResults `json:"authentication_results"`
 	Geo                   *Geo               `json:"geo"`
+	// Identity, when set, stands for ArrivalDate in the dedup identity
+	// (see store's failDedupKey): for a report without Arrival-Date, what
+	// tells it from another report about the same message (the report
+	// mail's Date, else a hash of its content), so that the same report
+	// received again later is found. Not in the API.
+	Identity string `json:"-"`
+}
+
+// ReportedKinds returns the Auth-Failure values reported that are no
+// family name (bodyhash, revoked...): what AuthFailure alone does not say.
+func (r *FailureReport) ReportedKinds() []string {
+	var out []string
+	for _, v := range r.AuthFailureReported {
+		if FailureCheckBit(v) == 0 {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // FailureHeader is one header field of a reported message.
@@ -108,7 +130,31 @@ const (
 	maxFailureHeaders = 1000     // header fields kept
 	maxFailureHdrSize = 1 << 20  // bytes of header names and values kept
 	maxFailureHdrText = 64 << 10 // one header value
+	// maxFailureReported bounds the Auth-Failure values kept as reported
+	// (RFC 6591 knows seven), maxFailureIdentity the identity's bytes.
+	maxFailureReported = 8
+	maxFailureIdentity = 128
 )
+
+// KeepReported cleans the Auth-Failure values as reported: lower-cased,
+// trimmed, without repeats, at most maxFailureReported of at most 64 bytes;
+// none (a caller that knows only the families) gives the families.
+func KeepReported(vs, families []string) []string {
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		v = cutTo(strings.ToLower(strings.TrimSpace(v)), 64)
+		if v != "" && !slices.Contains(out, v) && len(out) < maxFailureReported {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return append(out, families...)
+	}
+	return out
+}
+
+// CutIdentity trims a report's identity to maxFailureIdentity bytes.
+func CutIdentity(s string) string { return cutTo(s, maxFailureIdentity) }
 
 // CutText trims s to maxFailureText bytes, never inside a character.
 func CutText(s string) string {

@@ -78,7 +78,7 @@ func failureSample() (*FailureReport, [2]*string, []FailureHeader) {
 		OrgID: "00000000-0000-7000-8000-000000000002", ReceivedAt: time.Unix(1700000000, 0).UTC(),
 		ArrivalDate: time.Unix(1699990000, 0).UTC(), Reporter: s("reporter.example"), SourceIP: s("192.0.2.1"),
 		OriginalMailFrom: s("a@example.com"), OriginalRcptTo: s("b@example.net"), ReportedDomain: s("example.com"),
-		Subject: s("Hello"), MessageID: s("<1@example.com>"), FeedbackType: "auth-failure", AuthFailure: []string{"dmarc", "dkim"},
+		Subject: s("Hello"), MessageID: s("<1@example.com>"), FeedbackType: "auth-failure", AuthFailure: []string{"dmarc", "dkim"}, AuthFailureReported: []string{"dmarc", "bodyhash"}, Identity: "date 1699990000",
 		DeliveryResult: s("reject"), AuthenticationResults: FailureAuthResults{DMARC: s("fail"), SPF: s("pass")},
 		Geo: &Geo{CountryCode: s("GB"), Latitude: new(51.5), ASN: new(uint32(20712))}}
 	return r, [2]*string{s("example.com"), s("s1")}, []FailureHeader{{Name: "From", Value: "a@example.com"}, {Name: "Subject", Value: ""}}

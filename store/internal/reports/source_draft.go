@@ -139,7 +139,7 @@ func (s *Sources) Add(r *Record) {
 		s.take()
 	}
 	n := r.Count
-	spf, dkim := r.SPF == "pass", r.DKIM == "pass"
+	dkim, spf, _ := r.aligned()
 	row := srcRow{ip: r.SourceIP, messages: n, pass: ifPass(spf || dkim, n), spf: ifPass(spf, n), dkim: ifPass(dkim, n)}
 	switch r.Disposition {
 	case "quarantine":
