@@ -84,7 +84,7 @@ type Source struct {
 	LastSeen        time.Time              `json:"last_seen"`
 
 	category string
-	auth     []store.AuthDomainCount
+	evidence []store.Evidence
 }
 
 // Group is one sender group of /senders.
@@ -148,7 +148,7 @@ func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.
 		}
 		if shared {
 			c := *s
-			c.Auth = slices.Clone(s.Auth)
+			c.Evidence = slices.Clone(s.Evidence)
 			s = &c
 		}
 		m[s.SourceIP] = s
@@ -198,7 +198,7 @@ func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.
 func fill(s *Source, r *store.SourceRollup) {
 	s.Messages, s.DMARCPass, s.SPFAlignedPass, s.DKIMAlignedPass = r.Messages, r.DMARCPass, r.SPFAligned, r.DKIMAligned
 	s.Disposition, s.FirstSeen, s.LastSeen = r.Disposition, r.FirstSeen, r.LastSeen
-	s.auth = r.Auth
+	s.evidence = r.Evidence
 }
 
 // source builds a source row and decides its category.
@@ -285,8 +285,9 @@ func (v *Views) group(domain string, sources []*Source) []*Group {
 		g.spfAligned += s.SPFAlignedPass
 		g.dkimAligned += s.DKIMAlignedPass
 		g.byCategory[s.category] += s.Messages
-		for _, a := range s.auth {
-			g.auth[authKey{a.Kind, strings.ToLower(a.Domain), a.Result}] += a.Messages
+		for _, e := range s.evidence {
+			g.auth[authKey{e.Kind, e.Domain, "pass"}] += e.Pass
+			g.auth[authKey{e.Kind, e.Domain, "fail"}] += e.Messages - e.Pass
 		}
 	}
 	for _, g := range out {

@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -38,6 +38,10 @@ var migrations = []migration{
 	// the identity, and an in-memory filter stands in for the index
 	// (identity_filter.go).
 	dropIdentityIndex,
+	// 6 -> 7: per-source evidence (source_codec.go, version 3): the DKIM
+	// and SPF domains of each source with their messages and passes, which
+	// name senders; rebuilt from the records by the backfill of 1 -> 2.
+	migrateSourceRollups,
 }
 
 // dropIdentityIndex deletes schema 5's dedup index, whose inserts, one
