@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
 )
 
 func codecSources() []*SourceRollup {
