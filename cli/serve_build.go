@@ -135,7 +135,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if s.imap, err = newIMAPIntake(o.IMAP, g.DataDir, db, s.resolver, log, reg); err != nil {
 		return nil, err
 	}
-	s.views = &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)}
+	s.views = &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0), DMARC: s.resolver}
 	s.senderWatch = &worker.SenderWatch{Store: db, Views: s.views, Log: log}
 	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate, Resolved: s.senderWatch.Resolved})
 	// TLS reports over HTTPS (--public-url) reach the pipeline, made below.
@@ -178,7 +178,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	})
 	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
 		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log, Senders: views,
-		Mailboxes: s.imap.svc})
+		Mailboxes: s.imap.svc, GeoIPCity: o.Geo.City != "", GeoIPASN: o.Geo.ASN != ""})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -203,4 +204,32 @@ func problems(err error) []string {
 		return re.Problems
 	}
 	return []string{err.Error()}
+}
+
+// TXTResolver looks up TXT records, as Resolver does: its errors wrap
+// ErrNotFound for a name without TXT records and ErrTemporary when the DNS
+// could not tell.
+type TXTResolver interface {
+	LookupTXT(ctx context.Context, name string) ([]string, error)
+}
+
+// DMARCRecords returns the DMARC records (TXT records starting with
+// v=DMARC1) published at _dmarc.<domain>, sorted; none when the name has
+// no TXT records. Errors are r's other than ErrNotFound.
+func DMARCRecords(ctx context.Context, r TXTResolver, domain string) ([]string, error) {
+	txts, err := r.LookupTXT(ctx, recordName(domain))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var recs []string
+	for _, t := range txts {
+		if dmarc.IsDMARCRecord(t) {
+			recs = append(recs, t)
+		}
+	}
+	slices.Sort(recs)
+	return recs, nil
 }

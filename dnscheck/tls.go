@@ -364,3 +364,16 @@ func clipText(s string) string {
 	}
 	return s
 }
+
+// DomainRecords lists every record a registered domain publishes for
+// dmarcd (the dns_records of its creation): the PublishRecords, then its
+// TLS-RPT record at _smtp._tls.<domain>, whose rua also names the HTTPS
+// endpoint <publicURL>/tlsrpt/<local part of reportingEmail> when
+// publicURL is https.
+func DomainRecords(domain, dmarcRecord, reportingEmail, reportingDomain, publicURL string) []DNSRecord {
+	uri := ""
+	if local, _, ok := strings.Cut(reportingEmail, "@"); ok && strings.HasPrefix(publicURL, "https://") {
+		uri = publicURL + "/tlsrpt/" + local
+	}
+	return append(PublishRecords(domain, dmarcRecord, reportingDomain), TLSRPTRecordWith(domain, reportingEmail, uri))
+}

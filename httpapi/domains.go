@@ -90,7 +90,7 @@ func (s *Server) createDomainNamed(ctx context.Context, org *store.Organization,
 	if err := s.store.CreateDomain(d); err != nil {
 		return nil, nil, err
 	}
-	return d, append(dnscheck.PublishRecords(d.Name, d.DMARCRecord, s.cfg.ReportingDomain), s.tlsRPTRecord(d)), nil
+	return d, dnscheck.DomainRecords(d.Name, d.DMARCRecord, d.ReportingEmail, s.cfg.ReportingDomain, s.cfg.PublicURL), nil
 }
 
 // domainField validates and normalizes a domain name sent in field.

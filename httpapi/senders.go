@@ -3,8 +3,10 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 
+	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -18,12 +20,17 @@ import (
 var defaultKnownSenders = sync.OnceValue(senders.DefaultKnownSenders)
 
 // senderViews returns the configured views, or views over the store with
-// the embedded map and no SPF evaluation.
+// the embedded map, no SPF evaluation, and the DNS checker's resolver to
+// read published records.
 func (s *Server) senderViews() *senders.Views {
 	if s.cfg.Senders != nil {
 		return s.cfg.Senders
 	}
-	return &senders.Views{DB: s.store, Known: defaultKnownSenders()}
+	v := &senders.Views{DB: s.store, Known: defaultKnownSenders()}
+	if c, ok := s.dns.(*dnscheck.Checker); ok && c.Resolver != nil {
+		v.DMARC = c.Resolver
+	}
+	return v
 }
 
 // viewErr turns a store error of the views into the API's.
@@ -37,8 +44,11 @@ func viewErr(err error) error {
 	return err
 }
 
+// maxGroupParam bounds the group query parameter of /sources.
+const maxGroupParam = 300
+
 // domainSources serves GET /domains/{id}/sources: one row per source IP,
-// most messages first, paginated.
+// most messages first, paginated; group=NAME keeps one sender group's.
 func (s *Server) domainSources(w http.ResponseWriter, r *request) error {
 	p, err := parsePage(r)
 	if err != nil {
@@ -48,7 +58,12 @@ func (s *Server) domainSources(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.senderViews().Sources(r.Context(), r.org.ID, r.params.ByName("id"), from, to)
+	group := r.URL.Query().Get("group")
+	if len(group) > maxGroupParam {
+		msg := "must be at most " + strconv.Itoa(maxGroupParam) + " bytes"
+		return errBadRequest("query parameter group "+msg, FieldError{Field: "group", Message: msg})
+	}
+	rows, err := s.senderViews().Sources(r.Context(), r.org.ID, r.params.ByName("id"), from, to, group)
 	if err != nil {
 		return viewErr(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
@@ -114,12 +113,3 @@ func (s *Server) postTLSReport(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
-// tlsRPTRecord is the TLS-RPT record of a new domain: its reporting
-// address, and the HTTPS URI when the public URL is https.
-func (s *Server) tlsRPTRecord(d *store.Domain) dnscheck.DNSRecord {
-	uri := ""
-	if local, _, ok := strings.Cut(d.ReportingEmail, "@"); ok && strings.HasPrefix(s.cfg.PublicURL, "https://") {
-		uri = s.cfg.PublicURL + "/tlsrpt/" + local
-	}
-	return dnscheck.TLSRPTRecordWith(d.Name, d.ReportingEmail, uri)
-}

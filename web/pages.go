@@ -284,7 +284,7 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 	if err != nil {
 		return err
 	}
-	snd, err := h.domainSenders(r.Context(), d, from, to)
+	snd, err := h.domainSenders(r.Context(), d, from, to, r.URL.Query().Get("senders") == "failing")
 	if err != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 		OpenAlerts: openN, VerifyError: verifyErr,
 		Verified: r.URL.Query().Get("verified") == "1", ReportingDomain: h.cfg.ReportingDomain,
 		Published: recordTags(d.LastDNSRecord),
-		Records:   dnscheck.PublishRecords(d.Name, d.DMARCRecord, h.cfg.ReportingDomain)}
+		Records:   dnscheck.DomainRecords(d.Name, d.DMARCRecord, d.ReportingEmail, h.cfg.ReportingDomain, h.cfg.PublicURL)}
 	p.Disposition = shares(sharePart{Label: "none", Class: "none", N: st.Disposition.None},
 		sharePart{Label: "quarantine", Class: "quarantine", N: st.Disposition.Quarantine},
 		sharePart{Label: "reject", Class: "reject", N: st.Disposition.Reject})

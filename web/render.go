@@ -126,6 +126,8 @@ var funcs = template.FuncMap{
 		return *n
 	},
 	"list": func(v ...string) []string { return v },
+	// alertLinks are where an alert's cause is seen.
+	"alertLinks": linksOf,
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {
 			return nil, fmt.Errorf("dict: odd number of arguments")

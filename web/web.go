@@ -22,6 +22,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/dmarcd/dmarcd/dnscheck"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -84,6 +85,10 @@ type Config struct {
 	// CheckBudget bounds the live check-dmarc of a domain page; 0 means
 	// 1.5s. When it runs out the page shows the last DNS check's record.
 	CheckBudget time.Duration
+	// GeoIPCity and GeoIPASN report whether the server geolocates the
+	// reports it stores (--geoip-city, --geoip-asn): blank geolocation
+	// columns say why.
+	GeoIPCity, GeoIPASN bool
 }
 
 // Handler is the web interface. Create it with New.
@@ -126,6 +131,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Senders == nil {
 		cfg.Senders = &senders.Views{DB: cfg.Store, Known: senders.DefaultKnownSenders()}
+		if c, ok := cfg.DNS.(*dnscheck.Checker); ok && c.Resolver != nil {
+			cfg.Senders.DMARC = c.Resolver
+		}
 	}
 	h := &Handler{cfg: cfg, db: cfg.Store, log: cfg.Logger,
 		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Second) },
