@@ -112,4 +112,3 @@ func (s *Server) postTLSReport(w http.ResponseWriter, r *request) error {
 	s.cfg.TLSReports.ServeHTTP(w, r.Request)
 	return nil
 }
-
