@@ -166,7 +166,7 @@ func printSenders(g *globalOptions, v *admin.SendersView) error {
 			if len(s.EvidenceDetails) > 0 {
 				evidence = s.EvidenceDetails[0].String()
 				if n := len(s.EvidenceDetails) - 1; n > 0 {
-					evidence += fmt.Sprintf(" (+%d)", n)
+					evidence += fmt.Sprintf(" and %d more", n)
 				}
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", oneLine(s.Name, 50), oneLine(evidence, 60), s.Category, s.SourceIPs,

@@ -147,6 +147,7 @@ func (s *Server) verifyDomain(w http.ResponseWriter, r *request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout)
 	defer cancel()
+	s.senderViews().ForgetPublished(d.Name) // the advice reads DNS afresh, as this does
 	if err := s.dns.Verify(ctx, d.Name, d.ReportingEmail); err != nil {
 		return err
 	}

@@ -151,6 +151,14 @@ func (v *Views) published(ctx context.Context, dom *store.Domain) (*Published, e
 	return ParseDMARCTags(rec), nil
 }
 
+// ForgetPublished drops the record looked up for domain name, so that the
+// next advice looks again: a verification just read the domain's DNS.
+func (v *Views) ForgetPublished(name string) {
+	v.lookups.mu.Lock()
+	delete(v.lookups.m, name)
+	v.lookups.mu.Unlock()
+}
+
 // lookupRecord returns the DMARC records of name as a DNS check keeps them
 // (one per line, or noRecord), from the cache while fresh; "" without a
 // resolver.

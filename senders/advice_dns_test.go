@@ -16,7 +16,8 @@ import (
 // publishes it, never as reports saw it: a pending domain (no DNS check
 // yet) is looked up through a real DNS server, and without a _dmarc
 // record it is no_record with published null, although its imported
-// reports say p=reject; once it publishes p=none with a rua, the next
+// reports say p=reject; once it publishes p=none with a rua (and a
+// verification made the views forget the answer they kept), the next
 // record keeps the rua (and every other tag). A DNS that cannot answer is
 // an error that says so, and the domain page's combined view still has
 // its senders.
@@ -59,9 +60,13 @@ func TestAdvicePublishedByDNS(t *testing.T) {
 		t.Errorf("%d lookups of _dmarc.example.com, want 1", srv.Queries("_dmarc.example.com"))
 	}
 
-	// The record appears; a new Views (a fresh cache) reads it.
+	// The record appears: the answer of a minute ago is kept, until a
+	// verification (which reads DNS) makes the views forget it.
 	srv.AddTXT("_dmarc.example.com", "v=DMARC1; p=none; rua=mailto:r@reports.example.net,mailto:dmarc@example.com; ruf=mailto:f@example.com; fo=1")
-	e.v = &Views{DB: e.db, Known: e.v.Known, DMARC: e.v.DMARC}
+	if a, err = advise(); err != nil || a.Stage != StageNoRecord {
+		t.Fatalf("within the minute: %v, %v", a, err)
+	}
+	e.v.ForgetPublished("example.com")
 	if a, err = advise(); err != nil {
 		t.Fatal(err)
 	}

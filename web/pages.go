@@ -366,6 +366,7 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *req) error {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.DNSTimeout)
 	defer cancel()
 	h.checks.forget(d.Name)
+	h.views.ForgetPublished(d.Name)
 	if err := h.cfg.DNS.Verify(ctx, d.Name, d.ReportingEmail); err != nil {
 		var ve *dnscheck.VerifyError
 		switch {

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -202,6 +203,26 @@ func (h *Handler) sourcesGeoNote(rows []*senders.Source) string {
 		as = as || s.ASN == nil
 	}
 	return h.geoNote(cc, as)
+}
+
+// maxEvidenceLines is how many of a source's DKIM and SPF domains a row
+// shows (the most messages first; the API has them all).
+const maxEvidenceLines = 4
+
+// evidenceLines are the DKIM and SPF domains of s as a row shows them:
+// "DKIM d=sendgrid.net: 25 of 25 verified", "SPF mcsv.net: 0 of 9 passed".
+func evidenceLines(s *senders.Source) []string {
+	var out []string
+	for _, d := range s.DKIMDomains {
+		out = append(out, fmt.Sprintf("DKIM d=%s: %s of %s verified", d.Domain, formatNum(d.Pass), formatNum(d.Messages)))
+	}
+	for _, d := range s.SPFDomains {
+		out = append(out, fmt.Sprintf("SPF %s: %s of %s passed", d.Domain, formatNum(d.Pass), formatNum(d.Messages)))
+	}
+	if len(out) > maxEvidenceLines {
+		out = append(out[:maxEvidenceLines-1], fmt.Sprintf("and %d more", len(out)-maxEvidenceLines+1))
+	}
+	return out
 }
 
 // sourcesPage is the sources drill-down of one domain.
