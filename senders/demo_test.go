@@ -10,11 +10,11 @@ import (
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/demo"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
 // TestDemoSendersByEvidence loads the demo's generated reports through the
@@ -26,24 +26,16 @@ import (
 // the spoofers' addresses are never a service's nor the domain's own, and
 // no Unidentified, AS or host group is authorized or blocks enforcement.
 func TestDemoSendersByEvidence(t *testing.T) {
-	clock := storetest.NewClock(time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC))
-	db := storetest.OpenWithClock(t, clock)
-	if _, err := db.CreateOrganization(demo.Org, store.PlanUnlimited); err != nil {
-		t.Fatal(err)
-	}
 	g, err := geo.Open(geo.Config{CityPath: "../testdata/geo/GeoIP2-City-Test.mmdb", ASNPath: "../testdata/geo/GeoLite2-ASN-Test.mmdb"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	p, err := ingest.New(ingest.Config{Store: db, Geo: g})
-	if err != nil {
+	env := ingesttest.NewWith(t, func(c *ingest.Config) { c.Geo = g })
+	db, p := env.DB, env.Pipeline
+	if _, err := db.CreateOrganization(demo.Org, store.PlanUnlimited); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	sum, err := demo.Load(context.Background(), db, p, "reports.test")
 	if err != nil || sum.Reports == 0 {
 		t.Fatalf("demo: %+v, %v", sum, err)
@@ -63,7 +55,7 @@ func TestDemoSendersByEvidence(t *testing.T) {
 	}
 	srv.AddTXT("_dmarc."+demo.Domain, dom.DMARCRecord)
 	v := &senders.Views{DB: db, Known: senders.DefaultKnownSenders(), DMARC: res}
-	to := clock.Now()
+	to := time.Now()
 	from := to.AddDate(0, 0, -29)
 	dv, err := v.Domain(context.Background(), dom.OrgID, dom.ID, from, to)
 	if err != nil || dv.Advice == nil {
