@@ -100,6 +100,9 @@ func TestAddEvidence(t *testing.T) {
 	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("one record: %+v, want %+v", out, want)
 	}
+	if u := addRecordEvidence(nil, 0, EvidenceDKIM, "BÜCHER.Example", "pass", 1); u[0].Domain != "bücher.example" {
+		t.Errorf("a domain past ASCII: %q", u[0].Domain)
+	}
 	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "example.com", 3, 0})
 	if out[0] != (Evidence{EvidenceDKIM, "example.com", 8, 5}) {
 		t.Fatalf("two records: %+v", out[0])

@@ -289,15 +289,35 @@ func addRecordEvidence(out []Evidence, e0 int32, kind, domain, result string, n 
 	if domain == "" {
 		return out
 	}
-	domain = strings.ToLower(domain)
+	if needsLower(domain) {
+		domain = strings.ToLower(domain)
+	}
 	pass := ifPass(result == "pass", n)
-	for i := range out[e0:] {
-		if h := &out[int(e0)+i]; h.Kind == kind && h.Domain == domain {
+	have := out[e0:]
+	for i := range have {
+		if h := &have[i]; h.Domain == domain && h.Kind == kind {
 			h.Pass = max(h.Pass, pass)
 			return out
 		}
 	}
-	return addEvidence(out, e0, Evidence{Kind: kind, Domain: domain, Messages: n, Pass: pass})
+	e := Evidence{Kind: kind, Domain: domain, Messages: n, Pass: pass}
+	if len(have) < maxSourceEvidence {
+		return append(out, e)
+	}
+	return addEvidence(out, e0, e)
+}
+
+// needsLower reports whether s has a byte strings.ToLower may change: an
+// upper-case ASCII letter, or any byte past ASCII. Reports' domains are
+// mostly lower case already, and this is cheaper than ToLower's own scan
+// on the ingest path.
+func needsLower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c-'A' < 26 || c >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // sum adds o's counts into r (not its auth results, nor its geolocation
