@@ -32,7 +32,8 @@ import (
 // resolve back to the address. Of several services, the one with the most
 // passing messages names the source.
 
-// identity is who sends from one source, and why.
+// identity is who sends from one source, and why. Sources share their
+// identities (identifier.intern).
 type identity struct {
 	key, name, typ string
 	sender         *Sender // the known sender, for GroupService
@@ -40,7 +41,6 @@ type identity struct {
 	// detailKind and detail are the fact that named it: DKIM d=sendgrid.net
 	// is (EvidenceDKIM, "sendgrid.net").
 	detailKind, detail string
-	own                ownEvidence
 }
 
 // ownEvidence is what the source proved of the domain's own mail.
@@ -58,6 +58,7 @@ type identifier struct {
 	domain string // the registered domain
 	org    string // its organizational domain
 	seen   map[string]domainFacts
+	ids    map[[3]string]*identity // by key, detail kind and detail
 }
 
 // domainFacts is what an evidence domain says.
@@ -73,7 +74,7 @@ func (v *Views) newIdentifier(domain string) *identifier {
 	if err != nil {
 		org = domain
 	}
-	return &identifier{known: v.Known, domain: domain, org: org, seen: map[string]domainFacts{}}
+	return &identifier{known: v.Known, domain: domain, org: org, seen: map[string]domainFacts{}, ids: map[[3]string]*identity{}}
 }
 
 // facts returns what domain d says (lower case, as the roll-ups keep it).
@@ -92,9 +93,28 @@ func (id *identifier) facts(d string) domainFacts {
 	return f
 }
 
-// identify names source s from its roll-up r over the window; spfAuthorized
-// reports whether the domain's SPF record authorizes its address.
-func (id *identifier) identify(s *Source, r *store.SourceRollup, spfAuthorized bool) identity {
+// intern returns the identity equal to it that sources already share, or
+// it.
+func (id *identifier) intern(it identity) *identity {
+	k := [3]string{it.key, it.detailKind, it.detail}
+	if have := id.ids[k]; have != nil {
+		return have
+	}
+	p := &it
+	id.ids[k] = p
+	return p
+}
+
+// identify names source s from its roll-up r over the window, and says
+// what it proved of the domain's own mail; spfAuthorized reports whether
+// the domain's SPF record authorizes its address.
+func (id *identifier) identify(s *Source, r *store.SourceRollup, spfAuthorized bool) (*identity, ownEvidence) {
+	it, own := id.name(s, r, spfAuthorized)
+	return id.intern(it), own
+}
+
+// name is identify before interning.
+func (id *identifier) name(s *Source, r *store.SourceRollup, spfAuthorized bool) (identity, ownEvidence) {
 	var svc [2]struct {
 		facts domainFacts
 		pass  int64
@@ -126,7 +146,7 @@ func (id *identifier) identify(s *Source, r *store.SourceRollup, spfAuthorized b
 	for k, evidence := range []string{EvidenceDKIM, EvidenceSPF} {
 		if f := svc[k].facts; f.sender != nil {
 			return identity{key: "s:" + f.sender.Name, name: f.sender.Name, typ: GroupService, sender: f.sender,
-				evidence: evidence, detailKind: evidence, detail: f.base, own: own}
+				evidence: evidence, detailKind: evidence, detail: f.base}, own
 		}
 	}
 	var base string
@@ -136,33 +156,33 @@ func (id *identifier) identify(s *Source, r *store.SourceRollup, spfAuthorized b
 		if snd, ok := id.known.Lookup(base); ok {
 			if snd.IsService() {
 				return identity{key: "s:" + snd.Name, name: snd.Name, typ: GroupService, sender: &snd,
-					evidence: EvidenceRDNS, detailKind: EvidenceRDNS, detail: base, own: own}
+					evidence: EvidenceRDNS, detailKind: EvidenceRDNS, detail: base}, own
 			}
 			network = &snd
 		}
 	}
 	if own.dkim || own.spf || spfAuthorized {
-		return id.ownIdentity(s, base, own, spfAuthorized)
+		return id.ownIdentity(s, base, own, spfAuthorized), own
 	}
 	switch {
 	case network != nil:
 		return identity{key: "s:" + network.Name, name: network.Name, typ: GroupService, sender: network,
-			evidence: EvidenceRDNS, detailKind: EvidenceRDNS, detail: base}
+			evidence: EvidenceRDNS, detailKind: EvidenceRDNS, detail: base}, own
 	case base != "":
-		return identity{key: "d:" + base, name: base, typ: GroupDomain, evidence: EvidenceRDNS, detailKind: EvidenceRDNS, detail: base}
+		return identity{key: "d:" + base, name: base, typ: GroupDomain, evidence: EvidenceRDNS, detailKind: EvidenceRDNS, detail: base}, own
 	case s.ASN != nil:
 		as := asName(s)
 		return identity{key: "a:" + strconv.FormatUint(uint64(*s.ASN), 10), name: as, typ: GroupAS,
-			evidence: EvidenceASN, detailKind: EvidenceASN, detail: "AS" + strconv.FormatUint(uint64(*s.ASN), 10)}
+			evidence: EvidenceASN, detailKind: EvidenceASN, detail: "AS" + strconv.FormatUint(uint64(*s.ASN), 10)}, own
 	}
-	return identity{key: "u:", name: Unidentified, typ: GroupUnknown, evidence: EvidenceNone, detailKind: EvidenceNone}
+	return identity{key: "u:", name: Unidentified, typ: GroupUnknown, evidence: EvidenceNone, detailKind: EvidenceNone}, own
 }
 
 // ownIdentity names the domain's own mail after the network it comes
 // from: the base domain of its confirmed name (unless that is the domain's
 // own), else its AS. Mail that passes DKIM alone is forwarded mail.
 func (id *identifier) ownIdentity(s *Source, base string, own ownEvidence, spfAuthorized bool) identity {
-	it := identity{typ: GroupOwn, evidence: EvidenceOwnDomain, detail: id.domain, own: own}
+	it := identity{typ: GroupOwn, evidence: EvidenceOwnDomain, detail: id.domain}
 	switch {
 	case own.dkim:
 		it.detailKind = EvidenceDKIM

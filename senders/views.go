@@ -128,7 +128,7 @@ type Source struct {
 
 	category string
 	evidence []store.Evidence
-	id       identity
+	id       *identity // shared by the sources of one name and fact
 }
 
 // EvidenceDetail is one fact that named a group, with how many of its
@@ -190,7 +190,7 @@ type Group struct {
 	dmarcPass, spfAligned, dkimAligned int64
 	byCategory                         map[string]int64
 	auth                               map[authKey]int64
-	details                            map[[2]string]*EvidenceDetail
+	details                            map[*identity]*EvidenceDetail // interned identities: one per fact
 }
 
 // EvidenceText is the group's evidence as people read it: its details,
@@ -316,9 +316,9 @@ func (v *Views) source(r *store.SourceRollup, name store.RDNSEntry, spf *SPFPoli
 	}
 	ip, err := netip.ParseAddr(r.SourceIP)
 	spfAuthorized := err == nil && spf != nil && spf.Authorizes(ip)
-	s.id = id.identify(s, r, spfAuthorized)
+	var own ownEvidence
+	s.id, own = id.identify(s, r, spfAuthorized)
 	s.Group, s.Sender = s.id.name, s.id.sender
-	own := s.id.own
 	switch {
 	case spfAuthorized || s.id.typ == GroupService && s.Sender.IsService():
 		s.category = CategoryAuthorized
@@ -390,11 +390,11 @@ func (v *Views) group(domain string, sources []*Source) []*Group {
 	byKey := map[string]*Group{}
 	var out []*Group
 	for _, s := range sources {
-		id := &s.id
+		id := s.id
 		g := byKey[id.key]
 		if g == nil {
 			g = &Group{Name: id.name, Type: id.typ, key: id.key, Evidence: id.evidence,
-				byCategory: map[string]int64{}, auth: map[authKey]int64{}, details: map[[2]string]*EvidenceDetail{}}
+				byCategory: map[string]int64{}, auth: map[authKey]int64{}, details: map[*identity]*EvidenceDetail{}}
 			if id.sender != nil {
 				t := id.sender.Type
 				g.ServiceType = &t
@@ -405,10 +405,10 @@ func (v *Views) group(domain string, sources []*Source) []*Group {
 		if evidenceRank[id.evidence] < evidenceRank[g.Evidence] {
 			g.Evidence = id.evidence
 		}
-		d := g.details[[2]string{id.detailKind, id.detail}]
+		d := g.details[id]
 		if d == nil {
 			d = &EvidenceDetail{Kind: id.detailKind, Value: id.detail}
-			g.details[[2]string{id.detailKind, id.detail}] = d
+			g.details[id] = d
 		}
 		d.SourceIPs++
 		d.Messages += s.Messages
