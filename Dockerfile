@@ -1,12 +1,20 @@
 # syntax=docker/dockerfile:1
 # dmarcd in a container: a static binary (no cgo) on a small base, run as
 # a non-root user, with volumes for its data and the geolocation databases.
+# As in the README:
 #
-#   docker build -t dmarcd --build-arg VERSION=$(git describe --always) .
-#   docker run -d --name dmarcd -p 8080:8080 -p 25:2525 \
+#   docker build -t dmarcd --build-arg VERSION=$(git describe --always --dirty) .
+#   docker run -d --name dmarcd -p 127.0.0.1:8080:8080 -p 25:2525 \
 #       -e DMARCD_REPORTING_DOMAIN=reports.example.net \
+#       -e DMARCD_GEOIP_CITY=/geoip/GeoLite2-City.mmdb -e DMARCD_GEOIP_ASN=/geoip/GeoLite2-ASN.mmdb \
 #       -v dmarcd-data:/data -v /var/lib/GeoIP:/geoip:ro dmarcd
 #   docker exec dmarcd cat /data/bootstrap-key && docker exec dmarcd rm /data/bootstrap-key
+#
+# Inside the container dmarcd listens on 0.0.0.0 (DMARCD_LISTEN below), the
+# only way to be reached from outside it; -p 127.0.0.1:8080:8080 then keeps
+# the web interface and the API on the host's loopback, for a TLS reverse
+# proxy in front (see the README: --public-url, --trusted-proxy). SMTP is
+# published on every address: reporters reach it from the Internet.
 #
 # The binary stage's build command is run by a test (packaging_test.go),
 # so it stays buildable without a Docker daemon.

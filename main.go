@@ -12,23 +12,25 @@ import (
 	"github.com/dmarcd/dmarcd/cli"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run runs the command line under a context that SIGINT and SIGTERM
+// cancel and returns its exit code; its deferred calls run before main
+// exits.
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	// DMARCD_CPUPROFILE=file writes a CPU profile of the command (the
 	// benchmarks profile import and serve with it).
 	if path := os.Getenv("DMARCD_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+		if f, err := os.Create(path); err == nil {
 			defer f.Close()
-			defer pprof.StopCPUProfile()
+			if pprof.StartCPUProfile(f) == nil {
+				defer pprof.StopCPUProfile()
+			}
 		}
 	}
-	code := cli.Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	exit(code)
-}
-
-// exit ends the process after the deferred profile is written.
-func exit(code int) {
-	pprof.StopCPUProfile()
-	os.Exit(code)
+	root := cli.NewRootCommand(os.Stdin, os.Stdout, os.Stderr)
+	root.SetArgs(os.Args[1:])
+	return cli.ExitCode(root, root.ExecuteContext(ctx))
 }

@@ -6,11 +6,14 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"io"
+	"sync"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
-	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -35,12 +38,10 @@ type Service interface {
 	// Backup writes a consistent copy of the whole database to w.
 	Backup(ctx context.Context, w io.Writer) (int64, error)
 
-	// Ingest runs one input (a report file or a mail) through the ingest
-	// pipeline and returns once it is durably stored, found a duplicate,
-	// or quarantined. orgRef (a name or id) restricts the domain lookup to
-	// one organization; "" lets any organization's domain match. An error
-	// means nothing was stored (ErrNotFound for an unknown orgRef).
-	Ingest(ctx context.Context, r io.Reader, name, orgRef string) (*ingest.Result, error)
+	// Import runs the files, folders and mbox files of req through the
+	// ingest pipeline, as imports.Run does, and returns the summary; see
+	// ImportRequest and import.go.
+	Import(ctx context.Context, req ImportRequest) (*imports.Summary, error)
 	// ListQuarantine returns one page of the quarantine, newest first,
 	// and the total (ErrInvalid for a bad page).
 	ListQuarantine(ctx context.Context, p store.Page) ([]*store.QuarantineEntry, int, error)
@@ -56,8 +57,12 @@ type Service interface {
 	// DeleteQuarantineBefore removes the entries received before t and
 	// returns how many.
 	DeleteQuarantineBefore(ctx context.Context, t time.Time) (int, error)
+	// IngestRetention returns the retention windows the pipeline applies
+	// to what Ingest stores: reports older are left out.
+	IngestRetention(ctx context.Context) (Retention, error)
 
 	Mailboxes
+	Domains
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
@@ -67,77 +72,117 @@ type Service interface {
 	Senders(ctx context.Context, orgRef, domain string, from, to time.Time) (*SendersView, error)
 }
 
-// Local is the Service over a store this process has opened.
+// Local is the Service over a store this process has opened. It runs
+// the operations of the application layer as the operator.
 type Local struct {
 	DB *store.DB
-	// FlushKeyUsage, when set, is called before keys are listed, so that a
-	// running server's batched last_used_at stamps are shown.
-	FlushKeyUsage func() error
-	// Pipeline ingests imports and quarantine retries; without it those
-	// operations fail.
+	// App runs the operations (and batches the running server's key
+	// usage, flushed before keys are listed); nil builds one over DB
+	// alone, without IMAP intake: adding, changing and polling mailboxes
+	// then fail.
+	App *app.App
+	// Pipeline ingests imports (its Ingest is the ingest.IngestFunc of
+	// every input) and quarantine retries; without it those operations
+	// fail.
 	Pipeline *ingest.Pipeline
-	// Mailboxes manages IMAP mailboxes; without it adding, removing and
-	// polling one fail.
-	Mailboxes *imapin.Service
 	// Views computes the sender views; nil uses the embedded known-sender
 	// map without SPF evaluation.
 	Views *senders.Views
+
+	once sync.Once
+	def  *app.App
 }
 
 var _ Service = (*Local)(nil)
 
+// app is the application layer: App, or one over DB.
+func (l *Local) app() *app.App {
+	if l.App != nil {
+		return l.App
+	}
+	l.once.Do(func() { l.def = app.New(app.Config{Store: l.DB}) })
+	return l.def
+}
+
+// operator is the operator acting within the organization orgRef names.
+func (l *Local) operator(orgRef string) (app.Actor, error) {
+	org, err := l.DB.FindOrganization(orgRef)
+	if err != nil {
+		return app.Actor{}, err
+	}
+	return app.Operator(org), nil
+}
+
+// asStoreError gives the application layer's refusals the store's kinds,
+// which the CLI reports and the socket carries: one that wraps a store
+// error is that error; a field sent wrong, or a mailbox that could not be
+// reached, is ErrInvalid with its message.
+func asStoreError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if se, ok := errors.AsType[*store.Error](err); ok {
+		return se
+	}
+	switch app.KindOf(err) {
+	case app.Invalid, app.Unreachable:
+		return &store.Error{Kind: store.ErrInvalid, Msg: err.Error()}
+	}
+	return err
+}
+
 // CreateOrganization creates an organization with the given plan.
-func (l *Local) CreateOrganization(_ context.Context, name string, plan store.Plan) (*store.Organization, error) {
-	return l.DB.CreateOrganization(name, plan)
+func (l *Local) CreateOrganization(ctx context.Context, name string, plan store.Plan) (*store.Organization, error) {
+	return l.app().CreateOrganization(ctx, app.Operator(nil), name, plan)
 }
 
 // ListOrganizations lists every organization by name.
-func (l *Local) ListOrganizations(context.Context) ([]*store.Organization, error) {
-	return l.DB.ListOrganizations()
+func (l *Local) ListOrganizations(ctx context.Context) ([]*store.Organization, error) {
+	return l.app().ListOrganizations(ctx, app.Operator(nil))
 }
 
 // SetOrganizationPlan changes the plan of the organization named or
 // identified by orgRef.
-func (l *Local) SetOrganizationPlan(_ context.Context, orgRef string, plan store.Plan) (*store.Organization, error) {
-	org, err := l.DB.FindOrganization(orgRef)
+func (l *Local) SetOrganizationPlan(ctx context.Context, orgRef string, plan store.Plan) (*store.Organization, error) {
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return nil, err
 	}
-	return l.DB.SetOrganizationPlan(org.ID, plan)
+	return l.app().SetPlan(ctx, op, plan)
 }
 
 // CreateAPIKey creates a key for the organization orgRef and returns it with
 // its secret, which is not stored and cannot be shown again.
-func (l *Local) CreateAPIKey(_ context.Context, orgRef, name string, scope store.Scope) (*store.APIKey, string, error) {
-	org, err := l.DB.FindOrganization(orgRef)
+func (l *Local) CreateAPIKey(ctx context.Context, orgRef, name string, scope store.Scope) (*store.APIKey, string, error) {
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return nil, "", err
 	}
-	return l.DB.CreateAPIKey(org.ID, name, scope)
+	key, secret, err := l.app().CreateKey(ctx, op, name, string(scope))
+	return key, secret, asStoreError(err)
 }
 
-// ListAPIKeys lists the keys of the organization orgRef, revoked ones too.
+// ListAPIKeys lists the keys of the organization orgRef in creation
+// order, revoked ones too, with the usage a running server has batched.
 func (l *Local) ListAPIKeys(_ context.Context, orgRef string) ([]*store.APIKey, error) {
 	org, err := l.DB.FindOrganization(orgRef)
 	if err != nil {
 		return nil, err
 	}
-	if l.FlushKeyUsage != nil {
-		if err := l.FlushKeyUsage(); err != nil {
-			return nil, err
-		}
+	if err := l.app().FlushKeyUsage(); err != nil {
+		return nil, err
 	}
 	return l.DB.ListAPIKeys(org.ID)
 }
 
 // RevokeAPIKey revokes the key ref names (its id, or its 8-character
 // prefix when unique: see store.DB.ResolveAPIKey), at once and for good.
-func (l *Local) RevokeAPIKey(_ context.Context, ref string) (*store.APIKey, error) {
+func (l *Local) RevokeAPIKey(ctx context.Context, ref string) (*store.APIKey, error) {
 	id, err := l.DB.ResolveAPIKey(ref)
 	if err != nil {
 		return nil, err
 	}
-	return l.DB.RevokeAPIKey(id)
+	return l.app().RevokeKey(ctx, app.Operator(nil), id)
 }
 
 // Backup writes a consistent hot copy of the database.

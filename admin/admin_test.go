@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,20 +18,16 @@ import (
 func serveSocket(t *testing.T) (*store.DB, *Client, string) {
 	t.Helper()
 	db := storetest.Open(t)
-	path := filepath.Join(t.TempDir(), "dmarcd.sock")
-	ln, err := Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: Handler(&Local{DB: db}, slog.New(slog.DiscardHandler))}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	c, err := Dial(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c, path := serveLocal(t, &Local{DB: db})
 	return db, c, path
+}
+
+// serveLocal serves l over a real Unix socket and returns a client and
+// the socket's path.
+func serveLocal(t *testing.T, l *Local) (*Client, string) {
+	t.Helper()
+	c := serveHandler(t, Handler(l, slog.New(slog.DiscardHandler)))
+	return c, c.path
 }
 
 // TestSocketIsPrivate ensures the socket is mode 0600, a second server is

@@ -2,21 +2,21 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 
+	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/store"
 )
 
 // Mailboxes is the part of Service that manages an organization's IMAP
 // mailboxes (dmarcd mailbox). orgRef is an organization's name or id.
-// Errors: store kinds, *imap.InputError (a store.ErrInvalid) for a bad
-// field, and "mailbox unreachable: ..." when the login tried before saving
-// fails.
+// Errors: store kinds, store.ErrInvalid for a bad field (its message
+// "invalid F: ...") and for a login tried before saving that failed
+// ("mailbox unreachable: ...").
 type Mailboxes interface {
-	AddMailbox(ctx context.Context, orgRef string, spec imapin.Spec) (*store.Mailbox, error)
+	AddMailbox(ctx context.Context, orgRef string, spec app.MailboxSpec) (*store.Mailbox, error)
 	ListMailboxes(ctx context.Context, orgRef string) ([]*store.Mailbox, error)
 	RemoveMailbox(ctx context.Context, orgRef, id string) error
 	PollMailbox(ctx context.Context, orgRef, id string) (imapin.PollResult, error)
@@ -27,56 +27,43 @@ var (
 	_ Mailboxes = (*Client)(nil)
 )
 
-// errNoMailboxes is what Local answers when built without the mailbox
-// service.
-var errNoMailboxes = errors.New("admin: no mailbox service")
-
-func (l *Local) mailboxOrg(orgRef string) (string, error) {
-	if l.Mailboxes == nil {
-		return "", errNoMailboxes
-	}
-	org, err := l.DB.FindOrganization(orgRef)
-	if err != nil {
-		return "", err
-	}
-	return org.ID, nil
-}
-
 // AddMailbox checks spec, tries the login, and stores the mailbox.
-func (l *Local) AddMailbox(ctx context.Context, orgRef string, spec imapin.Spec) (*store.Mailbox, error) {
-	orgID, err := l.mailboxOrg(orgRef)
+func (l *Local) AddMailbox(ctx context.Context, orgRef string, spec app.MailboxSpec) (*store.Mailbox, error) {
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return nil, err
 	}
-	return l.Mailboxes.Create(ctx, orgID, spec)
+	m, err := l.app().CreateMailbox(ctx, op, spec)
+	return m, asStoreError(err)
 }
 
 // ListMailboxes lists the organization's mailboxes, newest first.
-func (l *Local) ListMailboxes(_ context.Context, orgRef string) ([]*store.Mailbox, error) {
-	org, err := l.DB.FindOrganization(orgRef)
+func (l *Local) ListMailboxes(ctx context.Context, orgRef string) ([]*store.Mailbox, error) {
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return nil, err
 	}
-	boxes, _, err := l.DB.ListMailboxes(org.ID, store.Page{Page: 1, Limit: 1 << 20})
+	boxes, _, err := l.app().ListMailboxes(ctx, op, store.Page{Page: 1, Limit: 1 << 20})
 	return boxes, err
 }
 
 // RemoveMailbox deletes one of the organization's mailboxes.
-func (l *Local) RemoveMailbox(_ context.Context, orgRef, id string) error {
-	orgID, err := l.mailboxOrg(orgRef)
+func (l *Local) RemoveMailbox(ctx context.Context, orgRef, id string) error {
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return err
 	}
-	return l.Mailboxes.Delete(orgID, id)
+	return asStoreError(l.app().DeleteMailbox(ctx, op, id))
 }
 
 // PollMailbox polls one of the organization's mailboxes now.
 func (l *Local) PollMailbox(ctx context.Context, orgRef, id string) (imapin.PollResult, error) {
-	orgID, err := l.mailboxOrg(orgRef)
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return imapin.PollResult{}, err
 	}
-	return l.Mailboxes.Poll(ctx, orgID, id)
+	res, err := l.app().PollMailbox(ctx, op, id)
+	return res, asStoreError(err)
 }
 
 // Socket side.
@@ -87,7 +74,7 @@ func (h *handler) mailboxRoutes(mux *http.ServeMux) {
 		h.answer(w, boxes, err)
 	})
 	mux.HandleFunc("POST /v1/orgs/{ref}/mailboxes", func(w http.ResponseWriter, r *http.Request) {
-		var in imapin.Spec
+		var in app.MailboxSpec
 		if !h.decode(w, r, &in) {
 			return
 		}
@@ -95,7 +82,7 @@ func (h *handler) mailboxRoutes(mux *http.ServeMux) {
 		if err == nil {
 			h.log.Info("mailbox added", "mailbox_id", m.ID, "org_id", m.OrgID, "host", m.Host, "via", "admin socket")
 		}
-		h.answer(w, m, asStoreError(err))
+		h.answer(w, m, err)
 	})
 	mux.HandleFunc("DELETE /v1/orgs/{ref}/mailboxes/{id}", func(w http.ResponseWriter, r *http.Request) {
 		err := h.svc.RemoveMailbox(r.Context(), r.PathValue("ref"), r.PathValue("id"))
@@ -107,20 +94,8 @@ func (h *handler) mailboxRoutes(mux *http.ServeMux) {
 	})
 }
 
-// asStoreError carries the mailbox service's refusals across the socket
-// as store.ErrInvalid with their message.
-func asStoreError(err error) error {
-	var in *imapin.InputError
-	var un *imapin.UnreachableError
-	switch {
-	case errors.As(err, &in), errors.As(err, &un):
-		return &store.Error{Kind: store.ErrInvalid, Msg: err.Error()}
-	}
-	return err
-}
-
 // AddMailbox implements Mailboxes.
-func (c *Client) AddMailbox(ctx context.Context, orgRef string, spec imapin.Spec) (*store.Mailbox, error) {
+func (c *Client) AddMailbox(ctx context.Context, orgRef string, spec app.MailboxSpec) (*store.Mailbox, error) {
 	var m store.Mailbox
 	return &m, c.do(ctx, "POST", "/v1/orgs/"+url.PathEscape(orgRef)+"/mailboxes", spec, &m)
 }

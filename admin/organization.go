@@ -9,22 +9,22 @@ import (
 )
 
 // RenameOrganization gives the organization orgRef a new name.
-func (l *Local) RenameOrganization(_ context.Context, orgRef, name string) (*store.Organization, error) {
-	org, err := l.DB.FindOrganization(orgRef)
+func (l *Local) RenameOrganization(ctx context.Context, orgRef, name string) (*store.Organization, error) {
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return nil, err
 	}
-	return l.DB.RenameOrganization(org.ID, name)
+	return l.app().RenameOrganization(ctx, op, name)
 }
 
 // DeleteOrganization deletes the organization orgRef with its domains,
 // reports, keys, webhooks and quarantine entries.
-func (l *Local) DeleteOrganization(_ context.Context, orgRef string) (*store.OrganizationDeletion, error) {
-	org, err := l.DB.FindOrganization(orgRef)
+func (l *Local) DeleteOrganization(ctx context.Context, orgRef string) (*store.OrganizationDeletion, error) {
+	op, err := l.operator(orgRef)
 	if err != nil {
 		return nil, err
 	}
-	return l.DB.DeleteOrganization(org.ID)
+	return l.app().DeleteOrganization(ctx, op)
 }
 
 type renameRequest struct {

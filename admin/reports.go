@@ -115,18 +115,9 @@ func (l *Local) ListReports(_ context.Context, q ReportQuery) (*ReportList, erro
 // organization (the box's admin may read them all).
 func (l *Local) ShowReport(_ context.Context, orgRef, id string) (*ReportDetail, error) {
 	id = strings.ToLower(strings.TrimSpace(id))
-	var orgs []*store.Organization
-	if orgRef != "" {
-		org, err := l.DB.FindOrganization(orgRef)
-		if err != nil {
-			return nil, err
-		}
-		orgs = []*store.Organization{org}
-	} else {
-		var err error
-		if orgs, err = l.DB.ListOrganizations(); err != nil {
-			return nil, err
-		}
+	orgs, err := l.orgsOf(orgRef)
+	if err != nil {
+		return nil, err
 	}
 	for _, org := range orgs {
 		rep, err := l.DB.FindReport(org.ID, id)

@@ -45,9 +45,9 @@ func Listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// Handler serves svc on the admin socket.
-func Handler(svc Service, log *slog.Logger) http.Handler {
-	h := &handler{svc: svc, log: log}
+// Handler serves l, the server's own service, on the admin socket.
+func Handler(l *Local, log *slog.Logger) http.Handler {
+	h := &handler{svc: l, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) { reply(w, map[string]bool{"ok": true}) })
 	mux.HandleFunc("GET /v1/orgs", h.listOrgs)
@@ -59,14 +59,16 @@ func Handler(svc Service, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/orgs/{ref}/keys", h.createKey)
 	mux.HandleFunc("POST /v1/keys/{id}/revoke", h.revokeKey)
 	mux.HandleFunc("GET /v1/backup", h.backup)
-	h.ingestRoutes(mux)
+	h.importRoutes(mux)
+	h.quarantineRoutes(mux)
 	h.mailboxRoutes(mux)
+	h.domainRoutes(mux)
 	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }
 
 type handler struct {
-	svc Service
+	svc *Local
 	log *slog.Logger
 }
 
@@ -233,8 +235,6 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		},
-		// An import keeps several requests in flight.
-		MaxIdleConnsPerHost: 16,
 	}}}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -19,13 +20,16 @@ import (
 const bootstrapKeyFile = "bootstrap-key"
 
 // bootstrap creates the organization "default" and its first key on an
-// empty database. On a terminal the key is printed once, with a line to
-// try it; otherwise it is written to <data-dir>/bootstrap-key (mode 0600)
-// and only that path is printed and logged, never the key.
-func bootstrap(db *store.DB, g *globalOptions, apiAddr string, log *slog.Logger) error {
+// empty database. On a terminal the key is shown once (see announce);
+// otherwise it is written to <data-dir>/bootstrap-key (mode 0600) and only
+// that path is shown and logged, never the key. It returns what to
+// announce, nil when the database was not empty: serve prints it once the
+// server is up, after --demo's reports, so that it is the last thing on
+// the screen.
+func bootstrap(db *store.DB, g *globalOptions, log *slog.Logger) (*firstKey, error) {
 	n, err := db.CountOrganizations()
 	if err != nil || n > 0 {
-		return err
+		return nil, err
 	}
 	terminal := isTerminal(g.stdout)
 	path := filepath.Join(g.DataDir, bootstrapKeyFile)
@@ -35,43 +39,77 @@ func bootstrap(db *store.DB, g *globalOptions, apiAddr string, log *slog.Logger)
 		// database stops the start before a key exists that nobody sees.
 		keyFile, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s already exists (the first key of an earlier database?): read it if you need it, delete it, and start again", path)
+			return nil, fmt.Errorf("%s already exists (the first key of an earlier database?): read it if you need it, delete it, and start again", path)
 		}
 		if err != nil {
-			return fmt.Errorf("creating %s for the first API key: %w", path, err)
+			return nil, fmt.Errorf("creating %s for the first API key: %w", path, err)
 		}
 		defer keyFile.Close()
 	}
-	org, err := db.CreateOrganization("default", store.PlanUnlimited)
+	org, err := db.CreateOrganization("default", app.DefaultPlan)
 	if err != nil {
 		removeUnwritten(keyFile, path)
-		return err
+		return nil, err
 	}
 	key, secret, err := db.CreateAPIKey(org.ID, "bootstrap", store.ScopeFull)
 	if err != nil {
 		removeUnwritten(keyFile, path)
-		return err
+		return nil, err
+	}
+	if terminal {
+		log.Info("empty database: created organization default and its first API key", "org_id", org.ID, "key_prefix", key.Prefix)
+		return &firstKey{org: org, secret: secret}, nil
+	}
+	if _, err := io.WriteString(keyFile, secret+"\n"); err != nil {
+		return nil, fmt.Errorf("writing the first API key to %s: %w", path, err)
+	}
+	if err := errors.Join(keyFile.Sync(), keyFile.Close()); err != nil {
+		return nil, fmt.Errorf("writing the first API key to %s: %w", path, err)
+	}
+	log.Info("empty database: created organization default and its first API key", "org_id", org.ID,
+		"key_prefix", key.Prefix, "key_file", path)
+	return &firstKey{org: org, file: path}, nil
+}
+
+// firstKey is what bootstrap created, to announce: the key itself on a
+// terminal (secret), else the file it went to.
+type firstKey struct {
+	org          *store.Organization
+	secret, file string
+}
+
+// announce prints the first-start text: where the key is, the web
+// interface's URL (the --public-url, else the API's address with an
+// unspecified host as loopback) and a curl line to try the API. A nil k
+// prints nothing.
+func (k *firstKey) announce(g *globalOptions, apiAddr, publicURL string, demoLoaded bool) error {
+	if k == nil {
+		return nil
 	}
 	host := apiAddr
 	if h, p, err := net.SplitHostPort(apiAddr); err == nil && net.ParseIP(h).IsUnspecified() {
 		host = net.JoinHostPort("127.0.0.1", p)
 	}
-	if terminal {
-		log.Info("empty database: created organization default and its first API key", "org_id", org.ID, "key_prefix", key.Prefix)
-		return printBootstrap(g, org, secret, host)
+	webURL := "http://" + host + "/"
+	if publicURL != "" {
+		webURL = strings.TrimRight(publicURL, "/") + "/"
 	}
-	if _, err := io.WriteString(keyFile, secret+"\n"); err != nil {
-		return fmt.Errorf("writing the first API key to %s: %w", path, err)
-	}
-	if err := errors.Join(keyFile.Sync(), keyFile.Close()); err != nil {
-		return fmt.Errorf("writing the first API key to %s: %w", path, err)
-	}
-	log.Info("empty database: created organization default and its first API key", "org_id", org.ID,
-		"key_prefix", key.Prefix, "key_file", path)
 	if g.JSON {
-		return printJSON(g.stdout, map[string]string{"organization": org.Name, "organization_id": org.ID, "api_key_file": path})
+		out := map[string]string{"organization": k.org.Name, "organization_id": k.org.ID, "web_url": webURL}
+		if k.file != "" {
+			out["api_key_file"] = k.file
+		} else {
+			out["api_key"] = k.secret
+		}
+		return printJSON(g.stdout, out)
 	}
-	fmt.Fprintf(g.stdout, `
+	demoLine := ""
+	if demoLoaded {
+		demoLine = "The demo domain " + demoDomain + " holds two weeks of sample reports.\n"
+	}
+	addLine := "Add a domain to monitor: " + g.invocation() + " domain add example.com\n"
+	if k.file != "" {
+		_, err := fmt.Fprintf(g.stdout, `
 dmarcd: this is a new database. Created organization "default" (plan unlimited)
 and its first API key. Standard output is no terminal, so the key is not
 shown here but written to %[1]s (readable by this user only).
@@ -79,37 +117,40 @@ Read it, store it elsewhere, then delete the file:
 
     cat %[1]s && rm %[1]s
 
+Web interface: %[3]s (sign in with the key)
+%[4]s%[5]s
 Try it:
 
     curl -H "X-API-Key: $(cat %[1]s)" http://%[2]s/api/v1/domains
 
-`, path, host)
-	return nil
-}
-
-// printBootstrap shows the first key on a terminal, once.
-func printBootstrap(g *globalOptions, org *store.Organization, secret, host string) error {
-	if g.JSON {
-		return printJSON(g.stdout, map[string]string{"organization": org.Name, "organization_id": org.ID, "api_key": secret})
+`, k.file, host, webURL, demoLine, addLine)
+		return err
 	}
-	dataDir := ""
-	if g.DataDir != "./data" {
-		dataDir = " --data-dir " + shellQuote(g.DataDir)
-	}
-	fmt.Fprintf(g.stdout, `
+	_, err := fmt.Fprintf(g.stdout, `
 dmarcd: this is a new database. Created organization "default" (plan unlimited)
 and its first API key. The key is shown only this once; store it now:
 
-    %s
+    %[1]s
 
+Web interface: %[3]s (sign in with the key)
+%[5]s%[6]s
 Try it:
 
-    curl -H 'X-API-Key: %s' http://%s/api/v1/domains
+    curl -H 'X-API-Key: %[1]s' http://%[2]s/api/v1/domains
 
-More keys: %s keys create --org default --name NAME%s
+More keys: %[4]s keys create --org default --name NAME
 
-`, secret, secret, host, commandName(), dataDir)
-	return nil
+`, k.secret, host, webURL, g.invocation(), demoLine, addLine)
+	return err
+}
+
+// invocation is how to call dmarcd again in a hint the user can paste:
+// the command as started, with --data-dir when it is not the default.
+func (g *globalOptions) invocation() string {
+	if g.DataDir == "./data" || g.DataDir == "" {
+		return commandName()
+	}
+	return commandName() + " --data-dir " + shellQuote(g.DataDir)
 }
 
 // removeUnwritten removes the key file made for a key that was not

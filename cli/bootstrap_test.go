@@ -22,7 +22,11 @@ func TestBootstrapKeyNotOnAPipe(t *testing.T) {
 	var out, logBuf bytes.Buffer
 	g := &globalOptions{DataDir: dir, stdout: &out}
 	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
-	if err := bootstrap(db, g, "0.0.0.0:8080", log); err != nil {
+	k, err := bootstrap(db, g, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.announce(g, "0.0.0.0:8080", "", false); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, bootstrapKeyFile)
@@ -51,8 +55,8 @@ func TestBootstrapKeyNotOnAPipe(t *testing.T) {
 		t.Fatalf("%d organizations", n)
 	}
 	out.Reset()
-	if err := bootstrap(db, g, "127.0.0.1:8080", log); err != nil || out.Len() != 0 {
-		t.Errorf("second bootstrap: %v, printed %q", err, out.String())
+	if k, err := bootstrap(db, g, log); err != nil || k != nil || out.Len() != 0 {
+		t.Errorf("second bootstrap: %v, %v, printed %q", k, err, out.String())
 	}
 }
 
@@ -66,7 +70,7 @@ func TestBootstrapKeyFileNotReplaced(t *testing.T) {
 	}
 	g := &globalOptions{DataDir: dir, stdout: &bytes.Buffer{}}
 	db := storetest.Open(t)
-	err := bootstrap(db, g, "127.0.0.1:1", slog.New(slog.DiscardHandler))
+	_, err := bootstrap(db, g, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "delete it") {
 		t.Fatalf("err = %v, want one naming %s and what to do", err, path)
 	}
@@ -79,7 +83,7 @@ func TestBootstrapKeyFileNotReplaced(t *testing.T) {
 		t.Errorf("%d organizations created although the key could not be written", n)
 	}
 	os.Remove(path)
-	if err := bootstrap(db, g, "127.0.0.1:1", slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := bootstrap(db, g, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), "dmk_") {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
-	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/internal/egress"
 )
 
 type checkTLSOptions struct {
@@ -46,7 +46,7 @@ func runCheckTLS(ctx context.Context, g *globalOptions, o checkTLSOptions, domai
 		return err
 	}
 	defer cancel()
-	client := webhook.NewClient(res, webhook.Policy{AllowPrivate: o.AllowPrivate}).WithTimeout(dnscheck.MTASTSBudget)
+	client := egress.NewClient(res, egress.Policy{AllowPrivate: o.AllowPrivate}).WithTimeout(dnscheck.MTASTSBudget)
 	defer client.CloseIdleConnections()
 	result, err := (&dnscheck.TLSChecker{Resolver: res, Fetcher: client}).CheckTLS(ctx, name)
 	if err != nil {

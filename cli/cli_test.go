@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,13 +12,21 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// execute runs the command line args as main does, with stdin, and
+// returns the exit code.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := NewRootCommand(stdin, stdout, stderr)
+	root.SetArgs(args)
+	return ExitCode(root, root.ExecuteContext(ctx))
+}
+
 func run(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	var out, errOut bytes.Buffer
-	code = Execute(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	code = execute(context.Background(), args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

@@ -117,6 +117,18 @@ func TestCheckDMARCDNSTimeout(t *testing.T) {
 	}
 }
 
+// TestCheckDMARCShowsRecordAsPublished ensures check-dmarc prints a TXT
+// record's text as published (issue 24 item 11): a quote is a quote, not
+// the zone-file \" of miekg/dns.
+func TestCheckDMARCShowsRecordAsPublished(t *testing.T) {
+	ns := dnstest.Start(t)
+	ns.AddTXT("_dmarc.example.com", `v=DMARC1; p=reject; x-note="ops"`)
+	code, out, errOut := run(t, nil, "check-dmarc", "--dns-server", ns.Addr, "example.com")
+	if code != 0 || !strings.Contains(out, `x-note="ops"`) || strings.Contains(out, `\"`) {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // TestDurationFlagsTakeDays ensures every duration flag of every command
 // reads days ("400d"): all go through durationVar.
 func TestDurationFlagsTakeDays(t *testing.T) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -204,66 +207,86 @@ func fileSize(t *testing.T, path string) int64 {
 }
 
 // TestImportStopsWhenTheServerGoesAway ensures an import through the
-// socket stops at once when the server goes away mid-way (here: the
-// server's connection drops on the fourth input and it stops listening),
-// saying how many inputs were imported and that re-running is safe,
-// instead of a failure per remaining file; re-running then stores the
-// rest, nothing twice.
+// socket stops at once when the server goes away mid-way (here: its
+// pipeline stops after the third input, as when serve shuts down), in
+// either mode, saying how many inputs were imported and that re-running is
+// safe, instead of a failure per remaining file; re-running then stores
+// the rest, nothing twice. (admin's TestImportServerGone and
+// TestHandOverServerGone drop the connection instead.)
 func TestImportStopsWhenTheServerGoesAway(t *testing.T) {
-	dataDir, g, db, p := runningPipeline(t)
-	serve := func(dropAt int) *http.Server {
-		ln, err := admin.Listen(g.socketPath())
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := admin.Handler(&admin.Local{DB: db, Pipeline: p}, slog.New(slog.DiscardHandler))
-		var n atomic.Int32
-		srv := &http.Server{}
-		srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/v1/ingest/files" || r.URL.Path == "/v1/ingest/import" {
-				// Files go as bytes here, a request per input or a batch
-				// (admin's TestFileStreamServerGone drops a file stream,
-				// TestImportServerGone an import the server reads).
-				http.NotFound(w, r)
-				return
+	for _, mode := range []string{"read", "hand-over"} {
+		t.Run(mode, func(t *testing.T) {
+			// The server's pipeline stops once three inputs are stored;
+			// the one it restarts with (serve) runs until the test ends.
+			var stored atomic.Int32
+			var env *ingesttest.Env
+			env = ingesttest.NewWith(t, func(c *ingest.Config) {
+				c.Logger = slog.New(&logHook{each: func(r slog.Record) {
+					if r.Message == "ingested" && stored.Add(1) == 3 {
+						env.Stop() // the next input finds the pipeline stopped
+					}
+				}})
+			}, "acme/example.com/abc")
+			db, dataDir := env.DB, t.TempDir()
+			g := &globalOptions{DataDir: dataDir}
+			serve := func(p *ingest.Pipeline) *http.Server {
+				ln, err := admin.Listen(g.socketPath())
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := &http.Server{Handler: admin.Handler(&admin.Local{DB: db, Pipeline: p}, slog.New(slog.DiscardHandler))}
+				go srv.Serve(ln)
+				return srv
 			}
-			if strings.HasPrefix(r.URL.Path, "/v1/ingest") && int(n.Add(1)) == dropAt { // one input a request, or a batch
-				ln.Close() // the server is gone: no new connections
-				panic(http.ErrAbortHandler)
+			dir := t.TempDir()
+			begin := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -2)
+			const files = 12
+			for i := range files {
+				xml := reportgen.Generate(int64(100+i), 3, reportgen.Options{Domain: "example.com", Begin: begin})
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%02d.xml", i)), xml, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
-			h.ServeHTTP(w, r)
+			args := []string{"--data-dir", dataDir, "import", "--jobs", "1"}
+			if mode == "hand-over" {
+				args = append(args, "--hand-over")
+			}
+			srv := serve(env.Pipeline)
+			code, out, errOut := run(t, nil, append(args, dir)...)
+			srv.Close()
+			if code != 1 || !strings.Contains(errOut, "the server went away after 3 inputs of 12 files were imported") ||
+				!strings.Contains(errOut, "run the same import again") {
+				t.Errorf("import with the server gone: exit %d\n%s%s", code, out, errOut)
+			}
+			if strings.Count(out, "failed       ") != 0 {
+				t.Errorf("a failure line per remaining file:\n%s", out)
+			}
+			srv = serve(runPipelineOn(t, db))
+			defer srv.Close()
+			code, out, errOut = run(t, nil, append(args, "--json", dir)...)
+			var sum imports.Summary
+			if err := json.Unmarshal([]byte(out), &sum); err != nil || code != 0 || sum.Imported+sum.Duplicates != files || sum.Duplicates != 3 {
+				t.Fatalf("re-run: exit %d %v %+v\n%s", code, err, sum, errOut)
+			}
+			org, _ := db.FindOrganization("acme")
+			if _, total, _ := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total != files {
+				t.Errorf("%d reports stored, want %d", total, files)
+			}
 		})
-		go srv.Serve(ln)
-		return srv
-	}
-	dir := t.TempDir()
-	begin := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -2)
-	const files = 12
-	for i := range files {
-		xml := reportgen.Generate(int64(100+i), 3, reportgen.Options{Domain: "example.com", Begin: begin})
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%02d.xml", i)), xml, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := serve(4)
-	code, out, errOut := run(t, nil, "--data-dir", dataDir, "import", "--jobs", "1", dir)
-	srv.Close()
-	if code != 1 || !strings.Contains(errOut, "the server went away after 3 inputs of 12 files were imported") ||
-		!strings.Contains(errOut, "run the same import again") {
-		t.Errorf("import with the server gone: exit %d\n%s%s", code, out, errOut)
-	}
-	if strings.Count(out, "failed       ") != 0 {
-		t.Errorf("a failure line per remaining file:\n%s", out)
-	}
-	srv = serve(0)
-	defer srv.Close()
-	code, out, errOut = run(t, nil, "--data-dir", dataDir, "import", "--json", dir)
-	var sum imports.Summary
-	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != 0 || sum.Imported+sum.Duplicates != files || sum.Duplicates != 3 {
-		t.Fatalf("re-run: exit %d %v %+v\n%s", code, err, sum, errOut)
-	}
-	org, _ := db.FindOrganization("acme")
-	if _, total, _ := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}}); total != files {
-		t.Errorf("%d reports stored, want %d", total, files)
 	}
 }
+
+// logHook is a log handler that calls each with every record, whatever
+// its level, and writes nothing. each may be called concurrently.
+type logHook struct{ each func(slog.Record) }
+
+func (h *logHook) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logHook) Handle(_ context.Context, r slog.Record) error {
+	h.each(r)
+	return nil
+}
+
+func (h *logHook) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h *logHook) WithGroup(string) slog.Handler { return h }

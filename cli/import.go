@@ -15,6 +15,7 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
+	"github.com/dmarcd/dmarcd/internal/duration"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -93,26 +94,53 @@ type importOptions struct {
 	// could read them itself.
 	HandOver bool
 	Geo      geoOptions
-	// Retention and FailureRetention apply when no server runs (a running
-	// server applies its own): reports older are not stored.
-	Retention, FailureRetention time.Duration
+	Ret      retentionOptions
+}
+
+// retentionOptions are the age rule of what import and quarantine retry
+// store: Retention and FailureRetention apply when no server runs (reports
+// older are not stored). A running server applies its own; given
+// (RetentionSet, FailureRetentionSet) and other than the server's, the
+// command is refused.
+type retentionOptions struct {
+	Retention, FailureRetention       time.Duration
+	RetentionSet, FailureRetentionSet bool
+}
+
+// AddFlags adds --retention and --failure-retention.
+func (o *retentionOptions) AddFlags(cmd *cobra.Command) {
+	durationVar(cmd.Flags(), &o.Retention, "retention", worker.DefaultRetention, "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; with a server running, its own applies: another value is refused)")
+	durationVar(cmd.Flags(), &o.FailureRetention, "failure-retention", 90*24*time.Hour, "do not store failure reports that arrived longer ago (0 keeps all; with a server running, its own applies: another value is refused)")
+}
+
+// changed notes which of the flags the command line gave.
+func (o *retentionOptions) changed(cmd *cobra.Command) {
+	o.RetentionSet, o.FailureRetentionSet = cmd.Flags().Changed("retention"), cmd.Flags().Changed("failure-retention")
+}
+
+// apply sets the windows on the pipeline of a command with no server.
+func (o retentionOptions) apply(c *ingest.Config) {
+	c.Retention, c.FailureRetention = o.Retention, o.FailureRetention
 }
 
 func newImportCommand(g *globalOptions) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import [--org ORG] PATH...",
-		Short: "Import DMARC aggregate and failure reports from files, folders and mbox files",
-		Long: `Import DMARC aggregate reports and failure (forensic, RFC 6591 ARF) reports.
-Each PATH is a file or a folder (read
+		Short: "Import DMARC aggregate and failure reports and SMTP TLS reports from files, folders and mbox files",
+		Long: `Import DMARC aggregate reports, failure (forensic, RFC 6591 ARF) reports
+and SMTP TLS reports (RFC 8460). Each PATH is a file or a folder (read
 recursively, in name order; names starting with a dot are skipped, symbolic
 links to folders are not followed). A file may be a report (.xml, .xml.gz,
-.gz, .zip, whatever its name: the content decides), a mail (.eml), or an
-mbox file, which is split into its messages ("From " lines, mboxrd
-quoting undone); each message counts as one input, named FILE#N. A mail
-holding a failure report (an ARF feedback report, or a plain-text failure
-notice) is stored as a failure report of its domain, for plans that
-include them. Progress lines come in the order of the names given.
+.gz, .zip, a TLS report's .json or .json.gz, whatever its name: the content
+decides), a mail (.eml), or an mbox file, which is split into its messages
+("From " lines, mboxrd quoting undone); each message counts as one input,
+named FILE#N. A mail holding a failure report (an ARF feedback report, or a
+plain-text failure notice) is stored as a failure report of its domain, for
+plans that include them. In a folder, files that are plainly no report by
+their names (README, LICENSE, CHANGELOG, *.md, pictures, code) are left
+out with a note, not quarantined; a file named by itself is always read.
+Progress lines come in the order of the names given.
 
 Each report goes to the registered domain of its policy_published domain
 (exact name, then its organizational domain); --org restricts that lookup to
@@ -147,6 +175,7 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ret.changed(cmd)
 			return runImport(cmd.Context(), g, o, args)
 		},
 	}
@@ -154,8 +183,7 @@ when any input failed, 0 otherwise (quarantined inputs are not failures).`,
 	cmd.Flags().IntVar(&o.Jobs, "jobs", imports.DefaultJobs, "inputs in flight at once (each waits for its commit; more share a commit)")
 	cmd.Flags().BoolVar(&o.HandOver, "hand-over", false, "with a server running, open the files here and hand them over open, even when the server could read them itself")
 	o.Geo.AddFlags(cmd, "(only used when no server runs)")
-	durationVar(cmd.Flags(), &o.Retention, "retention", worker.DefaultRetention, "do not store aggregate reports that ended longer ago, as serve's --retention would delete them (0 keeps all; a running server applies its own)")
-	durationVar(cmd.Flags(), &o.FailureRetention, "failure-retention", 90*24*time.Hour, "do not store failure reports that arrived longer ago (0 keeps all; a running server applies its own)")
+	o.Ret.AddFlags(cmd)
 	return cmd
 }
 
@@ -163,13 +191,14 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 	if o.Jobs < 1 || o.Jobs > imports.MaxJobs {
 		return usagef("--jobs must be between 1 and %d", imports.MaxJobs)
 	}
-	svc, done, err := g.openIntakeWith(ctx, o.Geo.config(), func(c *ingest.Config) {
-		c.Retention, c.FailureRetention = o.Retention, o.FailureRetention
-	})
+	svc, done, err := g.openIntakeWith(ctx, o.Geo.config(), o.Ret.apply)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if err := checkServerRetention(ctx, svc, o.Ret); err != nil {
+		return err
+	}
 	orgID := ""
 	if o.Org != "" {
 		org, err := findOrg(ctx, svc, o.Org)
@@ -178,34 +207,36 @@ func runImport(ctx context.Context, g *globalOptions, o importOptions, paths []s
 		}
 		orgID = org.ID
 	}
-	send := func(ctx context.Context, r io.Reader, name string) (*ingest.Result, error) {
-		return svc.Ingest(ctx, r, name, orgID)
-	}
 	pr := newImportProgress(g.stdout, g.JSON)
-	if c, ok := svc.(*admin.Client); ok {
-		// A running server of the same user that sees the same files
-		// reads them itself, as an offline import does; otherwise files
-		// are handed over open, other inputs many to a request, so that
-		// they share its commits as offline.
-		if !o.HandOver {
-			sum, err := c.Import(ctx, orgID, paths, o.Jobs, pr.update)
-			if !errors.Is(err, admin.ErrImportRefused) {
-				return importDone(g, pr, sum, err)
-			}
-		}
-		b := c.NewBatcher(orgID)
-		defer b.Close()
-		send = b.Ingest
-	}
-	sum, err := imports.Run(ctx, paths, imports.Options{
-		Jobs:     o.Jobs,
-		Progress: pr.update,
-		Fatal:    func(err error) bool { return errors.Is(err, admin.ErrServerGone) },
-		Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
-			return send(ctx, r, d.Name)
-		},
-	})
+	sum, err := svc.Import(ctx, admin.ImportRequest{Paths: paths, Org: orgID, Jobs: o.Jobs, HandOver: o.HandOver, Progress: pr.update})
 	return importDone(g, pr, sum, err)
+}
+
+// checkServerRetention refuses an import whose --retention or
+// --failure-retention differs from the running server's, which stores the
+// inputs with its own: the import would otherwise not do what was asked.
+// (With no server, svc's pipeline has the windows given.)
+func checkServerRetention(ctx context.Context, c admin.Service, o retentionOptions) error {
+	if !o.RetentionSet && !o.FailureRetentionSet {
+		return nil
+	}
+	ret, err := c.IngestRetention(ctx)
+	if err != nil {
+		return fmt.Errorf("the running server stores the inputs with its own retention, and did not say which (%w): "+
+			"import without --retention and --failure-retention, or stop the server", err)
+	}
+	for _, f := range []struct {
+		set           bool
+		name          string
+		asked, theirs time.Duration
+	}{{o.RetentionSet, "--retention", o.Retention, ret.Aggregate}, {o.FailureRetentionSet, "--failure-retention", o.FailureRetention, ret.Failure}} {
+		if f.set && f.asked != f.theirs {
+			return usagef("the running server stores the inputs and applies its own %s %s, not %s: "+
+				"import without %s (or with the server's value), or stop the server to import with another",
+				f.name, duration.Format(f.theirs), duration.Format(f.asked), f.name)
+		}
+	}
+	return nil
 }
 
 // importDone shows the end of an import: the summary, and the error that
@@ -309,11 +340,14 @@ func itemLine(it imports.Item) string {
 	if it.Err != nil {
 		return fmt.Sprintf("failed       %s: %s", it.Name, it.Err)
 	}
-	var stored, dups, records int
+	var stored, dups, differ, records int
 	for _, o := range it.Result.Reports {
-		if o.Duplicate {
+		switch {
+		case o.DifferentContent:
+			differ++
+		case o.Duplicate:
 			dups++
-		} else {
+		default:
 			stored++
 			records += o.Records
 		}
@@ -324,6 +358,9 @@ func itemLine(it imports.Item) string {
 	}
 	if dups > 0 {
 		parts = append(parts, plural(dups, "duplicate"))
+	}
+	if differ > 0 {
+		parts = append(parts, plural(differ, "duplicate")+" with different content, not stored")
 	}
 	if it.Result.RecordsSkipped > 0 {
 		parts = append(parts, plural(it.Result.RecordsSkipped, "record")+" skipped")
@@ -341,6 +378,8 @@ func itemLine(it imports.Item) string {
 		return line
 	case stored > 0:
 		return fmt.Sprintf("imported     %s (%s)", it.Name, detail)
+	case differ > 0:
+		return fmt.Sprintf("differs      %s (%s)", it.Name, detail)
 	case dups > 0:
 		return fmt.Sprintf("duplicate    %s (%s)", it.Name, detail)
 	case len(it.Result.Expired) > 0:
@@ -370,6 +409,10 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 	fmt.Fprintf(w, "\nImported %s (%s)%s from %s; %s, %d quarantined, %d failed.\n",
 		plural(s.Imported, "aggregate report"), plural(s.Records, "record"), failures, plural(s.Inputs, "input"),
 		plural(s.Duplicates, "duplicate"), s.Quarantined, s.Failed)
+	if s.DifferentContent > 0 {
+		fmt.Fprintf(w, "Not stored: %s with different content: a report stored before has the same reporter, report id and domain, and other dates, records or messages (the first copy is kept; the log names them).\n",
+			plural(s.DifferentContent, "duplicate"))
+	}
 	if s.Expired > 0 {
 		fmt.Fprintf(w, "Not stored: %s older than the retention window (%s); --retention to keep them (0 keeps all):\n",
 			plural(s.Expired, "report"), s.ExpiredReports[0].Window)
@@ -382,7 +425,11 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 			if x.ReportID != "" {
 				id = " " + x.ReportID
 			}
-			fmt.Fprintf(w, "  %s: %s report%s from %s for %s, %s\n", x.File, x.Kind, id, x.Reporter, x.Domain, x.Date.Format("2006-01-02"))
+			from := "from " + x.Reporter
+			if strings.TrimSpace(x.Reporter) == "" {
+				from = "by an unnamed reporter"
+			}
+			fmt.Fprintf(w, "  %s: %s report%s %s for %s, %s\n", x.File, x.Kind, id, from, x.Domain, x.Date.Format("2006-01-02"))
 		}
 	}
 	if s.RecordsSkipped > 0 {
@@ -396,6 +443,16 @@ func printImportSummary(w io.Writer, s *imports.Summary, listQuarantine bool) {
 		}
 	} else if len(s.Quarantine) > 0 {
 		fmt.Fprintln(w, "Quarantined inputs are kept with their reason: see 'dmarcd quarantine list'.")
+	}
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(w, "Skipped %s that are no report by their names (not read, not quarantined):\n", plural(len(s.Skipped), "file"))
+		for i, sk := range s.Skipped {
+			if i == 20 {
+				fmt.Fprintf(w, "  ... and %d more (--json lists them all)\n", len(s.Skipped)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %s: %s\n", sk.File, sk.Reason)
+		}
 	}
 	if len(s.Failures) > 0 {
 		fmt.Fprintln(w, "\nFailed:")

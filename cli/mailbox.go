@@ -14,7 +14,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/dmarcd/dmarcd/admin"
+	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -76,7 +78,7 @@ API (POST /api/v1/mailboxes with "auth": "oauth2").`,
 	f.StringVar(&o.Security, "security", imapin.SecurityTLS, "tls (implicit, 993), starttls (143) or plain (only with a server run with --imap-allow-plaintext)")
 	f.StringVar(&o.Username, "username", "", "user name to sign in with (required)")
 	f.StringVar(&o.Folder, "folder", "INBOX", "folder the reports arrive in")
-	f.StringVar(&o.Archive, "archive-folder", imapin.DefaultArchiveFolder, `folder mail with reports is moved to once stored ("" leaves it in place)`)
+	f.StringVar(&o.Archive, "archive-folder", app.DefaultArchiveFolder, `folder mail with reports is moved to once stored ("" leaves it in place)`)
 	f.StringVar(&o.PasswordFile, "password-file", "", "file whose first line is the password (default: ask, or read standard input)")
 	o.IMAP.AddFlags(cmd)
 	_ = f.MarkHidden("imap-interval")
@@ -124,7 +126,7 @@ func runMailboxAdd(ctx context.Context, g *globalOptions, stdin io.Reader, o mai
 	if err != nil {
 		return err
 	}
-	spec := imapin.Spec{Host: &o.Host, Security: &o.Security, Username: &o.Username, Folder: &o.Folder,
+	spec := app.MailboxSpec{Host: &o.Host, Security: &o.Security, Username: &o.Username, Folder: &o.Folder,
 		ArchiveFolder: &o.Archive, Password: &pass}
 	if o.Port != 0 {
 		spec.Port = &o.Port
@@ -279,11 +281,11 @@ func (g *globalOptions) openMailboxes(ctx context.Context, o imapOptions) (admin
 	}
 	opts := &imapin.Options{AllowPrivate: o.AllowPrivate, AllowPlaintext: o.AllowPlaintext, Timeout: 30 * time.Second}
 	if o.CAFile != "" {
-		if opts.RootCAs, err = imapin.LoadCAFile(o.CAFile); err != nil {
+		if opts.RootCAs, err = egress.LoadCAFile(o.CAFile); err != nil {
 			db.Close()
 			return nil, nil, usagef("--imap-ca-file: %v", err)
 		}
 	}
-	svc := &imapin.Service{DB: db, Box: box, Options: opts}
-	return &admin.Local{DB: db, Mailboxes: svc}, func() { db.Close() }, nil
+	a := app.New(app.Config{Store: db, Mailboxes: &imapin.Intake{DB: db, Box: box, Options: opts}})
+	return &admin.Local{DB: db, App: a}, func() { db.Close() }, nil
 }

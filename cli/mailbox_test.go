@@ -17,7 +17,7 @@ import (
 func runStdin(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Execute(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code := execute(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -48,7 +49,7 @@ func newOrgCreateCommand(g *globalOptions) *cobra.Command {
 			return runOrgCreate(cmd.Context(), g, o, args[0])
 		},
 	}
-	cmd.Flags().StringVar(&o.Plan, "plan", string(store.PlanUnlimited), "plan: starter, business or unlimited (without it: unlimited, and the output says so)")
+	cmd.Flags().StringVar(&o.Plan, "plan", string(app.DefaultPlan), "plan: starter, business or unlimited (without it: unlimited, and the output says so)")
 	return cmd
 }
 
@@ -72,7 +73,7 @@ func runOrgCreate(ctx context.Context, g *globalOptions, o orgCreateOptions, nam
 	fmt.Fprintf(g.stdout, "Created organization %q (id %s, plan %s).\n", org.Name, org.ID, org.Plan)
 	if !o.planGiven {
 		fmt.Fprintf(g.stdout, "No --plan given: chose %s (%s). Change it with: %s org set-plan %s PLAN\n",
-			org.Plan, planSummary(org.Plan), commandName(), shellQuote(org.Name))
+			org.Plan, app.PlanSummary(org.Plan), commandName(), shellQuote(org.Name))
 	}
 	fmt.Fprintf(g.stdout, "Create its first API key with:\n  %s keys create --org %s --name NAME\n", commandName(), shellQuote(org.Name))
 	return nil

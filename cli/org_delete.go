@@ -12,20 +12,6 @@ import (
 	"github.com/dmarcd/dmarcd/store"
 )
 
-// planSummary says in a few words what a plan allows.
-func planSummary(p store.Plan) string {
-	l := p.Limits()
-	domains := fmt.Sprintf("%d domains", l.MaxDomains)
-	if l.MaxDomains < 0 {
-		domains = "no domain limit"
-	}
-	failures := "no failure reports"
-	if l.FailureReports {
-		failures = "failure reports"
-	}
-	return fmt.Sprintf("%s, %s, up to %d webhooks", domains, failures, l.MaxWebhooks)
-}
-
 func newOrgRenameCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rename ORG NEW_NAME",

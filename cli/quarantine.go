@@ -3,13 +3,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -159,20 +162,42 @@ func runQuarantineShow(ctx context.Context, g *globalOptions, o quarantineShowOp
 	case g.JSON:
 		return printJSON(g.stdout, e)
 	case o.Raw:
-		printEntry(g.stderr, e)
+		printEntry(g.stderr, e, orgName(ctx, svc, e.OrgID))
 		_, err := svc.QuarantineRaw(ctx, id, g.stdout)
 		return err
 	}
-	printEntry(g.stdout, e)
+	printEntry(g.stdout, e, orgName(ctx, svc, e.OrgID))
 	return nil
 }
 
-func printEntry(w io.Writer, e *store.QuarantineEntry) {
+// orgName is the name of organization id as the entry's owner is shown,
+// "" when there is none or it cannot be read (the id is shown alone).
+func orgName(ctx context.Context, svc admin.Service, id string) string {
+	if id == "" {
+		return ""
+	}
+	orgs, err := svc.ListOrganizations(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, o := range orgs {
+		if o.ID == id {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// printEntry prints e, and its organization's name when known.
+func printEntry(w io.Writer, e *store.QuarantineEntry, org string) {
 	fmt.Fprintf(w, "ID:           %s\n", e.ID)
 	fmt.Fprintf(w, "Received:     %s\n", e.ReceivedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "Source:       %s\n", e.Source)
 	fmt.Fprintf(w, "Name:         %s\n", oneLine(e.Name, 1000))
-	if e.OrgID != "" {
+	switch {
+	case e.OrgID != "" && org != "":
+		fmt.Fprintf(w, "Organization: %s (%s)\n", oneLine(org, 200), e.OrgID)
+	case e.OrgID != "":
 		fmt.Fprintf(w, "Organization: %s\n", e.OrgID)
 	}
 	fmt.Fprintf(w, "Size:         %d bytes\n", e.Size)
@@ -185,25 +210,155 @@ func printEntry(w io.Writer, e *store.QuarantineEntry) {
 
 func newQuarantineRetryCommand(g *globalOptions) *cobra.Command {
 	var geoOpts geoOptions
+	var ret retentionOptions
+	var all bool
 	cmd := &cobra.Command{
-		Use:   "retry ID",
-		Short: "Ingest a quarantine entry again; it is removed once it yields a report",
+		Use:   "retry ID | --all",
+		Short: "Ingest quarantine entries again; each is removed once it yields a report",
 		Long: `Run the bytes kept for an entry through the ingest pipeline again, for
 example after registering the domain its report is for. When they now yield
 a report, it is stored (or found a duplicate) and the entry is removed;
-otherwise the entry stays, with the new reason and one more retry counted.`,
-		Example: "  dmarcd quarantine retry 01jd2m...",
-		Args:    exactArgs(1, "the entry ID"),
+otherwise the entry stays, with the new reason and one more retry counted.
+A report older than the retention window is not stored: its entry stays,
+saying so.
+
+With --all every entry is retried, oldest first, one line each, then a
+count of those removed and those that stay. Exit codes: for one ID, 1 when
+the entry stays; with --all, 1 only when a retry failed (entries that stay
+are no failure).`,
+		Example: "  dmarcd quarantine retry 01jd2m...\n  dmarcd quarantine retry --all",
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case all && len(args) > 0:
+				return usagef("give an entry ID or --all, not both")
+			case !all && len(args) != 1:
+				return usagef("expected the entry ID, or --all")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runQuarantineRetry(cmd.Context(), g, geoOpts, args[0])
+			ret.changed(cmd)
+			if all {
+				return runQuarantineRetryAll(cmd.Context(), g, geoOpts, ret)
+			}
+			return runQuarantineRetry(cmd.Context(), g, geoOpts, ret, args[0])
 		},
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "retry every entry")
 	geoOpts.AddFlags(cmd, "(only used when no server runs)")
+	ret.AddFlags(cmd)
 	return cmd
 }
 
-func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOptions, id string) error {
-	svc, done, err := g.openIntake(ctx, geoOpts.config())
+// openRetrying opens the intake for retries with the retention windows of
+// ret (a running server's own; another value given is refused).
+func (g *globalOptions) openRetrying(ctx context.Context, geoOpts geoOptions, ret retentionOptions) (admin.Service, func(), error) {
+	svc, done, err := g.openIntakeWith(ctx, geoOpts.config(), ret.apply)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkServerRetention(ctx, svc, ret); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return svc, done, nil
+}
+
+// runQuarantineRetryAll retries every entry: their ids are listed first,
+// since each retry that stores its report removes its entry.
+func runQuarantineRetryAll(ctx context.Context, g *globalOptions, geoOpts geoOptions, ret retentionOptions) error {
+	svc, done, err := g.openRetrying(ctx, geoOpts, ret)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var ids []string
+	for page := 1; ; page++ {
+		entries, total, err := svc.ListQuarantine(ctx, store.Page{Page: page, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			ids = append(ids, e.ID)
+		}
+		if len(entries) == 0 || len(ids) >= total {
+			break
+		}
+	}
+	slices.Reverse(ids) // oldest first
+	type outcome struct {
+		ID     string         `json:"id"`
+		Result *ingest.Result `json:"result,omitempty"`
+		Error  string         `json:"error,omitempty"`
+	}
+	var outs []outcome
+	removed, stayed, failed := 0, 0, 0
+	for _, id := range ids {
+		res, err := svc.RetryQuarantine(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // deleted meanwhile
+		case err != nil:
+			if ctx.Err() != nil {
+				return err
+			}
+			failed++
+			outs = append(outs, outcome{ID: id, Error: err.Error()})
+			if !g.JSON {
+				fmt.Fprintf(g.stdout, "failed       %s: %v\n", id, err)
+			}
+			continue
+		}
+		outs = append(outs, outcome{ID: id, Result: res})
+		if res.Quarantined != "" {
+			stayed++
+		} else {
+			removed++
+		}
+		if !g.JSON {
+			fmt.Fprintln(g.stdout, retryLine(id, res))
+		}
+	}
+	if g.JSON {
+		if outs == nil {
+			outs = []outcome{}
+		}
+		if err := printJSON(g.stdout, map[string]any{"retried": outs, "removed": removed, "stayed": stayed, "failed": failed}); err != nil {
+			return err
+		}
+	} else {
+		n := removed + stayed + failed
+		what := "entries"
+		if n == 1 {
+			what = "entry"
+		}
+		fmt.Fprintf(g.stdout, "\nRetried %d %s: %d removed (their reports stored or already there), %d stay quarantined, %d failed.\n",
+			n, what, removed, stayed, failed)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d retries failed", failed, removed+stayed+failed)
+	}
+	return nil
+}
+
+// retryLine is the line of one entry retried by --all.
+func retryLine(id string, res *ingest.Result) string {
+	if res.Quarantined != "" {
+		return fmt.Sprintf("stays        %s: %s", id, oneLine(res.Reason, 300))
+	}
+	stored, dups := 0, 0
+	for _, o := range res.Reports {
+		if o.Duplicate {
+			dups++
+		} else {
+			stored++
+		}
+	}
+	return fmt.Sprintf("removed      %s (%d stored, %d already there)", id, stored, dups)
+}
+
+func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOptions, ret retentionOptions, id string) error {
+	svc, done, err := g.openRetrying(ctx, geoOpts, ret)
 	if err != nil {
 		return err
 	}
@@ -219,7 +374,9 @@ func runQuarantineRetry(ctx context.Context, g *globalOptions, geoOpts geoOption
 		return stillQuarantined(id, res)
 	}
 	for _, o := range res.Reports {
-		if o.Duplicate {
+		if o.DifferentContent {
+			fmt.Fprintf(g.stdout, "Duplicate with different content of report %s (%s): the same reporter, report id and domain, other dates, records or messages; not stored, the first copy is kept.\n", o.ReportID, o.Domain)
+		} else if o.Duplicate {
 			fmt.Fprintf(g.stdout, "Duplicate of report %s (%s), not stored again.\n", o.ReportID, o.Domain)
 		} else {
 			fmt.Fprintf(g.stdout, "Stored report %s for %s (%s).\n", o.ReportID, o.Domain, plural(o.Records, "record"))

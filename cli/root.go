@@ -5,7 +5,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,19 +46,27 @@ type usageError struct{ error }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-// Execute runs the command line args and returns the process exit code.
-func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globalOptions{stdout: stdout, stderr: stderr}
-	root := newRootCommand(g)
-	root.SetArgs(args)
+// NewRootCommand returns the dmarcd command, every subcommand added, reading
+// stdin and writing to stdout and stderr. Run it with ExecuteContext (after
+// SetArgs) and turn its error into the process exit code with ExitCode.
+func NewRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := newRootCommand(&globalOptions{stdout: stdout, stderr: stderr})
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	return root
+}
+
+// ExitCode reports err, the error of running root (NewRootCommand), on
+// root's error output, as JSON when --json was given, and returns the
+// process exit code: ExitOK for nil, ExitUsage for a command called
+// wrongly, ExitError otherwise.
+func ExitCode(root *cobra.Command, err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	if g.JSON {
+	stderr := root.ErrOrStderr()
+	if jsonOut, _ := root.PersistentFlags().GetBool("json"); jsonOut {
 		msg, _ := json.Marshal(map[string]string{"error": err.Error()})
 		fmt.Fprintln(stderr, string(msg))
 	} else {
@@ -135,10 +142,13 @@ func newRootCommand(g *globalOptions) *cobra.Command {
 		Use:   "dmarcd",
 		Short: "Self-hosted DMARC monitoring: report intake, statistics, alerts and a REST API",
 		Long: `dmarcd receives DMARC aggregate and failure reports by mail, stores them in
-one embedded database file, and serves them through an API-key REST API.
+one embedded database file, and serves them through a web interface and an
+API-key REST API.
 
 Start the service with 'dmarcd serve'. On first start it creates the
-organization "default" and prints its first API key. Administer
+organization "default" and prints its first API key: open the web interface
+at http://127.0.0.1:8080/ (the --listen address) and sign in with that key.
+Add the domains to monitor with 'dmarcd domain add', and administer
 organizations and keys with 'dmarcd org' and 'dmarcd keys': while a server
 runs these commands go through its admin socket (<data-dir>/dmarcd.sock),
 otherwise they open the database file directly.
@@ -167,6 +177,7 @@ Exit codes:
 		newServeCommand(g),
 		newOrgCommand(g),
 		newKeysCommand(g),
+		newDomainCommand(g),
 		newImportCommand(g),
 		newQuarantineCommand(g),
 		newCheckDMARCCommand(g),

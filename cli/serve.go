@@ -13,7 +13,7 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
-	"github.com/dmarcd/dmarcd/internal/demo"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/worker"
 )
@@ -72,6 +72,11 @@ type serveOptions struct {
 	// TLSRPTRateLimit is the TLS report POSTs allowed per minute per
 	// client address.
 	TLSRPTRateLimit int
+	// TrustedProxies are the reverse proxies (CIDRs or addresses) whose
+	// X-Forwarded-For gives the client address; proxies is them parsed
+	// (by validate).
+	TrustedProxies []string
+	proxies        *clientaddr.Proxies
 	// IMAP are the mailbox intake settings (--imap-*).
 	IMAP imapOptions
 }
@@ -118,19 +123,22 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.StringVar(&o.PublicURL, "public-url", "", "URL people and reporters reach dmarcd by (scheme included, e.g. https://dmarc.example.net): the web interface's Secure cookie and Origin check, and POST /tlsrpt/<local part> for TLS reports (default: the request's host; no TLS report POSTs)")
 	f.IntVar(&o.TLSRPTRateLimit, "tlsrpt-rate-limit", tlshttps.DefaultRateLimit, "TLS report POSTs per minute allowed per client address")
-	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demo.Domain+" (organization default) at start")
+	f.StringSliceVar(&o.TrustedProxies, "trusted-proxy", nil, "reverse proxy address or CIDR whose X-Forwarded-For names the client, repeatable (e.g. 127.0.0.1): the per-address limits and the sign-in log then see the client, not the proxy (default: none; the header is ignored)")
+	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demoDomain+" (organization default) at start")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the dmarcd service: REST API, SMTP listener, admin socket and scheduler",
-		Long: `Run dmarcd: the REST API on --listen, the SMTP listener receiving reports on
---smtp-listen, the admin socket <data-dir>/dmarcd.sock (mode 0600, used by
-the other commands while the server runs) and the scheduler. It stops
-gracefully on SIGINT or SIGTERM, and reloads the --geoip-* databases on
-SIGHUP (a file that fails to load leaves the old one in use).
+		Short: "Run the dmarcd service: web interface, REST API, SMTP listener, admin socket and scheduler",
+		Long: `Run dmarcd: the web interface and the REST API on --listen (open
+http://127.0.0.1:8080/ in a browser and sign in with an API key; the API is
+under /api/v1/), the SMTP listener receiving reports on --smtp-listen, the
+admin socket <data-dir>/dmarcd.sock (mode 0600, used by the other commands
+while the server runs) and the scheduler. It stops gracefully on SIGINT or
+SIGTERM, and reloads the --geoip-* databases on SIGHUP (a file that fails
+to load leaves the old one in use).
 
 The SMTP listener accepts mail only for the reporting addresses of
 registered domains (550 5.1.1 otherwise, before the message is sent),
@@ -140,8 +148,10 @@ fails the sender gets 451 4.3.0 and retries later. STARTTLS is offered
 with --smtp-tls-cert and --smtp-tls-key.
 
 On an empty database it creates the organization "default" (plan
-unlimited) and one API key with full scope, and prints that key once.
---demo also registers the domain ` + demo.Domain + ` in "default" and loads
+unlimited) and one API key with full scope, and prints that key once with
+the web interface's address (on no terminal, the key goes to
+<data-dir>/bootstrap-key instead).
+--demo also registers the domain ` + demoDomain + ` in "default" and loads
 two weeks of sample reports for it (again on each start: reports already
 there are recognized as duplicates and not stored twice).
 
@@ -153,7 +163,10 @@ A flag given on the command line wins over the environment.
 Endpoints without a key: /healthz (up), /readyz (database open and
 listeners serving), /metrics (Prometheus) and /api/v1/openapi.json.`,
 		Example: `  dmarcd serve --demo
-  dmarcd serve --data-dir /var/lib/dmarcd --listen 0.0.0.0:8080 --reporting-domain reports.example.net \
+  # Behind a TLS reverse proxy on this host: the web interface and API stay
+  # on loopback, SMTP receives reports from the Internet.
+  dmarcd serve --data-dir /var/lib/dmarcd --reporting-domain reports.example.net \
+      --listen 127.0.0.1:8080 --public-url https://dmarc.example.net --trusted-proxy 127.0.0.1 \
       --smtp-listen 0.0.0.0:25 --geoip-city GeoLite2-City.mmdb --geoip-asn GeoLite2-ASN.mmdb
   DMARCD_LOG_FORMAT=json dmarcd serve`,
 		Args: exactArgs(0, "no arguments"),
@@ -194,6 +207,11 @@ func (o *serveOptions) validate() error {
 	case o.TLSRPTRateLimit < 1:
 		return usagef("--tlsrpt-rate-limit must be at least 1")
 	}
+	proxies, err := clientaddr.ParseProxies(o.TrustedProxies)
+	if err != nil {
+		return usagef("--trusted-proxy: %v", err)
+	}
+	o.proxies = proxies
 	return o.checkPublicURL()
 }
 

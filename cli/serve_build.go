@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/geo"
@@ -23,6 +24,7 @@ import (
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -39,34 +41,40 @@ type server struct {
 	log *slog.Logger
 
 	reportingDomain string
-	smtpTLS         bool // STARTTLS is offered
+	smtpTLS         *tls.Config // nil: no STARTTLS
 	geo             *geo.DB
 	db              *store.DB
+	reg             *metrics.Registry
 	resolver        *dnscheck.Resolver
+	dns             *dnscheck.Checker
 	hooks           *webhook.Client
-	api             *httpapi.Server
+	hookPolicy      egress.Policy
+	views           *senders.Views
 	pipeline        *ingest.Pipeline
+	imap            *imapIntake
+	tlsReports      http.Handler // nil without --public-url
 	smtp            *smtp.Server
-	apiSrv          *http.Server
+	app             *app.App
+	api             *httpapi.Server
+	apiSrv          *http.Server // the API and the web interface
 	adminSrv        *http.Server
 	sched           *worker.Scheduler
 	rdns            *senders.RDNSJob
-	views           *senders.Views
 	senderWatch     *worker.SenderWatch // new_sender and policy_ready
-	imap            *imapIntake
 	lns             *listeners
+	firstKey        *firstKey // created on an empty database, announced by run
 
 	// ready is what /readyz reports: set once everything serves, cleared
 	// when shutdown begins.
 	ready atomic.Bool
 }
 
-// newServer checks the options and builds every component of serve, each
-// after those it needs: the store, DNS and webhook clients, the API, the
-// pipeline and the SMTP server, the admin socket's server, the scheduler
-// and its jobs, and last the listeners. It creates the first organization
-// and key on an empty database, but starts nothing (see run). On error it
-// releases what it had acquired; usage errors name the flag.
+// newServer checks the options and builds every component of serve in
+// steps, each after those it needs: the store, the outbound clients, the
+// intake, the application layer, HTTP, the jobs, and last the listeners.
+// It creates the first organization and key on an empty database, but
+// starts nothing (see run). On error it releases what it had acquired;
+// usage errors name the flag.
 func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	log, err := newLogger(g.stderr, o.LogFormat, o.LogLevel)
 	if err != nil {
@@ -84,106 +92,91 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 	if s.reportingDomain, err = resolveReportingDomain(o.ReportingDomain, log); err != nil {
 		return nil, err
 	}
-	tlsCfg, err := o.smtpTLS()
-	if err != nil {
+	if s.smtpTLS, err = o.smtpTLS(); err != nil {
 		return nil, err
 	}
-	s.smtpTLS = tlsCfg != nil
-	if s.geo, err = geo.Open(o.Geo.config()); err != nil {
-		return nil, fmt.Errorf("geolocation database: %w", err)
+	for _, step := range []func() error{s.openStore, s.openClients, s.buildIntake, s.buildSMTP,
+		s.buildApp, s.buildHTTP, s.buildJobs, s.listen} {
+		if err = step(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// openStore opens what serve keeps: the geolocation databases and the
+// database in the data directory (whose never verified domains follow
+// --reporting-domain), with the metrics registry and the alert rules.
+func (s *server) openStore() (err error) {
+	g := s.g
+	if s.geo, err = geo.Open(s.o.Geo.config()); err != nil {
+		return fmt.Errorf("geolocation database: %w", err)
 	}
 	if err := os.MkdirAll(g.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the data directory: %w", err)
+		return fmt.Errorf("creating the data directory: %w", err)
 	}
-	db, err := store.Open(g.dbPath(), &store.Options{Timeout: time.Second})
+	s.db, err = store.Open(g.dbPath(), &store.Options{Timeout: time.Second})
 	if errors.Is(err, store.ErrLocked) {
-		return nil, fmt.Errorf("another process (probably another 'dmarcd serve') holds %s; stop it or choose another --data-dir", g.dbPath())
+		return fmt.Errorf("another process (probably another 'dmarcd serve') holds %s; stop it or choose another --data-dir", g.dbPath())
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.db = db
-	if err := rehomeUnverified(db, s.reportingDomain, log); err != nil {
-		return nil, err
+	if err := rehomeUnverified(s.db, s.reportingDomain, s.log); err != nil {
+		return err
 	}
+	s.reg = metrics.NewRegistry()
+	registerBuildInfo(s.reg)
+	registerDedupFilter(s.reg, s.db)
+	return setAlertRules(s.db, s.o.Alerts, s.reg)
+}
 
+// openClients builds what serve asks the network with: the DNS resolver
+// and checker, the webhook client under its address policy, and the
+// sender views (SPF evaluated through the resolver).
+func (s *server) openClients() (err error) {
+	o := s.o
 	if s.resolver, err = dnscheck.NewResolver(dnscheck.Config{Servers: o.DNSServers, Timeout: o.DNSTimeout}); err != nil {
-		return nil, err
+		return err
 	}
-	hooks, hookPolicy, err := o.Webhooks.client(s.resolver, log)
-	if err != nil {
-		return nil, err
-	}
-	s.hooks = hooks
-	reg := metrics.NewRegistry()
-	registerBuildInfo(reg)
-	registerDedupFilter(reg, db)
-	if err := setAlertRules(db, o.Alerts, reg); err != nil {
-		return nil, err
-	}
-	if s.pipeline, err = ingest.New(ingest.Config{Store: db, Geo: s.geo, Logger: log, Metrics: reg, Now: time.Now,
-		Retention: o.Retention, FailureRetention: o.FailureRetention,
-		QuarantineTotalBytes: o.QuarantineMaxBytes}); err != nil {
-		return nil, err
+	s.dns = &dnscheck.Checker{Resolver: s.resolver}
+	if s.hooks, s.hookPolicy, err = o.Webhooks.client(s.resolver, s.log); err != nil {
+		return err
 	}
 	known := senders.DefaultKnownSenders()
 	if o.Senders.SenderMap != "" {
 		if known, err = known.WithFile(o.Senders.SenderMap); err != nil {
-			return nil, usageError{fmt.Errorf("--sender-map: %w", err)}
+			return usageError{fmt.Errorf("--sender-map: %w", err)}
 		}
 	}
-	if s.imap, err = newIMAPIntake(o.IMAP, g.DataDir, db, s.resolver, log, reg); err != nil {
-		return nil, err
+	s.views = &senders.Views{DB: s.db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0), DMARC: s.resolver}
+	return nil
+}
+
+// buildIntake builds the ingest pipeline and the ways into it besides
+// SMTP: the IMAP mailboxes and, with --public-url, TLS reports over HTTPS.
+func (s *server) buildIntake() (err error) {
+	o, log := s.o, s.log
+	if s.pipeline, err = ingest.New(ingest.Config{Store: s.db, Geo: s.geo, Logger: log, Metrics: s.reg, Now: time.Now,
+		Retention: o.Retention, FailureRetention: o.FailureRetention,
+		QuarantineTotalBytes: o.QuarantineMaxBytes}); err != nil {
+		return err
 	}
-	s.views = &senders.Views{DB: db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0), DMARC: s.resolver}
-	s.senderWatch = &worker.SenderWatch{Store: db, Views: s.views, Log: log}
-	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate, Resolved: s.senderWatch.Resolved})
-	// TLS reports over HTTPS (--public-url) reach the pipeline, made below.
-	var tlsReports http.Handler
-	if o.PublicURL != "" {
-		if tlsReports, err = tlshttps.New(tlshttps.Config{
-			Ingest: func(ctx context.Context, r io.Reader, d ingest.Arrival) (*ingest.Result, error) {
-				return s.pipeline.Ingest(ctx, r, d)
-			},
-			Store: db, ReportingDomain: s.reportingDomain, RateLimit: o.TLSRPTRateLimit, Logger: log,
-		}); err != nil {
-			return nil, err
-		}
+	if s.imap, err = newIMAPIntake(o.IMAP, s.g.DataDir, s.db, s.resolver, log, s.reg); err != nil {
+		return err
 	}
-	views := s.views
-	s.api = httpapi.New(httpapi.Config{
-		Senders:         views,
-		Store:           db,
-		Quarantine:      s.pipeline,
-		DNS:             &dnscheck.Checker{Resolver: s.resolver},
-		ReportingDomain: s.reportingDomain,
-		RateLimit:       o.RateLimit,
-		Logger:          log,
-		Metrics:         reg,
-		Version:         version(),
-		WebhookClient:   hooks,
-		WebhookResolver: s.resolver,
-		WebhookPolicy:   hookPolicy,
-		Mailboxes:       s.imap.svc,
-		// MTA-STS policy files are fetched under the webhook address policy.
-		TLS:        &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: hooks.WithTimeout(dnscheck.MTASTSBudget)},
-		TLSReports: tlsReports,
-		PublicURL:  o.PublicURL,
-		Ready: func() error {
-			if !s.ready.Load() {
-				return errors.New("starting")
-			}
-			return nil
-		},
-	})
-	ui, err := web.New(web.Config{Store: db, DNS: &dnscheck.Checker{Resolver: s.resolver}, ReportingDomain: s.reportingDomain,
-		PublicURL: o.PublicURL, Limiter: s.api, Webhooks: s.api, Domains: s.api, Logger: log, Senders: views,
-		Mailboxes: s.imap.svc, GeoIPCity: o.Geo.City != "", GeoIPASN: o.Geo.ASN != ""})
-	if err != nil {
-		return nil, err
+	s.imap.attach(imapin.PipelineSink{Pipeline: s.pipeline, Metrics: s.imap.in.Metrics}, o.IMAP.Interval)
+	if o.PublicURL == "" {
+		return nil
 	}
-	s.api.MountUI(ui)
-	s.imap.attach(imapin.PipelineSink{Pipeline: s.pipeline, Metrics: s.imap.svc.Metrics}, o.IMAP.Interval)
+	s.tlsReports, err = tlshttps.New(tlshttps.Config{Ingest: s.pipeline.Ingest, Store: s.db,
+		ReportingDomain: s.reportingDomain, RateLimit: o.TLSRPTRateLimit, Logger: log})
+	return err
+}
+
+// buildSMTP builds the SMTP server that hands mail to the pipeline.
+func (s *server) buildSMTP() (err error) {
+	o := s.o
 	hostname := o.SMTPHostname
 	if hostname == "" {
 		hostname = s.reportingDomain
@@ -197,15 +190,58 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		CommandTimeout: o.SMTPCommandTimeout,
 		ReadTimeout:    o.SMTPReadTimeout,
 		WriteTimeout:   o.SMTPWriteTimeout,
-		TLS:            tlsCfg,
-		Logger:         log,
-		Metrics:        reg,
+		TLS:            s.smtpTLS,
+		Logger:         s.log,
+		Metrics:        s.reg,
 	})
+	return err
+}
+
+// buildApp builds the application layer: the operations the API, the web
+// interface and the admin socket run, over the store, the outbound
+// clients and the intake.
+func (s *server) buildApp() error {
+	// MTA-STS policy files (check-tls) are fetched under the webhook
+	// address policy (--webhook-allow-private, --webhook-ca-file).
+	fetcher := egress.NewClient(s.resolver, s.hookPolicy).WithTimeout(dnscheck.MTASTSBudget)
+	s.app = app.New(app.Config{
+		Store:           s.db,
+		DNS:             s.dns,
+		Published:       s.views,
+		TLS:             &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: fetcher},
+		ReportingDomain: s.reportingDomain,
+		PublicURL:       s.o.PublicURL,
+		WebhookClient:   s.hooks,
+		WebhookResolver: s.resolver,
+		WebhookPolicy:   s.hookPolicy,
+		Mailboxes:       s.imap.in,
+		Quarantine:      s.pipeline,
+		Logger:          s.log,
+	})
+	return nil
+}
+
+// buildHTTP builds the API and the web interface side by side on one mux
+// (the server of --listen), and the admin socket's server.
+func (s *server) buildHTTP() error {
+	o, log := s.o, s.log
+	s.api = httpapi.New(httpapi.Config{App: s.app, Store: s.db, Senders: s.views, RateLimit: o.RateLimit,
+		Logger: log, Metrics: s.reg, Version: version(), TLSReports: s.tlsReports, Ready: s.readiness})
+	ui, err := web.New(web.Config{App: s.app, Store: s.db, DNS: s.dns, PublicURL: o.PublicURL, Logger: log, Senders: s.views,
+		GeoIPCity: o.Geo.City != "", GeoIPASN: o.Geo.ASN != ""})
 	if err != nil {
-		return nil, err
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", s.api.Observe("ui", ui)) // logged and counted as the API's requests are
+	for _, p := range s.api.Paths() {
+		mux.Handle(p, s.api)
 	}
 	s.apiSrv = &http.Server{
-		Handler:           s.api,
+		// Every per-address limit and log line of the API and the web
+		// interface reads the client address computed here
+		// (--trusted-proxy).
+		Handler:           o.proxies.Wrap(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -214,20 +250,28 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: db, FlushKeyUsage: s.api.FlushKeyUsage, Pipeline: s.pipeline, Mailboxes: s.imap.svc, Views: views}, log),
+		Handler:           admin.Handler(&admin.Local{DB: s.db, App: s.app, Pipeline: s.pipeline, Views: s.views}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	if s.sched, err = s.scheduleJobs(reg); err != nil {
-		return nil, err
-	}
+	return nil
+}
 
-	if s.lns, err = listen(g, o); err != nil {
-		return nil, err
+// readiness is /readyz: ready once everything serves, until shutdown.
+func (s *server) readiness() error {
+	if !s.ready.Load() {
+		return errors.New("starting")
 	}
-	if err := bootstrap(db, g, s.lns.api.Addr().String(), log); err != nil {
-		return nil, err
+	return nil
+}
+
+// listen opens the sockets and, on an empty database, creates the first
+// organization and key; run announces it once the server is up.
+func (s *server) listen() (err error) {
+	if s.lns, err = listen(s.g, s.o); err != nil {
+		return err
 	}
-	return s, nil
+	s.firstKey, err = bootstrap(s.db, s.g, s.log)
+	return err
 }
 
 // close releases what newServer acquired: the listeners (closed already
@@ -275,12 +319,33 @@ func setAlertRules(db *store.DB, rules alert.Rules, reg *metrics.Registry) error
 	return nil
 }
 
-// scheduleJobs returns the scheduler with every job of serve: re-verification,
-// DNS change detection, retention, webhook deliveries, the sender alerts and the flush of API
-// key usage, and the metrics of every job's runs.
-func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) {
+// buildJobs builds the scheduler with every periodic job of serve (all of
+// them package worker's), and the reverse DNS job, which runs on its own.
+func (s *server) buildJobs() error {
 	o, db, log := s.o, s.db, s.log
-	sched := worker.New(log, nil)
+	s.sched = worker.New(log, nil)
+	observeJobs(s.sched, s.reg)
+	s.senderWatch = &worker.SenderWatch{Store: db, Views: s.views, Log: log}
+	s.rdns = senders.NewRDNSJob(db, s.resolver, senders.RDNSConfig{Rate: o.Senders.RDNSRate, Resolved: s.senderWatch.Resolved})
+	reverify := &worker.Reverify{Store: db, Checker: s.dns, Log: log}
+	s.sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
+	s.sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
+	s.sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
+		QuarantineRetention: o.QuarantineRetention, Log: log}).Job())
+	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
+		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg})
+	if err != nil {
+		return err
+	}
+	s.sched.Add(worker.Job{Name: "webhook-deliveries", Every: worker.DefaultDeliverEvery, AtStart: true, Run: deliverer.DeliverDue})
+	s.sched.Add(s.senderWatch.Job())
+	s.sched.Add((&worker.SessionSweep{Store: db}).Job())
+	s.sched.Add((&worker.KeyUsage{Keys: s.app}).Job())
+	return nil
+}
+
+// observeJobs counts and times every run of the scheduler's jobs.
+func observeJobs(sched *worker.Scheduler, reg *metrics.Registry) {
 	runs := reg.Counter("dmarcd_scheduler_job_runs_total", "Runs of scheduler jobs, by job.", "job")
 	failures := reg.Counter("dmarcd_scheduler_job_failures_total", "Runs of scheduler jobs that failed (or panicked), by job.", "job")
 	took := reg.Histogram("dmarcd_scheduler_job_duration_seconds", "Duration of scheduler job runs in seconds, by job.",
@@ -292,29 +357,12 @@ func (s *server) scheduleJobs(reg *metrics.Registry) (*worker.Scheduler, error) 
 			failures.With(job).Inc()
 		}
 	})
-	reverify := &worker.Reverify{Store: db, Checker: &dnscheck.Checker{Resolver: s.resolver}, Log: log}
-	sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
-	sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
-	sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
-		QuarantineRetention: o.QuarantineRetention, Log: log}).Job())
-	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
-		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: reg})
-	if err != nil {
-		return nil, err
-	}
-	sched.Add(worker.Job{Name: "webhook-deliveries", Every: worker.DefaultDeliverEvery, AtStart: true, Run: deliverer.DeliverDue})
-	sched.Add(s.senderWatch.Job())
-	sched.Add(worker.Job{Name: "session-sweep", Every: time.Hour, Run: func(_ context.Context, now time.Time) error { _, err := db.SweepSessions(now); return err }})
-	sched.Add(worker.Job{Name: "flush-key-usage", Every: time.Minute, Run: func(context.Context, time.Time) error {
-		return s.api.FlushKeyUsage()
-	}})
-	return sched, nil
 }
 
 // client builds the webhook client: it resolves with the server's DNS
 // servers and refuses non-public addresses unless AllowPrivate.
-func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, webhook.Policy, error) {
-	p := webhook.Policy{AllowPrivate: o.AllowPrivate}
+func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (*webhook.Client, egress.Policy, error) {
+	p := egress.Policy{AllowPrivate: o.AllowPrivate}
 	if o.Concurrency < 1 {
 		return nil, p, usagef("--webhook-concurrency must be at least 1")
 	}
@@ -324,7 +372,7 @@ func (o *webhookOptions) client(resolver *dnscheck.Resolver, log *slog.Logger) (
 		}
 	}
 	if o.CAFile != "" {
-		pool, err := webhook.LoadCAFile(o.CAFile)
+		pool, err := egress.LoadCAFile(o.CAFile)
 		if err != nil {
 			return nil, p, usagef("--webhook-ca-file: %v", err)
 		}

@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/cobra"
 )
 
 // TestFailureRetentionAlias ensures the deprecated --forensic-retention and
@@ -35,24 +32,14 @@ func TestFailureRetentionAlias(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			var o serveOptions
-			cmd := &cobra.Command{
-				Use:               "serve",
-				PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd) },
-				RunE:              func(*cobra.Command, []string) error { return nil },
-			}
-			o.AddFlags(cmd)
-			var errOut bytes.Buffer
-			cmd.SetErr(&errOut)
-			cmd.SetOut(&errOut)
-			cmd.SetArgs(c.args)
-			if err := cmd.Execute(); err != nil {
+			o, got, err := parseServeOutput(t, c.args...)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if o.FailureRetention != c.want {
 				t.Errorf("retention %s, want %s", o.FailureRetention, c.want)
 			}
-			switch got := errOut.String(); {
+			switch {
 			case c.warn == "" && got != "":
 				t.Errorf("unexpected output %q", got)
 			case !strings.Contains(got, c.warn):

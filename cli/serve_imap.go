@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // imapOptions are the flags of the IMAP intake (--imap-*).
@@ -38,22 +38,22 @@ func (o *imapOptions) AddFlags(cmd *cobra.Command) {
 // prove that nothing is lost or stored twice; it is not a setting.
 const testSinkDelayEnv = "DMARCD_TEST_IMAP_DELAY_AFTER_STORE"
 
-// imapIntake is the IMAP intake of serve: the mailbox service of the API
-// and admin socket, and the Manager that polls.
+// imapIntake is the IMAP intake of serve: the machinery the mailbox
+// operations use, and the Manager that polls.
 type imapIntake struct {
-	svc     *imapin.Service
+	in      *imapin.Intake
 	manager *imapin.Manager
 }
 
 // newIMAPIntake loads (or creates) the secret key beside the database and
 // builds the intake; its Sink is set by attach once the pipeline exists.
-func newIMAPIntake(o imapOptions, dataDir string, db *store.DB, resolver webhook.Resolver, log *slog.Logger, reg *metrics.Registry) (*imapIntake, error) {
+func newIMAPIntake(o imapOptions, dataDir string, db *store.DB, resolver egress.Resolver, log *slog.Logger, reg *metrics.Registry) (*imapIntake, error) {
 	if o.Interval <= 0 {
 		return nil, usagef("--imap-interval must be positive")
 	}
 	opts := &imapin.Options{Resolver: resolver, AllowPrivate: o.AllowPrivate, AllowPlaintext: o.AllowPlaintext, Logger: log}
 	if o.CAFile != "" {
-		pool, err := imapin.LoadCAFile(o.CAFile)
+		pool, err := egress.LoadCAFile(o.CAFile)
 		if err != nil {
 			return nil, usagef("--imap-ca-file: %v", err)
 		}
@@ -70,7 +70,7 @@ func newIMAPIntake(o imapOptions, dataDir string, db *store.DB, resolver webhook
 		return nil, fmt.Errorf("mailbox credentials key: %w", err)
 	}
 	met := imapin.NewMetrics(reg)
-	return &imapIntake{svc: &imapin.Service{DB: db, Box: box, Options: opts, Metrics: met}}, nil
+	return &imapIntake{in: &imapin.Intake{DB: db, Box: box, Options: opts, Metrics: met}}, nil
 }
 
 // attach gives the intake its Sink and Manager.
@@ -78,11 +78,11 @@ func (in *imapIntake) attach(sink imapin.Sink, interval time.Duration) {
 	if d, err := time.ParseDuration(os.Getenv(testSinkDelayEnv)); err == nil && d > 0 {
 		sink = delayedSink{Sink: sink, delay: d}
 	}
-	dir := imapin.StoreDirectory{DB: in.svc.DB, Box: in.svc.Box, Metrics: in.svc.Metrics}
-	in.svc.Sink = sink
-	in.manager = imapin.NewManager(dir, sink, dir, in.svc.Options)
+	dir := imapin.StoreDirectory{DB: in.in.DB, Box: in.in.Box, Metrics: in.in.Metrics}
+	in.in.Sink = sink
+	in.manager = imapin.NewManager(dir, sink, dir, in.in.Options)
 	in.manager.Interval = interval
-	in.svc.Manager = in.manager
+	in.in.Manager = in.manager
 }
 
 // delayedSink waits after each message is stored (see testSinkDelayEnv).

@@ -12,12 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/dmarcd/dmarcd/geo"
-	"github.com/dmarcd/dmarcd/ingest"
-	"github.com/dmarcd/dmarcd/internal/demo"
-	"github.com/dmarcd/dmarcd/store"
 )
 
 // runServe is 'dmarcd serve': build, run until ctx ends, release.
@@ -54,7 +50,7 @@ func (s *server) run(ctx context.Context) error {
 		}
 	}()
 	if o.Demo {
-		loadDemo(ctx, s.db, pipeline, s.reportingDomain, log)
+		loadDemo(ctx, s.db, pipeline.Ingest, s.reportingDomain, log)
 	}
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -94,9 +90,13 @@ func (s *server) run(ctx context.Context) error {
 	reloadGeoOnHUP(runCtx, s.geo, log, &wg)
 	s.ready.Store(true)
 	log.Info("dmarcd started", "version", version(), "api", lns.api.Addr().String(), "smtp", smtpAddr,
-		"smtp_starttls", s.smtpTLS, "admin_socket", g.socketPath(), "data_dir", g.DataDir,
+		"smtp_starttls", s.smtpTLS != nil, "admin_socket", g.socketPath(), "data_dir", g.DataDir,
 		"reporting_domain", s.reportingDomain, "dns_servers", strings.Join(s.resolver.Servers(), ","),
-		"rate_limit", o.RateLimit, "geo", s.geo.Description())
+		"rate_limit", o.RateLimit, "trusted_proxies", o.proxies.String(), "geo", s.geo.Description())
+	// The first key last, below the demo's and the start's log lines.
+	if err := s.firstKey.announce(g, lns.api.Addr().String(), o.PublicURL, o.Demo); err != nil {
+		log.Error("printing the first API key's text", "error", err)
+	}
 
 	var runErr error
 	select {
@@ -123,7 +123,7 @@ func (s *server) run(ctx context.Context) error {
 	wg.Wait()
 	stopPipeline()
 	<-pipeDone
-	if err := s.api.FlushKeyUsage(); err != nil {
+	if err := s.app.FlushKeyUsage(); err != nil {
 		log.Error("flushing API key usage", "error", err)
 	}
 	log.Info("dmarcd stopped")
@@ -156,18 +156,4 @@ func reloadGeoOnHUP(ctx context.Context, geoDB *geo.DB, log *slog.Logger, wg *sy
 			}
 		}
 	}()
-}
-
-// loadDemo loads the demo reports; a failure is logged, not fatal, since
-// the demo is a convenience.
-func loadDemo(ctx context.Context, db *store.DB, p *ingest.Pipeline, reportingDomain string, log *slog.Logger) {
-	start := time.Now()
-	sum, err := demo.Load(ctx, db, p, reportingDomain)
-	if err != nil {
-		log.Warn("--demo: sample reports not loaded", "error", err)
-		return
-	}
-	log.Info("--demo: sample reports loaded", "domain", demo.Domain, "domain_id", sum.DomainID,
-		"domain_created", sum.DomainCreated, "reports", sum.Reports, "records", sum.Records,
-		"already_there", sum.Duplicates, "quarantined", sum.Quarantined, "duration", time.Since(start).Round(time.Millisecond))
 }

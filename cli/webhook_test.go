@@ -13,14 +13,14 @@ import (
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
-// runWithStdin runs the command line through Execute with stdin.
+// runWithStdin runs the command line as main does, with stdin.
 func runWithStdin(t *testing.T, env map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	var out, errOut bytes.Buffer
-	code = Execute(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code = execute(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

@@ -3,7 +3,9 @@ package dmarc
 import (
 	"errors"
 	"net/netip"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
@@ -12,14 +14,45 @@ import (
 // ErrInvalidDomain is wrapped by every error NormalizeDomain returns.
 var ErrInvalidDomain = errors.New("invalid domain name")
 
-// domainError carries a message meant for API clients; it unwraps to
-// ErrInvalidDomain so callers can tell the kind with errors.Is.
-type domainError struct{ msg string }
+// DomainError is why NormalizeDomain refused a name: the name (lower-case,
+// cut short when long; empty for an empty input) and the reason, which
+// names the label refused. Its message is meant for people and API
+// clients; it unwraps to ErrInvalidDomain.
+type DomainError struct {
+	Name   string
+	Reason string
+}
 
-func (e *domainError) Error() string { return "dmarc: " + e.msg }
-func (e *domainError) Unwrap() error { return ErrInvalidDomain }
+func (e *DomainError) Error() string {
+	if e.Name == "" {
+		return "dmarc: " + e.Reason
+	}
+	return "dmarc: " + e.Name + ": " + e.Reason
+}
 
-func invalidDomain(msg string) error { return &domainError{msg: msg} }
+// Unwrap makes errors.Is(err, ErrInvalidDomain) hold.
+func (e *DomainError) Unwrap() error { return ErrInvalidDomain }
+
+// refuse is the DomainError of name for reason.
+func refuse(name, reason string) error {
+	return &DomainError{Name: cut(strings.ToLower(name), 80), Reason: reason}
+}
+
+// refuseLabel is the DomainError of name for its label l.
+func refuseLabel(name, l, why string) error {
+	return refuse(name, "the label "+strconv.Quote(cut(l, 70))+" "+why)
+}
+
+// cut shortens s to n bytes and an ellipsis, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 // Limits from RFC 1035 section 2.3.4 (presentation form, no trailing dot).
 const (
@@ -33,27 +66,38 @@ const (
 // The result is a hostname of at least two labels of letters, digits and
 // inner hyphens (RFC 1123 section 2.1), each of 1 to 63 octets, 253 octets
 // in all, whose top-level label is not all digits. IP addresses, localhost
-// and its subdomains, wildcards and underscores (which registered domains
-// never carry) are refused. Every error wraps ErrInvalidDomain and its
-// message can be shown to an API client.
+// and its subdomains (.localhost is reserved, RFC 6761), wildcards and
+// underscores (which registered domains never carry) are refused. Every
+// error is a *DomainError naming the label refused and why; it wraps
+// ErrInvalidDomain and its message can be shown to an API client.
 func NormalizeDomain(name string) (string, error) {
 	name = strings.TrimSpace(name)
 	name = strings.TrimSuffix(name, ".")
 	if name == "" {
-		return "", invalidDomain("domain name is empty")
+		return "", &DomainError{Reason: "domain name is empty"}
 	}
 	if isIPAddress(name) {
-		return "", invalidDomain("domain name must not be an IP address")
+		return "", refuse(name, "an IP address, not a domain name")
 	}
-	if strings.Contains(name, "*") {
-		return "", invalidDomain("domain name must not contain a wildcard")
+	if strings.ContainsAny(name, "/@: \t") {
+		return "", refuse(name, "not a valid hostname (give the domain name alone, like example.com)")
 	}
-	if strings.Contains(name, "_") {
-		return "", invalidDomain("domain name must not contain an underscore")
+	labels := strings.Split(strings.ToLower(name), ".")
+	for _, l := range labels {
+		switch {
+		case strings.Contains(l, "*"):
+			return "", refuseLabel(name, l, "is a wildcard: register the domain itself")
+		case strings.Contains(l, "_"):
+			return "", refuseLabel(name, l, "contains an underscore, which host names never carry")
+		}
 	}
 	ascii, err := idna.Lookup.ToASCII(name)
 	if err != nil {
-		return "", invalidDomain("domain name is not a valid hostname")
+		// Say which label, when a plain ASCII one breaks a rule.
+		if err := checkLabels(name, labels); err != nil {
+			return "", err
+		}
+		return "", refuse(name, "not a valid hostname")
 	}
 	// idna.Lookup maps to lower case already; this covers pure ASCII input
 	// that the profile passes through.
@@ -74,42 +118,54 @@ func isIPAddress(s string) bool {
 // checkHostname applies the RFC 1035/1123 hostname rules to an A-label name.
 func checkHostname(name string) error {
 	if len(name) > maxDomainLen {
-		return invalidDomain("domain name is longer than 253 octets")
+		return refuse(name, "longer than 253 octets")
 	}
 	labels := strings.Split(name, ".")
 	if len(labels) < 2 {
-		return invalidDomain("domain name must have at least two labels")
+		return refuse(name, "a domain name has at least two labels, like example.com")
 	}
-	for _, l := range labels {
-		if err := checkLabel(l); err != nil {
-			return err
-		}
+	if err := checkLabels(name, labels); err != nil {
+		return err
 	}
 	tld := labels[len(labels)-1]
 	if tld == "localhost" {
-		return invalidDomain("domain name must not be localhost")
+		return refuse(name, ".localhost is reserved for this machine's own names (RFC 6761) and never receives mail")
 	}
 	// RFC 3696 section 2: a top-level domain is never all-numeric, which
 	// also keeps dotted-quad look-alikes such as 1.2.3.300 out.
 	if strings.Trim(tld, "0123456789") == "" {
-		return invalidDomain("domain name must not end in a numeric label")
+		return refuse(name, "the last label "+strconv.Quote(cut(tld, 70))+" is all digits, which no top-level domain is")
 	}
 	return nil
 }
 
-func checkLabel(l string) error {
+// checkLabels checks each ASCII label of name; labels with other
+// characters are left to IDNA.
+func checkLabels(name string, labels []string) error {
+	for _, l := range labels {
+		if err := checkLabel(name, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkLabel(name, l string) error {
 	switch {
 	case l == "":
-		return invalidDomain("domain name has an empty label")
+		return refuse(name, "it has an empty label")
 	case len(l) > maxLabelLen:
-		return invalidDomain("domain name has a label longer than 63 octets")
+		return refuseLabel(name, l, "is longer than 63 octets")
 	case l[0] == '-' || l[len(l)-1] == '-':
-		return invalidDomain("domain name label must not start or end with a hyphen")
+		return refuseLabel(name, l, "starts or ends with a hyphen")
 	}
 	for i := 0; i < len(l); i++ {
 		c := l[i]
+		if c >= utf8.RuneSelf {
+			return nil // an IDN label: IDNA judges it
+		}
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return invalidDomain("domain name may contain only letters, digits, hyphens and dots")
+			return refuseLabel(name, l, "may contain only letters, digits and hyphens")
 		}
 	}
 	return nil

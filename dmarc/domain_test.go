@@ -46,15 +46,15 @@ func TestNormalizeDomainInvalid(t *testing.T) {
 		{"127.0.0.1", "IP address"},
 		{"::1", "IP address"},
 		{"[2001:db8::1]", "IP address"},
-		{"1.2.3.300", "numeric label"},
+		{"1.2.3.300", "all digits"},
 		{"*.example.com", "wildcard"},
 		{"*", "wildcard"},
 		{"_dmarc.example.com", "underscore"},
 		{strings.Repeat("a", 64) + ".example", "longer than 63"},
 		{long, "longer than 253"},
 		{"exa mple.com", "not a valid hostname"},
-		{"-example.com", "hostname"},
-		{"example-.com", "hostname"},
+		{"-example.com", "hyphen"},
+		{"example-.com", "hyphen"},
 		{"example..com", "empty label"},
 		{"example.com..", "empty label"},
 		{"http://example.com", "hostname"},
@@ -73,6 +73,39 @@ func TestNormalizeDomainInvalid(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "dmarc: ") || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("NormalizeDomain(%q) error %q, want it to mention %q", tt.in, err, tt.msg)
 		}
+	}
+}
+
+// TestNormalizeDomainNamesTheLabel ensures a refusal names the domain and
+// the label refused, and says why (issue 24 item 19), and that DomainError
+// gives both apart for callers that phrase their own sentence.
+func TestNormalizeDomainNamesTheLabel(t *testing.T) {
+	for in, want := range map[string]string{
+		"a-domain.localhost": "dmarc: a-domain.localhost: .localhost is reserved",
+		"x.Y.LocalHost.":     "dmarc: x.y.localhost: .localhost is reserved",
+		"_dmarc.example.com": `dmarc: _dmarc.example.com: the label "_dmarc" contains an underscore`,
+		"*.example.com":      `dmarc: *.example.com: the label "*" is a wildcard`,
+		"a.-b.example":       `dmarc: a.-b.example: the label "-b" starts or ends with a hyphen`,
+		"a.b-.example":       `dmarc: a.b-.example: the label "b-" starts or ends with a hyphen`,
+		"host.1.2.300":       `dmarc: host.1.2.300: the last label "300" is all digits`,
+		"a.b!c.example":      `dmarc: a.b!c.example: the label "b!c" may contain only letters, digits and hyphens`,
+		"localhost":          "dmarc: localhost: a domain name has at least two labels",
+		"example..com":       "dmarc: example..com: it has an empty label",
+		"192.0.2.1":          "dmarc: 192.0.2.1: an IP address, not a domain name",
+	} {
+		_, err := NormalizeDomain(in)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("NormalizeDomain(%q) = %v, want %q...", in, err, want)
+		}
+	}
+	_, err := NormalizeDomain("a-domain.localhost")
+	var de *DomainError
+	if !errors.As(err, &de) || de.Name != "a-domain.localhost" || !strings.HasPrefix(de.Reason, ".localhost is reserved") {
+		t.Errorf("DomainError of a-domain.localhost: %+v", de)
+	}
+	long := strings.Repeat("a", 300) + ".example"
+	if _, err := NormalizeDomain(long); err == nil || len(err.Error()) > 200 {
+		t.Errorf("the error of a 308-octet name is not cut short: %v", err)
 	}
 }
 

@@ -125,7 +125,9 @@ func serverAddr(s string) (string, error) {
 
 // LookupTXT returns the TXT records of name, one string per record with its
 // character-strings joined without separator (RFC 7208 section 3.3 and
-// RFC 6376 section 3.6.2.2 read split TXT records the same way). Errors
+// RFC 6376 section 3.6.2.2 read split TXT records the same way), each as
+// published: without the zone-file escaping of miekg/dns (see
+// unescapeTXT). Errors
 // wrap ErrNotFound or ErrTemporary and name the query and the reason.
 func (r *Resolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
 	rrs, err := r.lookup(ctx, name, dns.TypeTXT)
@@ -134,7 +136,11 @@ func (r *Resolver) LookupTXT(ctx context.Context, name string) ([]string, error)
 	}
 	out := make([]string, 0, len(rrs))
 	for _, rr := range rrs {
-		out = append(out, strings.Join(rr.(*dns.TXT).Txt, ""))
+		var b strings.Builder
+		for _, str := range rr.(*dns.TXT).Txt {
+			b.WriteString(UnescapeTXT(str))
+		}
+		out = append(out, b.String())
 	}
 	return out, nil
 }

@@ -204,3 +204,44 @@ func TestLookupAddrs(t *testing.T) {
 		t.Errorf("LookupAddrs(flaky) = %v, %v; want ErrTemporary", got, err)
 	}
 }
+
+// TestLookupTXTAsPublished ensures TXT text comes back as published, not in
+// the zone-file escaping miekg/dns keeps it in (issue 24 item 11): a quote,
+// a backslash and UTF-8 octets are themselves, and a record split into
+// character-strings is joined as before.
+func TestLookupTXTAsPublished(t *testing.T) {
+	s := dnstest.Start(t)
+	r := quickResolver(t, s)
+	// dnstest packs strings with miekg/dns's zone-file rules: a backslash
+	// escapes, so `\\` is one backslash on the wire.
+	s.AddTXT("_dmarc.quoted.example", `"v=DMARC1; p=none; rua=mailto:d@quoted.example"`)
+	s.AddTXT("_dmarc.mixed.example", `v=DMARC1; p=reject; `, `rua=mailto:dmarc@bücher.example; x=a\\b; y=tab`+"\t")
+	for name, want := range map[string]string{
+		"_dmarc.quoted.example": `"v=DMARC1; p=none; rua=mailto:d@quoted.example"`,
+		"_dmarc.mixed.example":  `v=DMARC1; p=reject; rua=mailto:dmarc@bücher.example; x=a\b; y=tab` + "\t",
+	} {
+		got, err := r.LookupTXT(context.Background(), name)
+		if err != nil || !slices.Equal(got, []string{want}) {
+			t.Errorf("LookupTXT(%s) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
+
+// TestUnescapeTXT ensures the zone-file escapes miekg/dns produces are
+// undone: \X is X, \DDD is the octet DDD, and a dangling backslash stays.
+func TestUnescapeTXT(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":            "plain",
+		`a\"b`:             `a"b`,
+		`a\\b`:             `a\b`,
+		`caf\195\169`:      "café",
+		`\009x`:            "\tx",
+		`end\`:             `end\`,
+		`\12`:              `12`,
+		`v=DMARC1; p=none`: "v=DMARC1; p=none",
+	} {
+		if got := UnescapeTXT(in); got != want {
+			t.Errorf("UnescapeTXT(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

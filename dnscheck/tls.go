@@ -23,8 +23,8 @@ const maxPolicyFile = 64 << 10
 // maxMTASTSAge is the largest max_age of RFC 8461 section 3.2 (one year).
 const maxMTASTSAge = 31557600
 
-// PolicyFetcher fetches a URL under the webhook address policy; the
-// webhook.Client (Get) is one.
+// PolicyFetcher fetches a URL under the outbound address policy; the
+// egress.Client (Get) is one.
 type PolicyFetcher interface {
 	Get(ctx context.Context, rawURL string, max int64) (status int, contentType string, body []byte, err error)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dmarcd/dmarcd/internal/dnstest"
-	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/internal/egress"
 )
 
 // testCA makes a CA and a server certificate it signs for names.
@@ -76,7 +76,7 @@ func newTLSEnv(t *testing.T) *tlsEnv {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
 	res := quickResolver(t, e.dns)
-	client := webhook.NewClient(res, webhook.Policy{AllowPrivate: true, RootCAs: pool}).WithTimeout(MTASTSBudget)
+	client := egress.NewClient(res, egress.Policy{AllowPrivate: true, RootCAs: pool}).WithTimeout(MTASTSBudget)
 	e.checker = &TLSChecker{Resolver: res, Fetcher: client, Port: p}
 	e.dns.SetA("mta-sts.example.com", "127.0.0.1")
 	return e
@@ -183,14 +183,14 @@ func TestCheckTLSAddressPolicy(t *testing.T) {
 	e.dns.AddTXT("_mta-sts.example.com", "v=STSv1; id=1")
 	e.policy = goodPolicy
 	strict := *e.checker
-	strict.Fetcher = webhook.NewClient(strict.Resolver, webhook.Policy{})
+	strict.Fetcher = egress.NewClient(strict.Resolver, egress.Policy{})
 	res, err := strict.CheckTLS(context.Background(), "example.com")
 	if err != nil || res.MTASTS.Policy != nil || !hasText(res.MTASTS.Errors, "refused by policy") {
 		t.Errorf("loopback without AllowPrivate: %+v, %v", res.MTASTS, err)
 	}
 	otherPool, _ := testCA(t, "mta-sts.example.com")
 	untrusting := *e.checker
-	untrusting.Fetcher = webhook.NewClient(strict.Resolver, webhook.Policy{AllowPrivate: true, RootCAs: otherPool})
+	untrusting.Fetcher = egress.NewClient(strict.Resolver, egress.Policy{AllowPrivate: true, RootCAs: otherPool})
 	res, err = untrusting.CheckTLS(context.Background(), "example.com")
 	if err != nil || res.MTASTS.Policy != nil || !hasText(res.MTASTS.Errors, "certificate") {
 		t.Errorf("unknown CA: %+v, %v", res.MTASTS, err)

@@ -217,6 +217,39 @@ func TestKeysThroughSocketAndOffline(t *testing.T) {
 	}
 }
 
+// TestDomainCLIThroughServer adds, verifies and deletes a domain with the
+// built binary's 'dmarcd domain' against a running server (issue 24 item
+// 15): no curl needed, and the API sees the same domain.
+func TestDomainCLIThroughServer(t *testing.T) {
+	ns := dnstest.Start(t)
+	s := StartServer(t, Options{DNS: ns})
+	dd := "--data-dir=" + s.DataDir
+	out := MustCLI(t, dd, "--json", "domain", "add", "cli.example")
+	var added struct {
+		ID, Name, ReportingEmail string
+		DMARCRecord              string                         `json:"dmarc_record"`
+		DNSRecords               []struct{ Name, Value string } `json:"dns_records"`
+	}
+	if err := json.Unmarshal([]byte(out.Stdout), &added); err != nil || added.Name != "cli.example" || len(added.DNSRecords) < 2 {
+		t.Fatalf("domain add --json: %v\n%s", err, out.Stdout)
+	}
+	got := s.Must(http.StatusOK, "GET", "/api/v1/domains/"+added.ID, s.Key, nil)
+	if got["name"] != "cli.example" || got["status"] != "pending" || got["reporting_email"] == "" {
+		t.Errorf("the API's view of the domain: %v", got)
+	}
+	if r := RunCLI(t, nil, dd, "domain", "verify", "cli.example"); r.Code != 1 || !strings.Contains(r.Stderr, "not verified") {
+		t.Errorf("verify before publishing: exit %d %s", r.Code, r.Stderr)
+	}
+	ns.SetTXT("_dmarc.cli.example", []string{added.DMARCRecord})
+	if r := MustCLI(t, dd, "domain", "verify", "cli.example"); !strings.Contains(r.Stdout, "is verified") {
+		t.Errorf("verify: %s", r.Stdout)
+	}
+	MustCLI(t, dd, "domain", "delete", "cli.example", "--yes")
+	if r := s.Do("GET", "/api/v1/domains/"+added.ID, s.Key, nil); r.Status != http.StatusNotFound {
+		t.Errorf("the API after domain delete: %d", r.Status)
+	}
+}
+
 // idOfKey finds the id of the key named name with keys list --json.
 func idOfKey(t *testing.T, dataDirFlag, name string) string {
 	t.Helper()

@@ -70,7 +70,7 @@ func TestIMAPIntake(t *testing.T) {
 	admin := d.Client(t)
 	const from = "noreply-dmarc-support@google.com"
 	for i := range 3 {
-		msg, _ := ingesttest.ReportMail(from, "dmarc@example.com", int64(500+i), 5, reportgen.Options{Domain: "example.com"})
+		msg, _ := ingesttest.ReportMail(from, "dmarc@example.com", int64(500+i), 5, reportgen.Options{Domain: "example.com", Begin: recentDay()})
 		imaptest.AppendTo(t, admin, msg)
 	}
 	imaptest.AppendTo(t, admin, []byte("From: boss@example.com\r\nTo: dmarc@example.com\r\nSubject: lunch\r\n\r\nAt noon?\r\n"), imap.FlagFlagged)
@@ -104,7 +104,7 @@ func TestIMAPIntake(t *testing.T) {
 		return mb["messages_imported"] == 3.0 && mb["last_error"] == nil
 	})
 	// New mail arrives while the server IDLEs: stored within seconds.
-	msg, _ := ingesttest.ReportMail(from, "dmarc@example.com", 600, 5, reportgen.Options{Domain: "example.com"})
+	msg, _ := ingesttest.ReportMail(from, "dmarc@example.com", 600, 5, reportgen.Options{Domain: "example.com", Begin: recentDay()})
 	imaptest.AppendTo(t, admin, msg)
 	imapWait(t, "a report delivered during IDLE", func() bool { return countIn(t, d, "Archive") == 4 })
 	if _, total := s.Reports(domID); total != 4 {
@@ -118,7 +118,7 @@ func TestIMAPIntake(t *testing.T) {
 
 	// The crash: the next server stores a report, then waits before the
 	// move (the test-only hook), and is killed there.
-	msg, _ = ingesttest.ReportMail(from, "dmarc@example.com", 700, 5, reportgen.Options{Domain: "example.com"})
+	msg, _ = ingesttest.ReportMail(from, "dmarc@example.com", 700, 5, reportgen.Options{Domain: "example.com", Begin: recentDay()})
 	imaptest.AppendTo(t, admin, msg)
 	s2 := StartServer(t, Options{DataDir: s.DataDir, Args: args, Env: []string{"DMARCD_TEST_IMAP_DELAY_AFTER_STORE=1h"}})
 	s2.Key = key

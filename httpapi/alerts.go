@@ -29,7 +29,7 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *request) error {
 		return errBadRequest("query parameter domain_id must be a domain id (a UUID)",
 			FieldError{Field: "domain_id", Message: "must be a UUID"})
 	}
-	alerts, total, err := s.store.ListAlerts(r.org.ID, f)
+	alerts, total, err := s.store.ListAlerts(r.orgID(), f)
 	if errors.Is(err, store.ErrNotFound) {
 		return errNotFound("domain not found")
 	}
@@ -43,6 +43,10 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *request) error {
 // dismissAlert serves PUT /alerts/{id}/dismiss: 200 with the alert, again
 // 200 when it was dismissed already.
 func (s *Server) dismissAlert(w http.ResponseWriter, r *request) error {
-	a, err := s.store.DismissAlert(r.org.ID, r.params.ByName("id"))
-	return writeFound(w, a, err, "alert not found")
+	a, err := s.app.DismissAlert(r.Context(), r.actor, r.params.ByName("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
 	"github.com/dmarcd/dmarcd/metrics"
@@ -38,6 +39,7 @@ type env struct {
 	keyB    string // full scope, org B
 	keyAID  string
 	limitOf int
+	appCfg  app.Config // what e.api's application layer was built from
 }
 
 func newEnv(t *testing.T, rateLimit int) *env {
@@ -50,14 +52,19 @@ func newEnv(t *testing.T, rateLimit int) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, db: db, dns: ns, clock: clock, reg: metrics.NewRegistry(), limitOf: rateLimit}
-	e.api = New(Config{
+	e.appCfg = app.Config{
 		Store:           db,
 		DNS:             &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
 		TLS:             &dnscheck.TLSChecker{Resolver: res},
 		ReportingDomain: "reports.example.net",
-		RateLimit:       rateLimit,
-		Metrics:         e.reg,
 		Now:             clock.Now,
+	}
+	e.api = New(Config{
+		App:       app.New(e.appCfg),
+		Store:     db,
+		RateLimit: rateLimit,
+		Metrics:   e.reg,
+		Now:       clock.Now,
 	})
 	e.api.handle("GET", "/test/panic", public, func(http.ResponseWriter, *request) error { panic("boom") })
 	e.srv = httptest.NewServer(e.api)
@@ -78,6 +85,13 @@ func newEnv(t *testing.T, rateLimit int) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// withApp rebuilds the API's application layer from its config changed
+// by mod (a pipeline for quarantine retries, a mailbox intake, ...).
+func (e *env) withApp(mod func(*app.Config)) {
+	mod(&e.appCfg)
+	e.api.app = app.New(e.appCfg)
 }
 
 type resp struct {
@@ -278,6 +292,37 @@ func TestCreateDomainBadInput(t *testing.T) {
 	r := e.do("POST", "/api/v1/domains", e.keyA, `{}`)
 	if !strings.Contains(string(r.body), `"field":"name"`) {
 		t.Errorf("422 details do not name the field: %s", r.body)
+	}
+}
+
+// TestCreateDomainNamesTheRefusedLabel ensures the 422 of a name that can
+// never be registered says which label is refused and why (issue 24 item
+// 19), in its message and in the field's details.
+func TestCreateDomainNamesTheRefusedLabel(t *testing.T) {
+	e := newEnv(t, 1000)
+	for name, want := range map[string]string{
+		"a-domain.localhost":           "a-domain.localhost: .localhost is reserved",
+		"A-Domain.LOCALHOST.":          "a-domain.localhost: .localhost is reserved",
+		"_dmarc.example.com":           `label "_dmarc"`,
+		"mail.-bad.example":            `label "-bad"`,
+		"a." + strings.Repeat("b", 64): `label "` + strings.Repeat("b", 64) + `"`,
+		"host.1.2.300":                 `label "300"`,
+		"example..com":                 "empty label",
+	} {
+		r := e.do("POST", "/api/v1/domains", e.keyA, map[string]string{"name": name})
+		var body struct {
+			Error struct {
+				Code, Message string
+				Details       []struct{ Field, Message string }
+			}
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if r.status != 422 || body.Error.Code != "validation_failed" || !strings.Contains(body.Error.Message, want) ||
+			len(body.Error.Details) != 1 || body.Error.Details[0].Field != "name" || !strings.Contains(body.Error.Details[0].Message, want) {
+			t.Errorf("%q: %d %s; want a 422 saying %q", name, r.status, r.body, want)
+		}
 	}
 }
 
@@ -604,7 +649,7 @@ func TestRequestID(t *testing.T) {
 func TestKeyUsageIsFlushed(t *testing.T) {
 	e := newEnv(t, 1000)
 	e.do("GET", "/api/v1/domains", e.keyA, nil)
-	if err := e.api.FlushKeyUsage(); err != nil {
+	if err := e.api.app.FlushKeyUsage(); err != nil {
 		t.Fatal(err)
 	}
 	k, err := e.db.FindAPIKey(e.keyAID)

@@ -1,13 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"strings"
 
-	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -17,13 +13,13 @@ func (s *Server) listDomains(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	key := pageKey{org: r.org.ID, page: p.Page, limit: p.Limit}
-	version := s.store.DomainsVersion(r.org.ID) // before the read: see DomainsVersion
+	key := pageKey{org: r.orgID(), page: p.Page, limit: p.Limit}
+	version := s.store.DomainsVersion(r.orgID()) // before the read: see DomainsVersion
 	if body, ok := s.domainPages.get(key, version); ok {
 		writeBody(w, http.StatusOK, body)
 		return nil
 	}
-	domains, total, err := s.store.ListDomains(r.org.ID, store.Page{Page: p.Page, Limit: p.Limit})
+	domains, total, err := s.store.ListDomains(r.orgID(), store.Page{Page: p.Page, Limit: p.Limit})
 	if err != nil {
 		return err
 	}
@@ -54,11 +50,7 @@ func (s *Server) createDomain(w http.ResponseWriter, r *request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	name, err := domainField("name", in.Name)
-	if err != nil {
-		return err
-	}
-	d, records, err := s.createDomainNamed(r.Context(), r.org, name)
+	d, records, err := s.app.CreateDomain(r.Context(), r.actor, deref(in.Name))
 	if err != nil {
 		return err
 	}
@@ -67,68 +59,13 @@ func (s *Server) createDomain(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
-// createDomainNamed registers the normalized domain name for org: a new
-// reporting address, the suggested record (which never weakens what the
-// domain publishes: a DNS that cannot answer is 503 dns_unavailable and
-// creates nothing) and the records to publish. The API and the web
-// interface (CreateDomain) both create domains through it.
-func (s *Server) createDomainNamed(ctx context.Context, org *store.Organization, name string) (*store.Domain, []dnscheck.DNSRecord, error) {
-	email := store.NewReportingLocal() + "@" + s.cfg.ReportingDomain
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.DNSTimeout)
-	defer cancel()
-	sug, err := s.dns.SuggestRecord(ctx, name, email)
-	if err != nil {
-		return nil, nil, err
-	}
-	d := &store.Domain{
-		OrgID:               org.ID,
-		Name:                name,
-		ReportingEmail:      email,
-		DMARCRecord:         sug.Record,
-		RegisteredDNSRecord: sug.Published,
-	}
-	if err := s.store.CreateDomain(d); err != nil {
-		return nil, nil, err
-	}
-	return d, dnscheck.DomainRecords(d.Name, d.DMARCRecord, d.ReportingEmail, s.cfg.ReportingDomain, s.cfg.PublicURL), nil
-}
-
-// domainField validates and normalizes a domain name sent in field.
-func domainField(field string, v *string) (string, error) {
-	if v == nil || strings.TrimSpace(*v) == "" {
-		return "", errValidation(field, "is required")
-	}
-	name, err := dmarc.NormalizeDomain(*v)
-	if err != nil {
-		return "", errValidation(field, strings.TrimPrefix(err.Error(), "dmarc: "))
-	}
-	return name, nil
-}
-
 func (s *Server) getDomain(w http.ResponseWriter, r *request) error {
-	d, err := s.findDomain(r)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, d)
-	return nil
-}
-
-// findDomain loads the :id domain of the caller's organization; any other
-// organization's domain is not found, never forbidden, so ids leak nothing.
-func (s *Server) findDomain(r *request) (*store.Domain, error) {
-	d, err := s.store.FindDomain(r.org.ID, r.params.ByName("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errNotFound("domain not found")
-	}
-	return d, err
+	d, err := s.store.FindDomain(r.orgID(), r.params.ByName("id"))
+	return writeFound(w, d, err, "domain not found")
 }
 
 func (s *Server) deleteDomain(w http.ResponseWriter, r *request) error {
-	if err := s.store.DeleteDomain(r.org.ID, r.params.ByName("id")); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return errNotFound("domain not found")
-		}
+	if err := s.app.DeleteDomain(r.Context(), r.actor, r.params.ByName("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -141,25 +78,7 @@ type verifiedBody struct {
 }
 
 func (s *Server) verifyDomain(w http.ResponseWriter, r *request) error {
-	d, err := s.findDomain(r)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout)
-	defer cancel()
-	s.senderViews().ForgetPublished(d.Name) // the advice reads DNS afresh, as this does
-	if err := s.dns.Verify(ctx, d.Name, d.ReportingEmail); err != nil {
-		return err
-	}
-	now := s.now()
-	d, err = s.store.UpdateDomain(r.org.ID, d.ID, func(d *store.Domain) error {
-		d.Status = store.DomainActive
-		d.VerifiedAt = &now
-		return nil
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("domain not found")
-	}
+	d, err := s.app.VerifyDomain(r.Context(), r.actor, r.params.ByName("id"))
 	if err != nil {
 		return err
 	}
@@ -174,16 +93,18 @@ func (s *Server) checkDMARC(w http.ResponseWriter, r *request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	name, err := domainField("domain", in.Domain)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout)
-	defer cancel()
-	res, err := s.dns.CheckDMARC(ctx, name)
+	res, err := s.app.CheckDMARC(r.Context(), r.actor, deref(in.Domain))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// deref is the string p points to, "" for nil (a field not sent).
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -6,9 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // Error is an error with the status, code and message a client sees. Cause,
@@ -42,11 +41,6 @@ func errBadRequest(msg string, details ...FieldError) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: msg, Details: details}
 }
 
-func errValidation(field, msg string) *Error {
-	return &Error{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
-		Message: "invalid " + field + ": " + msg, Details: []FieldError{{Field: field, Message: msg}}}
-}
-
 // writeFound answers v with 200, or 404 with notFound when err is
 // store.ErrNotFound, or err: the end of every handler that reads one thing.
 func writeFound(w http.ResponseWriter, v any, err error, notFound string) error {
@@ -64,61 +58,60 @@ func errNotFound(msg string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: msg}
 }
 
-// errPlanFeature is the 403 of an endpoint the organization's plan does not
-// include (failure reports, webhooks); what names the feature.
-func errPlanFeature(what string) *Error {
-	return &Error{Status: http.StatusForbidden, Code: "plan_feature_unavailable",
-		Message: "your plan does not include " + what}
-}
-
 var (
 	errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
 		Message: "missing or invalid API key: send a valid key in the X-API-Key header"}
-	errInsufficientScope = &Error{Status: http.StatusForbidden, Code: "insufficient_scope",
-		Message: "this API key has read scope and cannot change anything; use a key with full scope"}
 	errRateLimited = &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message: "rate limit exceeded; retry after the number of seconds in the Retry-After header"}
-	errAuthBlocked = &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
-		Message: "too many failed authentications from this address; retry after the number of seconds in the Retry-After header"}
 )
 
-// apiError turns any error into the Error the client sees. Kinds from the
-// packages below are mapped here and nowhere else; anything unknown is a 500
-// whose cause stays in the log.
+// codes are the status and API.md code of each kind of the application
+// layer's errors.
+var codes = map[app.Kind]struct {
+	status int
+	code   string
+}{
+	app.Invalid:        {http.StatusUnprocessableEntity, "validation_failed"},
+	app.NotFound:       {http.StatusNotFound, "not_found"},
+	app.Conflict:       {http.StatusConflict, "conflict"},
+	app.Forbidden:      {http.StatusForbidden, "insufficient_scope"},
+	app.PlanFeature:    {http.StatusForbidden, "plan_feature_unavailable"},
+	app.PlanLimit:      {http.StatusForbidden, "plan_limit_exceeded"},
+	app.KeyLimit:       {http.StatusForbidden, "key_limit_exceeded"},
+	app.Unverified:     {http.StatusUnprocessableEntity, "verification_failed"},
+	app.Unreachable:    {http.StatusUnprocessableEntity, "mailbox_unreachable"},
+	app.DNSUnavailable: {http.StatusServiceUnavailable, "dns_unavailable"},
+	app.NoSecretKey:    {http.StatusServiceUnavailable, "secret_key_unavailable"},
+}
+
+// apiError turns any error into the Error the client sees: the kinds of
+// the application layer (app.AsError) are mapped here and nowhere else;
+// anything unknown is a 500 whose cause stays in the log.
 func apiError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}
-	var ve *dnscheck.VerifyError
-	if errors.As(err, &ve) {
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "verification_failed", Message: ve.Reason}
+	ae := app.AsError(err)
+	switch ae.Kind {
+	case app.Unauthenticated:
+		return errUnauthorized
+	case app.Throttled:
+		// From this address, or with this (revoked) key.
+		return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: ae.Msg + "; retry after the number of seconds in the Retry-After header"}
 	}
-	// A webhook URL refused by package webhook's rules; a host that could
-	// not be resolved for a temporary reason is a 503 below instead.
-	var ue *webhook.URLError
-	if errors.As(err, &ue) && !errors.Is(err, dnscheck.ErrTemporary) {
-		return errValidation("url", ue.Reason)
+	c, ok := codes[ae.Kind]
+	if !ok {
+		return &Error{Status: http.StatusInternalServerError, Code: "internal", Cause: err}
 	}
-	var se *store.Error
-	msg := "request failed"
-	if errors.As(err, &se) {
-		msg = se.Msg
+	e := &Error{Status: c.status, Code: c.code, Message: ae.Msg}
+	for _, f := range ae.Fields {
+		e.Details = append(e.Details, FieldError{Field: f.Field, Message: f.Message})
 	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: msg}
-	case errors.Is(err, store.ErrConflict):
-		return &Error{Status: http.StatusConflict, Code: "conflict", Message: msg}
-	case errors.Is(err, store.ErrLimit):
-		return &Error{Status: http.StatusForbidden, Code: "plan_limit_exceeded", Message: msg}
-	case errors.Is(err, store.ErrInvalid):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "validation_failed", Message: msg}
-	case errors.Is(err, dnscheck.ErrTemporary):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "dns_unavailable",
-			Message: "DNS lookups failed or timed out; try again later", Cause: err}
+	if c.status >= 500 {
+		e.Cause = err
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal", Cause: err}
+	return e
 }
 
 type errorBody struct {

@@ -10,18 +10,10 @@ import (
 )
 
 // Failure reports, served under /api/v1/forensic-reports (the API keeps
-// that name): list, single, summary, statistics. Every handler checks the
-// plan first, before it reads any parameter, so that an organization
-// without failure reports gets the same 403 whatever it sends.
-
-// failureGate is the 403 of an organization whose plan lacks failure
-// reports, nil otherwise. The message keeps the API's word, "forensic".
-func failureGate(r *request) error {
-	if !r.org.Plan.Limits().FailureReports {
-		return errPlanFeature("forensic reports")
-	}
-	return nil
-}
+// that name): list, single, summary, statistics. Their routes need the
+// plan feature (readFailures), checked before any parameter is read, so
+// that an organization without failure reports gets the same 403 whatever
+// it sends.
 
 // The paths that share /api/v1/forensic-reports/:id: httprouter 1.3 cannot
 // register fixed segments beside a parameter, so failureByID dispatches
@@ -39,9 +31,6 @@ func (s *Server) listRoute(method, path string, acc access) {
 
 // failureByID serves /forensic-reports/:id, summary and statistics.
 func (s *Server) failureByID(w http.ResponseWriter, r *request) error {
-	if err := failureGate(r); err != nil {
-		return err
-	}
 	var h handlerFunc
 	path := ""
 	switch r.params.ByName("id") {
@@ -59,9 +48,6 @@ func (s *Server) failureByID(w http.ResponseWriter, r *request) error {
 }
 
 func (s *Server) listFailureReports(w http.ResponseWriter, r *request) error {
-	if err := failureGate(r); err != nil {
-		return err
-	}
 	p, err := parseCursorPage(r)
 	if err != nil {
 		return err
@@ -77,7 +63,7 @@ func (s *Server) listFailureReports(w http.ResponseWriter, r *request) error {
 	if f.AuthFailure, err = authFailureParam(q); err != nil {
 		return err
 	}
-	page, err := s.store.ListFailureReportsPage(r.org.ID, f)
+	page, err := s.app.FailureReportsPage(r.Context(), r.actor, f)
 	if err != nil {
 		return reportPageError(p, err)
 	}
@@ -131,14 +117,14 @@ func authFailureParam(q url.Values) (string, error) {
 
 // getFailureReport answers one report with its original headers.
 func (s *Server) getFailureReport(w http.ResponseWriter, r *request) error {
-	rep, err := s.store.FindFailureReport(r.org.ID, r.params.ByName("id"))
+	rep, err := s.app.FailureReport(r.Context(), r.actor, r.params.ByName("id"))
 	return writeFound(w, rep, err, "forensic report not found")
 }
 
 // failureSummary answers the last 7 UTC days up to now, from the daily
 // counts kept at ingest.
 func (s *Server) failureSummary(w http.ResponseWriter, r *request) error {
-	sum, err := s.store.FailureSummary(r.org.ID, s.now())
+	sum, err := s.app.FailureSummary(r.Context(), r.actor)
 	if err != nil {
 		return err
 	}
@@ -154,6 +140,6 @@ func (s *Server) failureStatistics(w http.ResponseWriter, r *request) error {
 	if f.DomainID, f.DateFrom, f.DateTo, err = failureScope(r.URL.Query()); err != nil {
 		return err
 	}
-	st, err := s.store.FailureStatistics(r.org.ID, f)
+	st, err := s.app.FailureStatistics(r.Context(), r.actor, f)
 	return writeFound(w, st, err, "domain not found")
 }

@@ -158,7 +158,7 @@ func TestListFailureReports(t *testing.T) {
 			}
 		}
 	})
-	want := []string{"arrival_date", "auth_failure", "authentication_results", "delivery_result", "domain", "domain_id",
+	want := []string{"arrival_date", "auth_failure", "auth_failure_reported", "authentication_results", "delivery_result", "domain", "domain_id",
 		"feedback_type", "geo", "id", "message_id", "original_mail_from", "original_rcpt_to", "received_at",
 		"reported_domain", "reporter", "source_ip", "subject"}
 	if !slices.Equal(keys, want) {

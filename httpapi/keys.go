@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dmarcd/dmarcd/store"
@@ -12,7 +9,8 @@ import (
 
 // The API key endpoints (API.md, "API keys"). The rules (5 active keys,
 // scopes, name length, tenant isolation, sessions ending with their key)
-// live in the store, which the CLI and the web interface call too.
+// live in the application layer and the store, which the CLI and the web
+// interface call too.
 
 // keyBody is a key as the API shows it: never a hash, never the value.
 type keyBody struct {
@@ -41,7 +39,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	keys, total, err := s.store.ListAPIKeysPage(r.org.ID, store.Page{Page: p.Page, Limit: p.Limit})
+	keys, total, err := s.app.ListKeys(r.Context(), r.actor, store.Page{Page: p.Page, Limit: p.Limit})
 	if err != nil {
 		return err
 	}
@@ -61,28 +59,12 @@ func (s *Server) createKey(w http.ResponseWriter, r *request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	var details []FieldError
-	if in.Name == nil || strings.TrimSpace(*in.Name) == "" {
-		details = append(details, FieldError{Field: "name", Message: "is required"})
-	}
-	scope := store.ScopeFull
+	scope := string(store.ScopeFull)
 	if in.Scope != nil {
-		sc, err := store.ParseScope(*in.Scope)
-		if err != nil {
-			details = append(details, FieldError{Field: "scope", Message: "must be full or read"})
-		}
-		scope = sc
+		scope = *in.Scope
 	}
-	if len(details) > 0 {
-		return validationFailed(details)
-	}
-	key, secret, err := s.store.CreateAPIKey(r.org.ID, *in.Name, scope)
-	switch {
-	case errors.Is(err, store.ErrLimit):
-		return &Error{Status: http.StatusForbidden, Code: "key_limit_exceeded", Message: keyLimitMessage}
-	case errors.Is(err, store.ErrInvalid):
-		return validationFailed([]FieldError{{Field: "name", Message: strings.TrimPrefix(storeMsg(err), "API key name ")}})
-	case err != nil:
+	key, secret, err := s.app.CreateKey(r.Context(), r.actor, deref(in.Name), scope)
+	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/keys/"+key.ID)
@@ -90,38 +72,12 @@ func (s *Server) createKey(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
-// keyLimitMessage explains key_limit_exceeded.
-var keyLimitMessage = "an organization may have at most " + strconv.Itoa(store.MaxActiveKeys) +
-	" active API keys: revoke one first"
-
 // revokeKey revokes a key of the caller's organization, the caller's own
 // included; revoking a revoked key is 204 again.
 func (s *Server) revokeKey(w http.ResponseWriter, r *request) error {
-	if _, err := s.store.RevokeOrgAPIKey(r.org.ID, strings.ToLower(r.params.ByName("id"))); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return errNotFound("API key not found")
-		}
+	if _, err := s.app.RevokeKey(r.Context(), r.actor, r.params.ByName("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// validationFailed is one 422 naming every invalid field.
-func validationFailed(details []FieldError) *Error {
-	msgs := make([]string, len(details))
-	for i, d := range details {
-		msgs[i] = "invalid " + d.Field + ": " + d.Message
-	}
-	return &Error{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
-		Message: strings.Join(msgs, "; "), Details: details}
-}
-
-// storeMsg is the client-facing message of a store error.
-func storeMsg(err error) string {
-	var se *store.Error
-	if errors.As(err, &se) {
-		return se.Msg
-	}
-	return "invalid"
 }

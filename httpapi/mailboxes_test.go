@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
@@ -24,7 +25,7 @@ var mailboxKeys = []string{"archive_folder", "auth", "created_at", "folder", "ho
 
 // mailboxEnv adds to env a memory IMAP server, a running pipeline and the
 // mailbox service the API uses.
-func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Service) {
+func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Intake) {
 	t.Helper()
 	e := newEnv(t, 1000)
 	srv := imaptest.NewServer(t)
@@ -40,9 +41,9 @@ func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Service) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	svc := &imapin.Service{DB: e.db, Box: box, Sink: imapin.PipelineSink{Pipeline: p},
+	svc := &imapin.Intake{DB: e.db, Box: box, Sink: imapin.PipelineSink{Pipeline: p},
 		Options: &imapin.Options{AllowPrivate: true, RootCAs: srv.Cert.Pool, Timeout: 5 * time.Second}}
-	e.api.cfg.Mailboxes = svc
+	e.withApp(func(c *app.Config) { c.Mailboxes = svc })
 	return e, srv, svc
 }
 
@@ -138,13 +139,19 @@ func TestMailboxLifecycle(t *testing.T) {
 	}
 }
 
-func TestMailboxTenantIsolation(t *testing.T) {
-	e, srv, _ := mailboxEnv(t)
+// mustCreateMailbox adds srv's mailbox to organization A and returns its id.
+func mustCreateMailbox(t *testing.T, e *env, srv *imaptest.Server) string {
+	t.Helper()
 	r := e.do("POST", "/api/v1/mailboxes", e.keyA, mailboxBody(srv))
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	id := r.json(t)["id"].(string)
+	return r.json(t)["id"].(string)
+}
+
+func TestMailboxTenantIsolation(t *testing.T) {
+	e, srv, _ := mailboxEnv(t)
+	id := mustCreateMailbox(t, e, srv)
 	for _, c := range []struct {
 		method, path string
 		body         any
@@ -158,7 +165,7 @@ func TestMailboxTenantIsolation(t *testing.T) {
 			t.Errorf("org B %s %s: %d %s", c.method, c.path, r.status, r.body)
 		}
 	}
-	r = e.do("GET", "/api/v1/mailboxes", e.keyB, nil)
+	r := e.do("GET", "/api/v1/mailboxes", e.keyB, nil)
 	if data := r.json(t)["data"].([]any); len(data) != 0 {
 		t.Errorf("org B lists %d mailboxes", len(data))
 	}
@@ -249,4 +256,45 @@ func countMailboxes(t *testing.T, e *env) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestMailboxSecretNotSentToANewServer ensures a change of host, port,
+// security or username needs the secret again: without it the answer is
+// 422 on password (oauth2 for an OAuth2 mailbox) and nothing is dialled, so
+// the stored password never reaches a server it was not given for (issue
+// 24: PUT {"port": 27144} logged in there with the stored password).
+func TestMailboxSecretNotSentToANewServer(t *testing.T) {
+	e, srv, _ := mailboxEnv(t)
+	id := mustCreateMailbox(t, e, srv)
+	// Another "server", which records whoever connects.
+	ln := imaptest.NewListener(t)
+	other := ln.Port
+	for _, change := range []map[string]any{
+		{"port": other},
+		{"host": "localhost"},
+		{"security": "starttls"},
+		{"username": "someone@example.com"},
+		{"port": other, "folder": "INBOX"},
+	} {
+		r := e.do("PUT", "/api/v1/mailboxes/"+id, e.keyA, change)
+		if r.status != http.StatusUnprocessableEntity || r.errorCode(t) != "validation_failed" || !strings.Contains(string(r.body), `"password"`) {
+			t.Errorf("PUT %v without the password: %d %s, want 422 on password", change, r.status, r.body)
+		}
+	}
+	if n := ln.Connections(); n != 0 {
+		t.Errorf("the new server was dialled %d times with the stored password", n)
+	}
+	r := e.do("GET", "/api/v1/mailboxes/"+id, e.keyA, nil)
+	if m := r.json(t); m["port"] != float64(srv.Port) || m["host"] != "127.0.0.1" {
+		t.Errorf("the refused changes were stored: %s", r.body)
+	}
+	// What does not take the secret elsewhere needs no password; the new
+	// server with the password sent again is tried.
+	if r := e.do("PUT", "/api/v1/mailboxes/"+id, e.keyA, map[string]any{"folder": "INBOX", "is_active": true}); r.status != http.StatusOK {
+		t.Errorf("folder change: %d %s", r.status, r.body)
+	}
+	r = e.do("PUT", "/api/v1/mailboxes/"+id, e.keyA, map[string]any{"port": other, "password": imaptest.Pass})
+	if r.status != http.StatusUnprocessableEntity || r.errorCode(t) != "mailbox_unreachable" || ln.Connections() == 0 {
+		t.Errorf("new port with the password: %d %s (dialled %d), want it tried", r.status, r.body, ln.Connections())
+	}
 }

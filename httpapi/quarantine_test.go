@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
@@ -22,7 +23,7 @@ func (e *env) withPipeline(t *testing.T) *ingest.Pipeline {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e.api.cfg.Quarantine = p
+	e.withApp(func(c *app.Config) { c.Quarantine = p })
 	return p
 }
 

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,7 +37,7 @@ func (s *Server) listReports(w http.ResponseWriter, r *request) error {
 	if f.DateFrom != nil && f.DateTo != nil && f.DateTo.Before(*f.DateFrom) {
 		return errBadRange()
 	}
-	page, err := s.store.ListReportsPage(r.org.ID, f)
+	page, err := s.store.ListReportsPage(r.orgID(), f)
 	if err != nil {
 		return reportPageError(p, err)
 	}
@@ -93,21 +91,11 @@ func errBadRange() *Error {
 // findReport loads the :id report of the caller's organization; another
 // organization's report is not found, as an unknown one.
 func (s *Server) findReport(r *request) (*store.Report, error) {
-	rep, err := s.store.FindReport(r.org.ID, r.params.ByName("id"))
+	rep, err := s.store.FindReport(r.orgID(), r.params.ByName("id"))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errNotFound("report not found")
 	}
 	return rep, err
-}
-
-// reportRecords streams the records of rep to fn, turning a report deleted
-// since it was found into the same 404.
-func (s *Server) reportRecords(r *request, rep *store.Report, fn func(*store.Record) error) error {
-	err := s.store.ReportRecords(r.org.ID, rep.ID, fn)
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("report not found")
-	}
-	return err
 }
 
 // getReport writes the report, then its records one at a time as the store
@@ -124,12 +112,8 @@ func (s *Server) getReport(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	head, err := json.Marshal(rep)
-	if err != nil {
-		return err
-	}
 	out := newStream(w, http.Header{"Content-Type": {"application/json"}})
-	err = s.writeWithRecords(r, out, head, rep)
+	err = s.app.WriteReportJSON(r.Context(), r.actor, rep, out)
 	if err == nil {
 		err = out.close()
 	}
@@ -137,34 +121,6 @@ func (s *Server) getReport(w http.ResponseWriter, r *request) error {
 		return s.failStream(r, out, err)
 	}
 	return nil
-}
-
-// writeWithRecords writes head, rep's JSON object, with its records added
-// as "records", one at a time as the store reads them, and a newline: the
-// body of GET /reports/{id} and a line of the NDJSON export.
-func (s *Server) writeWithRecords(r *request, out *streamWriter, head []byte, rep *store.Report) error {
-	out.Write(head[:len(head)-1]) // the report object, left open
-	out.WriteString(`,"records":[`)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	n := 0
-	err := s.reportRecords(r, rep, func(rec *store.Record) error {
-		buf.Reset()
-		if n > 0 {
-			buf.WriteByte(',')
-		}
-		n++
-		if err := enc.Encode(rec); err != nil {
-			return err
-		}
-		_, err := out.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	_, err = out.WriteString("]}\n")
-	return err
 }
 
 // failStream ends a stream that broke. A client that went away is routine;

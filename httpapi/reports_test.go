@@ -409,7 +409,7 @@ func checkSummary(t *testing.T, got store.Summary, records []*store.Record) {
 		}
 		country[cc] += r.Count
 		asn[as] += r.Count
-		auth[r.DKIM+"/"+r.SPF+"/"+r.DMARC] += r.Count
+		auth[string(r.DKIM)+"/"+string(r.SPF)+"/"+r.DMARC] += r.Count
 	}
 	if got.MessageCount != want.MessageCount || got.DMARC.Pass != want.DMARC.Pass || got.DMARC.Fail != want.DMARC.Fail ||
 		got.DKIM != want.DKIM || got.SPF != want.SPF || got.Disposition != want.Disposition {

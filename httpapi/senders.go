@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -20,17 +19,13 @@ import (
 var defaultKnownSenders = sync.OnceValue(senders.DefaultKnownSenders)
 
 // senderViews returns the configured views, or views over the store with
-// the embedded map, no SPF evaluation, and the DNS checker's resolver to
-// read published records.
+// the embedded map, no SPF evaluation, and the app's DNS resolver to read
+// published records.
 func (s *Server) senderViews() *senders.Views {
 	if s.cfg.Senders != nil {
 		return s.cfg.Senders
 	}
-	v := &senders.Views{DB: s.store, Known: defaultKnownSenders()}
-	if c, ok := s.dns.(*dnscheck.Checker); ok && c.Resolver != nil {
-		v.DMARC = c.Resolver
-	}
-	return v
+	return &senders.Views{DB: s.store, Known: defaultKnownSenders(), DMARC: s.app.DMARCResolver()}
 }
 
 // viewErr turns a store error of the views into the API's.
@@ -63,7 +58,7 @@ func (s *Server) domainSources(w http.ResponseWriter, r *request) error {
 		msg := "must be at most " + strconv.Itoa(maxGroupParam) + " bytes"
 		return errBadRequest("query parameter group "+msg, FieldError{Field: "group", Message: msg})
 	}
-	rows, err := s.senderViews().Sources(r.Context(), r.org.ID, r.params.ByName("id"), from, to, group)
+	rows, err := s.senderViews().Sources(r.Context(), r.orgID(), r.params.ByName("id"), from, to, group)
 	if err != nil {
 		return viewErr(err)
 	}
@@ -80,7 +75,7 @@ func (s *Server) domainSenders(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	groups, err := s.senderViews().Senders(r.Context(), r.org.ID, r.params.ByName("id"), from, to)
+	groups, err := s.senderViews().Senders(r.Context(), r.orgID(), r.params.ByName("id"), from, to)
 	if err != nil {
 		return viewErr(err)
 	}
@@ -99,7 +94,7 @@ func (s *Server) domainPolicyAdvice(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	a, err := s.senderViews().PolicyAdvice(r.Context(), r.org.ID, r.params.ByName("id"), from, to)
+	a, err := s.senderViews().PolicyAdvice(r.Context(), r.orgID(), r.params.ByName("id"), from, to)
 	if err != nil {
 		return viewErr(err)
 	}

@@ -4,62 +4,39 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
-	"github.com/dmarcd/dmarcd/dnscheck"
-	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/webhook"
 )
-
-// DNSChecker is what the API needs of DNS: the domain verification and
-// check-dmarc logic of package dnscheck.
-type DNSChecker interface {
-	CheckDMARC(ctx context.Context, domain string) (*dnscheck.CheckResult, error)
-	Verify(ctx context.Context, domain, reportingEmail string) error
-	SuggestRecord(ctx context.Context, domain, reportingEmail string) (dnscheck.Suggestion, error)
-}
 
 // Config holds what a Server is built from.
 type Config struct {
-	Store           *store.DB
-	DNS             DNSChecker
-	ReportingDomain string            // the domain of every reporting address
-	RateLimit       int               // requests per minute per key; 0 means 100
-	AuthFailLimit   int               // failed authentications per minute per client address; 0 means 30
-	DNSTimeout      time.Duration     // budget of the DNS work of one request; 0 means 10s
-	Logger          *slog.Logger      // nil discards
-	Metrics         *metrics.Registry // nil creates a private one
-	Now             func() time.Time  // nil means the wall clock; injected by tests
-	Ready           func() error      // /readyz; nil means ready
-	Version         string            // shown by /healthz
+	// App runs the operations; nil builds one over Store alone (no DNS,
+	// webhooks or mailboxes), for tools and tests that only read.
+	App       *app.App
+	Store     *store.DB         // the read path: reports, statistics, alerts
+	RateLimit int               // requests per minute per key; 0 means 100
+	Logger    *slog.Logger      // nil discards
+	Metrics   *metrics.Registry // nil creates a private one
+	Now       func() time.Time  // nil means the wall clock; injected by tests
+	Ready     func() error      // /readyz; nil means ready
+	Version   string            // shown by /healthz
 
-	// WebhookClient sends test deliveries; WebhookResolver and
-	// WebhookPolicy validate webhook URLs (the policy the client was built
-	// with). Without them the webhook endpoints that need them answer 500.
-	WebhookClient   *webhook.Client
-	WebhookResolver webhook.Resolver
-	WebhookPolicy   webhook.Policy
-
-	// TLS answers check-tls; without it check-tls answers 500.
-	TLS TLSChecker
 	// Senders computes the sources, senders and policy-advice views; nil
 	// uses the embedded known-sender map without SPF evaluation.
 	Senders *senders.Views
@@ -67,35 +44,20 @@ type Config struct {
 	// TLSReports, when set, serves POST /tlsrpt/<local part> (TLS reports
 	// over HTTPS, package ingest/https); without it that path is 404.
 	TLSReports http.Handler
-	// PublicURL is the URL reporters reach the server by (--public-url,
-	// no trailing slash); when it is https, dns_records add the
-	// <PublicURL>/tlsrpt/<local part> URI to the TLS-RPT record.
-	PublicURL string
-	// Mailboxes runs the mailbox endpoints (IMAP intake); without it those
-	// that change or poll a mailbox answer 500.
-	Mailboxes *imapin.Service
-	// Quarantine retries quarantine entries (POST /quarantine/{id}/retry).
-	Quarantine QuarantineRetrier
 }
 
 // Server is the HTTP API. Create it with New.
 type Server struct {
-	cfg      Config
-	store    *store.DB
-	dns      DNSChecker
-	log      *slog.Logger
-	now      func() time.Time
-	router   *httprouter.Router
-	routes   []Route
-	keys     *keyLimiter
-	authFail *failLimiter
-	lastUsed lastUsed
+	cfg    Config
+	app    *app.App
+	store  *store.DB
+	log    *slog.Logger
+	now    func() time.Time
+	router *httprouter.Router
+	routes []Route
+	keys   *keyLimiter
 
 	domainPages *pageCache
-
-	// ui serves every path outside /api/ that no API route takes (the web
-	// interface); nil: those are JSON 404s too. Set by MountUI.
-	ui http.Handler
 
 	ridPrefix string
 	ridSeq    atomic.Uint64
@@ -110,25 +72,27 @@ type Route struct {
 	Access       access
 }
 
-// access says who may call a route.
-type access int
+// access says who may call a route: anyone (public), or an authenticated
+// actor whom app.Authorize lets run the route's action.
+type access struct {
+	public bool
+	act    app.Action
+}
 
-const (
-	public    access = iota // no key (OpenAPI document, health)
-	readScope               // any valid key
-	fullScope               // a key with full scope
+// The accesses of the routes.
+var (
+	public       = access{public: true} // no key (OpenAPI document, health)
+	read         = access{act: app.Read}
+	write        = access{act: app.Write}
+	readHooks    = access{act: app.ReadWebhooks}
+	writeHooks   = access{act: app.WriteWebhooks}
+	readFailures = access{act: app.ReadFailureReports}
 )
 
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	if cfg.RateLimit <= 0 {
 		cfg.RateLimit = 100
-	}
-	if cfg.AuthFailLimit <= 0 {
-		cfg.AuthFailLimit = 30
-	}
-	if cfg.DNSTimeout <= 0 {
-		cfg.DNSTimeout = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -139,17 +103,19 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.App == nil {
+		cfg.App = app.New(app.Config{Store: cfg.Store, Now: cfg.Now})
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &Server{
 		cfg:         cfg,
+		app:         cfg.App,
 		store:       cfg.Store,
-		dns:         cfg.DNS,
 		log:         cfg.Logger,
 		now:         func() time.Time { return cfg.Now().UTC().Truncate(time.Second) },
 		router:      httprouter.New(),
 		keys:        newKeyLimiter(cfg.RateLimit),
-		authFail:    newFailLimiter(cfg.AuthFailLimit),
 		ridPrefix:   hex.EncodeToString(b[:]),
 		domainPages: newPageCache(4096),
 		requests: cfg.Metrics.Counter("dmarcd_http_requests_total",
@@ -157,7 +123,6 @@ func New(cfg Config) *Server {
 		latency: cfg.Metrics.Histogram("dmarcd_http_request_duration_seconds",
 			"HTTP request latency in seconds, by route and method.", metrics.DefaultLatencyBuckets, "route", "method"),
 	}
-	s.lastUsed.m = map[string]time.Time{}
 	s.router.NotFound = http.HandlerFunc(s.notFound)
 	s.router.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
 	s.router.PanicHandler = s.panicked
@@ -172,63 +137,63 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/metrics", public, s.metrics)
 	s.handle("GET", "/api/v1/openapi.json", public, s.openAPI)
 
-	s.handle("GET", "/api/v1/domains", readScope, s.listDomains)
-	s.handle("POST", "/api/v1/domains", fullScope, s.createDomain)
-	s.handle("GET", "/api/v1/domains/:id", readScope, s.getDomain)
-	s.handle("DELETE", "/api/v1/domains/:id", fullScope, s.deleteDomain)
-	s.handle("POST", "/api/v1/domains/:id/verify", fullScope, s.verifyDomain)
-	s.handle("GET", "/api/v1/domains/:id/statistics", readScope, s.domainStatistics)
-	s.handle("GET", "/api/v1/domains/:id/sources", readScope, s.domainSources)
-	s.handle("GET", "/api/v1/domains/:id/senders", readScope, s.domainSenders)
-	s.handle("GET", "/api/v1/domains/:id/policy-advice", readScope, s.domainPolicyAdvice)
+	s.handle("GET", "/api/v1/domains", read, s.listDomains)
+	s.handle("POST", "/api/v1/domains", write, s.createDomain)
+	s.handle("GET", "/api/v1/domains/:id", read, s.getDomain)
+	s.handle("DELETE", "/api/v1/domains/:id", write, s.deleteDomain)
+	s.handle("POST", "/api/v1/domains/:id/verify", write, s.verifyDomain)
+	s.handle("GET", "/api/v1/domains/:id/statistics", read, s.domainStatistics)
+	s.handle("GET", "/api/v1/domains/:id/sources", read, s.domainSources)
+	s.handle("GET", "/api/v1/domains/:id/senders", read, s.domainSenders)
+	s.handle("GET", "/api/v1/domains/:id/policy-advice", read, s.domainPolicyAdvice)
 
-	s.handle("GET", "/api/v1/reports", readScope, s.listReports)
-	s.handle("GET", "/api/v1/reports/:id", readScope, s.getReport)
-	s.listRoute("GET", exportPath, readScope) // served by getReport
-	s.handle("GET", "/api/v1/reports/:id/statistics", readScope, s.reportStatistics)
-	s.handle("GET", "/api/v1/reports/:id/export/csv", readScope, s.exportReportCSV)
+	s.handle("GET", "/api/v1/reports", read, s.listReports)
+	s.handle("GET", "/api/v1/reports/:id", read, s.getReport)
+	s.listRoute("GET", exportPath, read) // served by getReport
+	s.handle("GET", "/api/v1/reports/:id/statistics", read, s.reportStatistics)
+	s.handle("GET", "/api/v1/reports/:id/export/csv", read, s.exportReportCSV)
 
-	s.handle("GET", "/api/v1/alerts", readScope, s.listAlerts)
-	s.handle("PUT", "/api/v1/alerts/:id/dismiss", fullScope, s.dismissAlert)
+	s.handle("GET", "/api/v1/alerts", read, s.listAlerts)
+	s.handle("PUT", "/api/v1/alerts/:id/dismiss", write, s.dismissAlert)
 
-	s.handle("GET", "/api/v1/forensic-reports", readScope, s.listFailureReports)
+	s.handle("GET", "/api/v1/forensic-reports", readFailures, s.listFailureReports)
 	// One route for :id, summary and statistics (see failureByID).
-	s.handle("GET", "/api/v1/forensic-reports/:id", readScope, s.failureByID)
-	s.listRoute("GET", failureSummaryPath, readScope)
-	s.listRoute("GET", failureStatisticsPath, readScope)
+	s.handle("GET", "/api/v1/forensic-reports/:id", readFailures, s.failureByID)
+	s.listRoute("GET", failureSummaryPath, readFailures)
+	s.listRoute("GET", failureStatisticsPath, readFailures)
 
-	s.handle("GET", "/api/v1/webhooks", readScope, s.listWebhooks)
-	s.handle("POST", "/api/v1/webhooks", fullScope, s.createWebhook)
-	s.handle("GET", "/api/v1/webhooks/:id", readScope, s.getWebhook)
-	s.handle("PUT", "/api/v1/webhooks/:id", fullScope, s.updateWebhook)
-	s.handle("DELETE", "/api/v1/webhooks/:id", fullScope, s.deleteWebhook)
-	s.handle("POST", "/api/v1/webhooks/:id/test", fullScope, s.testWebhook)
+	s.handle("GET", "/api/v1/webhooks", readHooks, s.listWebhooks)
+	s.handle("POST", "/api/v1/webhooks", writeHooks, s.createWebhook)
+	s.handle("GET", "/api/v1/webhooks/:id", readHooks, s.getWebhook)
+	s.handle("PUT", "/api/v1/webhooks/:id", writeHooks, s.updateWebhook)
+	s.handle("DELETE", "/api/v1/webhooks/:id", writeHooks, s.deleteWebhook)
+	s.handle("POST", "/api/v1/webhooks/:id/test", writeHooks, s.testWebhook)
 
-	s.handle("GET", "/api/v1/keys", readScope, s.listKeys)
-	s.handle("POST", "/api/v1/keys", fullScope, s.createKey)
-	s.handle("DELETE", "/api/v1/keys/:id", fullScope, s.revokeKey)
-	s.handle("GET", "/api/v1/quarantine", readScope, s.listQuarantine)
-	s.handle("GET", "/api/v1/quarantine/:id", readScope, s.getQuarantine)
-	s.handle("GET", "/api/v1/quarantine/:id/raw", readScope, s.quarantineRaw)
-	s.handle("POST", "/api/v1/quarantine/:id/retry", fullScope, s.retryQuarantine)
-	s.handle("DELETE", "/api/v1/quarantine/:id", fullScope, s.deleteQuarantine)
+	s.handle("GET", "/api/v1/keys", read, s.listKeys)
+	s.handle("POST", "/api/v1/keys", write, s.createKey)
+	s.handle("DELETE", "/api/v1/keys/:id", write, s.revokeKey)
+	s.handle("GET", "/api/v1/quarantine", read, s.listQuarantine)
+	s.handle("GET", "/api/v1/quarantine/:id", read, s.getQuarantine)
+	s.handle("GET", "/api/v1/quarantine/:id/raw", read, s.quarantineRaw)
+	s.handle("POST", "/api/v1/quarantine/:id/retry", write, s.retryQuarantine)
+	s.handle("DELETE", "/api/v1/quarantine/:id", write, s.deleteQuarantine)
 
 	// check-dmarc changes nothing, so read keys may call it (API.md).
-	s.handle("POST", "/api/v1/check-dmarc", readScope, s.checkDMARC)
+	s.handle("POST", "/api/v1/check-dmarc", read, s.checkDMARC)
 
-	s.handle("GET", "/api/v1/tls-reports", readScope, s.listTLSReports)
-	s.handle("GET", "/api/v1/tls-reports/:id", readScope, s.getTLSReport)
-	s.handle("GET", "/api/v1/domains/:id/tls-statistics", readScope, s.domainTLSStatistics)
-	s.handle("POST", "/api/v1/check-tls", readScope, s.checkTLS)
+	s.handle("GET", "/api/v1/tls-reports", read, s.listTLSReports)
+	s.handle("GET", "/api/v1/tls-reports/:id", read, s.getTLSReport)
+	s.handle("GET", "/api/v1/domains/:id/tls-statistics", read, s.domainTLSStatistics)
+	s.handle("POST", "/api/v1/check-tls", read, s.checkTLS)
 	// RFC 8460 reporters: no key, the address is the secret (ingest/https).
 	s.handle("POST", "/tlsrpt/:local", public, s.postTLSReport)
 
-	s.handle("GET", "/api/v1/mailboxes", readScope, s.listMailboxes)
-	s.handle("POST", "/api/v1/mailboxes", fullScope, s.createMailbox)
-	s.handle("GET", "/api/v1/mailboxes/:id", readScope, s.getMailbox)
-	s.handle("PUT", "/api/v1/mailboxes/:id", fullScope, s.updateMailbox)
-	s.handle("DELETE", "/api/v1/mailboxes/:id", fullScope, s.deleteMailbox)
-	s.handle("POST", "/api/v1/mailboxes/:id/poll", fullScope, s.pollMailbox)
+	s.handle("GET", "/api/v1/mailboxes", read, s.listMailboxes)
+	s.handle("POST", "/api/v1/mailboxes", write, s.createMailbox)
+	s.handle("GET", "/api/v1/mailboxes/:id", read, s.getMailbox)
+	s.handle("PUT", "/api/v1/mailboxes/:id", write, s.updateMailbox)
+	s.handle("DELETE", "/api/v1/mailboxes/:id", write, s.deleteMailbox)
+	s.handle("POST", "/api/v1/mailboxes/:id/poll", write, s.pollMailbox)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.
@@ -246,9 +211,11 @@ type handlerFunc func(w http.ResponseWriter, r *request) error
 type request struct {
 	*http.Request
 	params httprouter.Params
-	key    *store.APIKey
-	org    *store.Organization
+	actor  app.Actor
 }
+
+// orgID is the id of the caller's organization.
+func (r *request) orgID() string { return r.actor.Org().ID }
 
 func (s *Server) handle(method, path string, acc access, h handlerFunc) {
 	s.routes = append(s.routes, Route{Method: method, Path: path, Access: acc})
@@ -268,28 +235,22 @@ func (s *Server) handle(method, path string, acc access, h handlerFunc) {
 	})
 }
 
-// authenticate checks the key, the client's failed-authentication budget,
-// the key's rate limit and its scope, in that order, and sets the rate-limit
-// headers.
+// authenticate checks the key (with the client's failed-authentication
+// budget), the key's rate limit, and whether app.Authorize lets it run
+// the route's action, in that order, and sets the rate-limit headers.
 func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) error {
-	if acc == public {
+	if acc.public {
 		return nil
 	}
-	now := s.cfg.Now()
-	addr := clientAddr(r.Request)
-	if blocked, until := s.authFail.blocked(addr, now); blocked {
-		w.Header().Set("Retry-After", retryAfter(until.Sub(now)))
-		return errAuthBlocked
-	}
-	key, org, err := s.store.Authenticate(r.Header.Get("X-API-Key"))
+	actor, err := s.app.Authenticate(clientaddr.Of(r.Request), r.Header.Get("X-API-Key"))
 	if err != nil {
-		s.authFail.fail(addr, now)
-		if errors.Is(err, store.ErrNotFound) {
-			return errUnauthorized
+		if e := app.AsError(err); e.Kind == app.Throttled {
+			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
 		}
 		return err
 	}
-	q := s.keys.take(key.ID, now)
+	now := s.cfg.Now()
+	q := s.keys.take(actor.Key().ID, now)
 	h := w.Header()
 	h.Set("X-RateLimit-Limit", strconv.Itoa(q.limit))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(q.remaining))
@@ -298,12 +259,14 @@ func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) err
 		h.Set("Retry-After", retryAfter(q.retryAfter))
 		return errRateLimited
 	}
-	if acc == fullScope && key.Scope != store.ScopeFull {
-		return errInsufficientScope
+	err = app.Authorize(actor, acc.act)
+	// A key refused for its rights did not serve; one refused for its
+	// plan did.
+	if err == nil || app.KindOf(err) == app.PlanFeature {
+		r.actor = actor
+		s.app.KeyUsed(actor)
 	}
-	r.key, r.org = key, org
-	s.lastUsed.mark(key.ID, now)
-	return nil
+	return err
 }
 
 func ceilUnix(t time.Time) int64 {
@@ -323,30 +286,53 @@ func retryAfter(d time.Duration) string {
 	return strconv.FormatInt(secs, 10)
 }
 
-// clientAddr is the peer's IP address. Proxy headers are not trusted: a
-// client could forge them to escape the failed-authentication limit.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
+// ServeHTTP serves one API request with its request id, logging and
+// metrics (see Observe).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.observe(w, r, "unmatched", s.router)
 }
 
-// ServeHTTP assigns the request id, serves the request, then logs it and
-// records its metrics.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Observe wraps h, a handler served beside the API on one mux (the web
+// interface), with what every API request gets: a request id, a 431 for
+// headers over MaxHeaderBytes, the request log line and the metrics,
+// under the route name route.
+func (s *Server) Observe(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.observe(w, r, route, h) })
+}
+
+// Paths are the ServeMux patterns the API serves on a mux it shares:
+// /api and everything under it, and the first segment of every other
+// route (/healthz, /tlsrpt/...), with and without a trailing slash so
+// that the router's own redirects still apply.
+func (s *Server) Paths() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, rt := range s.routes {
+		seg, _, _ := strings.Cut(strings.TrimPrefix(rt.Path, "/"), "/")
+		for _, p := range []string{"/" + seg, "/" + seg + "/"} {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// observe assigns the request id, serves the request with h, then logs it
+// and records its metrics; route names it unless h names it better.
+func (s *Server) observe(w http.ResponseWriter, r *http.Request, route string, h http.Handler) {
 	start := time.Now()
 	rid := r.Header.Get("X-Request-Id")
 	if !validRequestID(rid) {
 		rid = s.ridPrefix + "-" + strconv.FormatUint(s.ridSeq.Add(1), 36)
 	}
 	w.Header().Set("X-Request-Id", rid)
-	rec := &recorder{ResponseWriter: w, status: http.StatusOK, route: "unmatched"}
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK, route: route}
 	if headerBytes(r) > MaxHeaderBytes {
 		s.writeError(rec, r, errHeadersTooLarge)
 	} else {
-		s.router.ServeHTTP(rec, r)
+		h.ServeHTTP(rec, r)
 	}
 	elapsed := time.Since(start)
 	s.requests.With(rec.route, r.Method, strconv.Itoa(rec.status)).Inc()
@@ -367,7 +353,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", rec.status),
 		slog.Int64("bytes", rec.bytes),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-		slog.String("remote", clientAddr(r)),
+		slog.String("remote", clientaddr.Of(r)),
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
@@ -411,31 +397,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// MountUI makes the server hand every request outside /api/ that no API
-// route takes (/, /login, /domains/..., /static/...) to ui, the web
-// interface. Call it before serving.
-func (s *Server) MountUI(ui http.Handler) { s.ui = ui }
-
-// AuthBlocked reports whether client address addr is over the
-// failed-authentication limit and how long it stays blocked; the web
-// interface's sign-in shares the limit.
-func (s *Server) AuthBlocked(addr string) (bool, time.Duration) {
-	now := s.cfg.Now()
-	blocked, until := s.authFail.blocked(addr, now)
-	return blocked, until.Sub(now)
-}
-
-// AuthFailed counts a failed authentication (a failed sign-in) from addr.
-func (s *Server) AuthFailed(addr string) { s.authFail.fail(addr, s.cfg.Now()) }
-
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	if s.ui != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
-		if rec, ok := w.(*recorder); ok {
-			rec.route = "ui"
-		}
-		s.ui.ServeHTTP(w, r)
-		return
-	}
 	s.writeError(w, r, errNotFound(fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
 }
 
@@ -448,33 +410,4 @@ func (s *Server) panicked(w http.ResponseWriter, r *http.Request, v any) {
 	s.log.Error("panic serving request", "request_id", w.Header().Get("X-Request-Id"),
 		"path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	s.writeError(w, r, &Error{Status: http.StatusInternalServerError, Code: "internal"})
-}
-
-// lastUsed batches the last_used_at stamps of keys in memory: writing them
-// on every request would cost an fsync each. Flush writes them in one
-// transaction.
-type lastUsed struct {
-	mu sync.Mutex
-	m  map[string]time.Time
-}
-
-func (l *lastUsed) mark(id string, t time.Time) {
-	l.mu.Lock()
-	l.m[id] = t
-	l.mu.Unlock()
-}
-
-// FlushKeyUsage writes the batched last_used_at stamps to the store.
-func (s *Server) FlushKeyUsage() error {
-	s.lastUsed.mu.Lock()
-	m := s.lastUsed.m
-	s.lastUsed.m = make(map[string]time.Time, len(m))
-	s.lastUsed.mu.Unlock()
-	if len(m) == 0 {
-		return nil
-	}
-	for id, t := range m {
-		m[id] = t.UTC().Truncate(time.Second)
-	}
-	return s.store.TouchAPIKeys(m)
 }

@@ -18,7 +18,7 @@ const day = 24 * time.Hour
 
 // reportStatistics answers the summary computed at ingest: no record is read.
 func (s *Server) reportStatistics(w http.ResponseWriter, r *request) error {
-	st, err := s.store.ReportStatistics(r.org.ID, r.params.ByName("id"))
+	st, err := s.store.ReportStatistics(r.orgID(), r.params.ByName("id"))
 	return writeFound(w, st, err, "report not found")
 }
 
@@ -29,7 +29,7 @@ func (s *Server) domainStatistics(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.store.DomainStatistics(r.org.ID, r.params.ByName("id"), from, to)
+	st, err := s.store.DomainStatistics(r.orgID(), r.params.ByName("id"), from, to)
 	return writeFound(w, st, err, "domain not found")
 }
 

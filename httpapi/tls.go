@@ -1,22 +1,15 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
 )
 
 // SMTP TLS reports (RFC 8460): list, single, a domain's statistics, and
 // check-tls.
-
-// TLSChecker is the check-tls logic of package dnscheck.
-type TLSChecker interface {
-	CheckTLS(ctx context.Context, domain string) (*dnscheck.TLSResult, error)
-}
 
 // tlsPagination is the pagination of report lists: API.md's fields plus
 // next_cursor (null on the last page).
@@ -40,7 +33,7 @@ func (s *Server) listTLSReports(w http.ResponseWriter, r *request) error {
 	if f.DomainID, f.DateFrom, f.DateTo, err = failureScope(q); err != nil {
 		return err
 	}
-	l, err := s.store.ListTLSReports(r.org.ID, f)
+	l, err := s.store.ListTLSReports(r.orgID(), f)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return errNotFound("domain not found")
@@ -62,7 +55,7 @@ func (s *Server) listTLSReports(w http.ResponseWriter, r *request) error {
 }
 
 func (s *Server) getTLSReport(w http.ResponseWriter, r *request) error {
-	rep, err := s.store.FindTLSReport(r.org.ID, r.params.ByName("id"))
+	rep, err := s.store.FindTLSReport(r.orgID(), r.params.ByName("id"))
 	return writeFound(w, rep, err, "TLS report not found")
 }
 
@@ -73,7 +66,7 @@ func (s *Server) domainTLSStatistics(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.store.TLSStatistics(r.org.ID, r.params.ByName("id"), from, to)
+	st, err := s.store.TLSStatistics(r.orgID(), r.params.ByName("id"), from, to)
 	return writeFound(w, st, err, "domain not found")
 }
 
@@ -85,17 +78,7 @@ func (s *Server) checkTLS(w http.ResponseWriter, r *request) error {
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	name, err := domainField("domain", in.Domain)
-	if err != nil {
-		return err
-	}
-	if s.cfg.TLS == nil {
-		return errors.New("check-tls is not configured")
-	}
-	// DNS lookups and the 5 s policy fetch.
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DNSTimeout+dnscheck.MTASTSBudget)
-	defer cancel()
-	res, err := s.cfg.TLS.CheckTLS(ctx, name)
+	res, err := s.app.CheckTLS(r.Context(), r.actor, deref(in.Domain))
 	if err != nil {
 		return err
 	}

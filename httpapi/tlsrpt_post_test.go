@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/ingest"
 	tlshttps "github.com/dmarcd/dmarcd/ingest/https"
 	"github.com/dmarcd/dmarcd/store"
@@ -63,7 +64,7 @@ func TestCreateDomainTLSRecordHTTPS(t *testing.T) {
 		{"http://127.0.0.1:8080", ""},
 	} {
 		e := newEnv(t, 1000)
-		e.api.cfg.PublicURL = tt.public
+		e.withApp(func(c *app.Config) { c.PublicURL = tt.public })
 		r := e.do("POST", "/api/v1/domains", e.keyA, map[string]string{"name": "new.example"})
 		if r.status != 201 {
 			t.Fatalf("%d %s", r.status, r.body)

@@ -25,8 +25,9 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
-	"github.com/dmarcd/dmarcd/metrics"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/webhook"
@@ -125,7 +126,7 @@ func (rc *testReceiver) port() string {
 // newWebhookEnv is newEnv with webhook support: URLs validated with policy
 // p against the env's DNS server, test deliveries through a client built
 // with p, and the clock at the real time (receivers check timestamps).
-func newWebhookEnv(t *testing.T, p webhook.Policy) *env {
+func newWebhookEnv(t *testing.T, p egress.Policy) *env {
 	t.Helper()
 	e := newEnv(t, 1000)
 	e.clock.Set(time.Now().UTC().Truncate(time.Second))
@@ -135,33 +136,22 @@ func newWebhookEnv(t *testing.T, p webhook.Policy) *env {
 	}
 	client := webhook.NewClient(res, p).WithTimeout(5 * time.Second)
 	t.Cleanup(client.CloseIdleConnections)
-	e.reg = metrics.NewRegistry()
-	e.api = New(Config{
-		Store:           e.db,
-		DNS:             &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second},
-		ReportingDomain: "reports.example.net",
-		RateLimit:       1000,
-		Metrics:         e.reg,
-		Now:             e.clock.Now,
-		DNSTimeout:      2 * time.Second,
-		WebhookClient:   client,
-		WebhookResolver: res,
-		WebhookPolicy:   p,
+	e.withApp(func(c *app.Config) {
+		c.DNS = &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second}
+		c.DNSTimeout = 2 * time.Second
+		c.WebhookClient, c.WebhookResolver, c.WebhookPolicy = client, res, p
 	})
-	e.srv.Close()
-	e.srv = httptest.NewServer(e.api)
-	t.Cleanup(e.srv.Close)
 	e.dns.SetA("hooks.example.com", "93.184.216.34")
 	return e
 }
 
 // trusting is a policy that reaches loopback receivers and trusts them.
-func trusting(rcs ...*testReceiver) webhook.Policy {
+func trusting(rcs ...*testReceiver) egress.Policy {
 	pool := x509.NewCertPool()
 	for _, rc := range rcs {
 		pool.AddCert(rc.srv.Certificate())
 	}
-	return webhook.Policy{AllowPrivate: true, RootCAs: pool}
+	return egress.Policy{AllowPrivate: true, RootCAs: pool}
 }
 
 // mustCreateWebhook creates a webhook through the API and returns the
@@ -188,7 +178,7 @@ func keysOf(m map[string]any) []string {
 // plan_feature_unavailable to a plan without advanced alerting, before it
 // looks at the id or the body.
 func TestWebhookPlanGate(t *testing.T) {
-	e := newWebhookEnv(t, webhook.Policy{})
+	e := newWebhookEnv(t, egress.Policy{})
 	id := store.NewID()
 	for _, c := range []struct {
 		method, path string
@@ -221,7 +211,7 @@ func TestWebhookPlanGate(t *testing.T) {
 // object plus a whsec_ secret shown only then, and the webhook reads back
 // the same without it, in the list and alone.
 func TestCreateAndReadWebhook(t *testing.T) {
-	e := newWebhookEnv(t, webhook.Policy{})
+	e := newWebhookEnv(t, egress.Policy{})
 	r := e.do("POST", "/api/v1/webhooks", e.keyA, map[string]string{"url": " https://hooks.example.com/dmarc ", "name": " ops "})
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
@@ -291,7 +281,7 @@ func TestCreateAndReadWebhook(t *testing.T) {
 // TestCreateWebhookBadInput ensures malformed bodies are 400, invalid or
 // unsafe values 422 naming the field, and a DNS failure 503.
 func TestCreateWebhookBadInput(t *testing.T) {
-	e := newWebhookEnv(t, webhook.Policy{})
+	e := newWebhookEnv(t, egress.Policy{})
 	e.dns.SetA("internal.example.com", "10.1.2.3")
 	e.dns.SetA("metadata.example.com", "169.254.169.254")
 	e.dns.SetA("rebind.example.com", "93.184.216.34", "127.0.0.1")
@@ -368,7 +358,7 @@ func TestCreateWebhookBadInput(t *testing.T) {
 // TestWebhookPlanLimit ensures creating past the plan's count is 403
 // plan_limit_exceeded, and a deleted webhook frees its place.
 func TestWebhookPlanLimit(t *testing.T) {
-	e := newWebhookEnv(t, webhook.Policy{})
+	e := newWebhookEnv(t, egress.Policy{})
 	org := storetest.MustOrganization(t, e.db, "gamma", store.PlanBusiness)
 	_, key := storetest.MustAPIKey(t, e.db, org.ID, store.ScopeFull)
 	var last map[string]any
@@ -422,7 +412,7 @@ func (e *env) failDeliveries() {
 // URL again, refuses unknown fields, and that re-activating a webhook
 // disabled by failures resets its count and reason.
 func TestUpdateWebhook(t *testing.T) {
-	e := newWebhookEnv(t, webhook.Policy{})
+	e := newWebhookEnv(t, egress.Policy{})
 	e.dns.SetA("new.example.com", "93.184.216.35")
 	e.dns.SetA("internal.example.com", "10.9.9.9")
 	created := e.mustCreateWebhook(e.keyA, "https://hooks.example.com/a", "ops")
@@ -482,7 +472,7 @@ func TestUpdateWebhook(t *testing.T) {
 // TestDeleteWebhook ensures DELETE answers 204, drops the webhook's queued
 // deliveries, and a second DELETE is 404.
 func TestDeleteWebhook(t *testing.T) {
-	e := newWebhookEnv(t, webhook.Policy{})
+	e := newWebhookEnv(t, egress.Policy{})
 	created := e.mustCreateWebhook(e.keyA, "https://hooks.example.com/a", "ops")
 	path := "/api/v1/webhooks/" + created["id"].(string)
 	e.raiseWebhookAlert("pending.example.com")

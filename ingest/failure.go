@@ -2,9 +2,13 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/arf"
 	"github.com/dmarcd/dmarcd/dmarc/container"
@@ -19,7 +23,9 @@ import (
 // routed like an aggregate report (the recipient's domain for SMTP; the
 // reported domain, then its organizational domain, on import), geolocated,
 // and committed through the pipeline's writer with the store's dedup
-// (reporter, source IP, message id, arrival date per domain). A feedback
+// (reporter, source IP, message id, arrival date per domain; for a report
+// without Arrival-Date its mail's Date, else its content, in place of the
+// arrival date: see failureIdentity). A feedback
 // report that is not about authentication (abuse, fraud...) is no DMARC
 // report: the input is quarantined with that reason. The original
 // message's body is never kept or logged: the parser does not keep it.
@@ -47,7 +53,7 @@ func (j *job) failures() (*Result, error) {
 	if err != nil {
 		if !errors.Is(err, container.ErrNoReport) {
 			// It is a feedback mail: why it is unusable comes first.
-			j.problems = append([]string{err.Error()}, j.problems...)
+			j.problems = append([]string{reasonOf(err)}, j.problems...)
 		}
 		return nil, nil
 	}
@@ -80,7 +86,7 @@ func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 			if ambig == nil {
 				ambig = err
 			}
-			j.problems = append(j.problems, err.Error())
+			j.problems = append(j.problems, reasonOf(err))
 			continue
 		case err != nil:
 			return nil, err
@@ -88,8 +94,8 @@ func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 			j.problems = append(j.problems, why)
 			continue
 		}
-		if ret := j.p.cfg.FailureRetention; ret > 0 && j.d.Source == SourceImport {
-			arrival := rep.ArrivalDate
+		if ret := j.p.cfg.FailureRetention; ret > 0 {
+			arrival := failureArrival(rep)
 			if arrival.IsZero() || arrival.After(j.d.ReceivedAt) {
 				arrival = j.d.ReceivedAt
 			}
@@ -100,7 +106,11 @@ func (j *job) failureDrafts(reps []*arf.Report) ([]*store.FailureDraft, error) {
 		}
 		draft, err := store.NewFailureDraft(j.failureOf(rep, dom))
 		if err != nil {
-			j.problems = append(j.problems, fmt.Sprintf("failure report from %s: %v", rep.Reporter, err))
+			from := "failure report"
+			if strings.TrimSpace(rep.Reporter) != "" {
+				from += " from " + rep.Reporter
+			}
+			j.problems = append(j.problems, from+": "+reasonOf(err))
 			continue
 		}
 		drafts = append(drafts, draft)
@@ -134,16 +144,43 @@ func (j *job) failureDomain(rep *arf.Report) (store.DomainRef, string, error) {
 	return j.route.byImport(rep.ReportedDomain)
 }
 
+// failureArrival is when the reported message arrived: the report's
+// Arrival-Date, else the report mail's Date (reporters without
+// Arrival-Date report as the message arrives), else zero (the store then
+// takes the receive time).
+func failureArrival(rep *arf.Report) time.Time {
+	if !rep.ArrivalDate.IsZero() {
+		return rep.ArrivalDate
+	}
+	return rep.ReportDate
+}
+
+// failureIdentity tells a report without Arrival-Date from another report
+// of the same reporter about the same message, whenever and by whichever
+// way it comes again (store.FailureReport.Identity): the report mail's
+// Date, else a hash of what the report says. "" for a report with
+// Arrival-Date, whose identity it is.
+func failureIdentity(rep *arf.Report) string {
+	switch {
+	case !rep.ArrivalDate.IsZero():
+		return ""
+	case !rep.ReportDate.IsZero():
+		return "date " + strconv.FormatInt(rep.ReportDate.Unix(), 10)
+	}
+	sum := rep.Fingerprint()
+	return "sha256 " + hex.EncodeToString(sum[:])
+}
+
 // failureOf is the report to store: rep routed to dom, received now,
 // its source IP geolocated.
 func (j *job) failureOf(rep *arf.Report, dom store.DomainRef) *store.FailureReportDetail {
 	r := &store.FailureReport{
 		DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
-		ReceivedAt: j.d.ReceivedAt, ArrivalDate: rep.ArrivalDate,
+		ReceivedAt: j.d.ReceivedAt, ArrivalDate: failureArrival(rep), Identity: failureIdentity(rep),
 		Reporter: nonEmpty(rep.Reporter), OriginalMailFrom: nonEmpty(rep.OriginalMailFrom),
 		ReportedDomain: nonEmpty(rep.ReportedDomain), Subject: nonEmpty(rep.Subject),
 		MessageID: nonEmpty(rep.MessageID), FeedbackType: rep.FeedbackType,
-		AuthFailure: rep.FailedChecks(), DeliveryResult: nonEmpty(rep.DeliveryResult),
+		AuthFailure: rep.FailedChecks(), AuthFailureReported: rep.AuthFailure, DeliveryResult: nonEmpty(rep.DeliveryResult),
 		AuthenticationResults: store.FailureAuthResults{DMARC: nonEmpty(rep.AuthResults["dmarc"]),
 			SPF: nonEmpty(rep.AuthResults["spf"]), DKIM: nonEmpty(rep.AuthResults["dkim"])},
 	}

@@ -366,3 +366,114 @@ func TestFailureRetryQuarantine(t *testing.T) {
 		t.Errorf("%d quarantine entries left", n)
 	}
 }
+
+// TestFailureWithoutArrivalDateStoredOnce ensures a failure report without
+// Arrival-Date (OpenDMARC's, the DMARCbis example's) is stored once however
+// often and by whichever way it comes: imported twice seconds apart, then
+// delivered by mail an hour later (issue 24). Its identity is the report
+// mail's Date, which also stands in for the arrival date; a copy without
+// Date is told by its content, once too, and a report of the same message
+// sent at another time is another report.
+func TestFailureWithoutArrivalDateStoredOnce(t *testing.T) {
+	for _, c := range []struct {
+		file    string
+		date    time.Time // of the report mail
+		ip, dom string
+	}{
+		{"opendmarc.eml", time.Date(2024, 9, 3, 12, 7, 12, 0, time.UTC), "198.51.100.23", "example.com"},
+		{"dmarcbis.eml", time.Date(2022, 7, 19, 5, 57, 48, 0, time.UTC), "192.0.2.2", "example.com"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			e := newEnv(t, nil)
+			dom := e.domain(t, c.dom)
+			raw := mustReadFile(t, filepath.Join("..", "testdata", "failure", c.file))
+			at := storetest.Epoch()
+			first := e.ingest(t, raw, Arrival{Source: SourceImport, Name: c.file, ReceivedAt: at})
+			if len(first.Reports) != 1 || first.Reports[0].Duplicate {
+				t.Fatalf("first import: %+v", first)
+			}
+			for i, d := range []Arrival{
+				{Source: SourceImport, Name: c.file, ReceivedAt: at.Add(7 * time.Second)},
+				{Source: SourceSMTP, Recipient: dom.ReportingEmail, Name: "smtp", ReceivedAt: at.Add(time.Hour)},
+			} {
+				res := e.ingest(t, raw, d)
+				if len(res.Reports) != 1 || !res.Reports[0].Duplicate || res.Reports[0].ReportID != first.Reports[0].ReportID {
+					t.Errorf("again (%d, %s): %+v, want a duplicate of %s", i, d.Source, res, first.Reports[0].ReportID)
+				}
+			}
+			got, err := e.db.FindFailureReport(e.org.ID, first.Reports[0].ReportID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.ArrivalDate.Equal(c.date) || str(got.SourceIP) != c.ip {
+				t.Errorf("arrival %v source %s, want the report's Date %v and %s", got.ArrivalDate, str(got.SourceIP), c.date, c.ip)
+			}
+
+			// Without a Date: the content tells it apart, the same each time.
+			noDate := dropHeader(t, raw, "Date")
+			a := e.ingest(t, noDate, Arrival{Source: SourceImport, Name: "nodate", ReceivedAt: at.Add(time.Minute)})
+			b := e.ingest(t, noDate, Arrival{Source: SourceImport, Name: "nodate", ReceivedAt: at.Add(2 * time.Minute)})
+			if len(a.Reports) != 1 || a.Reports[0].Duplicate || len(b.Reports) != 1 || !b.Reports[0].Duplicate {
+				t.Errorf("without Date: %+v then %+v, want stored then a duplicate", a, b)
+			}
+			// The reporter reporting the same message again, later: another report.
+			later := bytes.Replace(raw, []byte("Date: "), []byte("Date: Wed, 20 Jul 2022 10:00:00 +0000\nX-Old-Date: "), 1)
+			if res := e.ingest(t, later, Arrival{Source: SourceImport, Name: "later"}); len(res.Reports) != 1 || res.Reports[0].Duplicate {
+				t.Errorf("a later report of the same message: %+v, want stored", res)
+			}
+			if n := len(failuresOf(t, e.db, e.org.ID)); n != 3 {
+				t.Errorf("%d failure reports stored, want 3", n)
+			}
+		})
+	}
+}
+
+// dropHeader removes the top-level header field name (the first one) from
+// a mail.
+func dropHeader(t *testing.T, raw []byte, name string) []byte {
+	t.Helper()
+	lines := strings.SplitAfter(string(raw), "\n")
+	for i, l := range lines {
+		if l == "\n" || l == "\r\n" {
+			break
+		}
+		if strings.HasPrefix(strings.ToLower(l), strings.ToLower(name)+":") {
+			return []byte(strings.Join(append(lines[:i:i], lines[i+1:]...), ""))
+		}
+	}
+	t.Fatalf("no %s field", name)
+	return nil
+}
+
+// TestFailureAuthFailureKinds ensures the DKIM failure kinds of RFC 6591
+// (bodyhash, revoked, signature, adsp) are kept as the report gave them,
+// beside their family (dkim), which the filters and counts go by.
+func TestFailureAuthFailureKinds(t *testing.T) {
+	e := newEnv(t, nil)
+	e.domain(t, "example.com")
+	for i, c := range []struct {
+		sent           string
+		family, detail []string
+	}{
+		{"bodyhash", []string{"dkim"}, []string{"bodyhash"}},
+		{"revoked, spf", []string{"spf", "dkim"}, []string{"revoked", "spf"}},
+		{"dmarc", []string{"dmarc"}, []string{"dmarc"}},
+	} {
+		res := e.ingest(t, arfMail(arfSpec{reportedDomain: "example.com", sourceIP: "192.0.2.9", authFailure: c.sent,
+			messageID: fmt.Sprintf("kind-%d@evil.test", i), arrival: "Mon, 16 Nov 2026 10:00:00 +0100"}), importOf(c.sent))
+		if len(res.Reports) != 1 {
+			t.Fatalf("%s: %+v", c.sent, res)
+		}
+		got, err := e.db.FindFailureReport(e.org.ID, res.Reports[0].ReportID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.AuthFailure, c.family) || !reflect.DeepEqual(got.AuthFailureReported, c.detail) {
+			t.Errorf("Auth-Failure %s: stored %v reported %v, want %v and %v", c.sent, got.AuthFailure, got.AuthFailureReported, c.family, c.detail)
+		}
+	}
+	dkim, _, err := e.db.ListFailureReports(e.org.ID, store.FailureFilter{AuthFailure: "dkim", Page: store.Page{Page: 1, Limit: 10}})
+	if err != nil || len(dkim) != 2 {
+		t.Errorf("filter dkim: %d reports (%v), want bodyhash and revoked", len(dkim), err)
+	}
+}

@@ -92,11 +92,12 @@ type Config struct {
 	// its header, past it the input is refused (store.ErrQuarantineFull).
 	// 0 means DefaultQuarantineTotalBytes; negative means no cap.
 	QuarantineTotalBytes int64
-	// Retention, when positive, is --retention: an imported aggregate
-	// report whose period ended longer ago is not stored (the retention
-	// job would delete it within the hour) but listed in Result.Expired.
-	// FailureRetention does the same for imported failure reports by
-	// arrival date. Mail (SMTP) is recent by nature and not checked.
+	// Retention, when positive, is --retention: an aggregate report whose
+	// period ended longer ago is not stored (the retention job would
+	// delete it within the hour) but listed in Result.Expired, whichever
+	// way it came (import, SMTP, IMAP; a quarantine entry retried keeps
+	// its entry, with that reason). FailureRetention does the same for
+	// failure reports by arrival date.
 	Retention, FailureRetention time.Duration
 }
 
@@ -177,7 +178,11 @@ type Outcome struct {
 	ReportID  string `json:"report_id"` // the stored report; for a duplicate, the one stored before
 	Domain    string `json:"domain"`
 	Duplicate bool   `json:"duplicate"`
-	Records   int    `json:"records"` // records of an aggregate report; 0 for a failure report
+	// DifferentContent marks a duplicate (an aggregate report with the
+	// identity of one stored) whose content differs from the stored one:
+	// other dates, records or messages. It is not stored either.
+	DifferentContent bool `json:"different_content,omitempty"`
+	Records          int  `json:"records"` // records of an aggregate report; 0 for a failure report
 }
 
 // Kind tells aggregate reports from failure (forensic) reports.
@@ -213,6 +218,16 @@ type Result struct {
 	// at all (no report payload, no feedback part, nothing broken): nothing
 	// was stored or quarantined.
 	NotReport bool `json:"not_report,omitempty"`
+}
+
+// differs reports whether a duplicate of the result has different content.
+func (res *Result) differs() bool {
+	for _, o := range res.Reports {
+		if o.DifferentContent {
+			return true
+		}
+	}
+	return false
 }
 
 // Expired names a report left out for being older than the retention
@@ -332,11 +347,17 @@ func (p *Pipeline) ingest(ctx context.Context, r io.Reader, d Arrival, retry *st
 type batchLogKey struct{}
 
 // WithBatchLog marks ctx as the context of one input of a batch whose
-// caller logs one line for the whole batch (the admin socket's batch
-// route): the pipeline then writes its line per input at debug level
+// caller logs one line for the whole batch (an import on the admin
+// socket): the pipeline then writes its line per input at debug level
 // instead of info. Failures are still logged at warn.
 func WithBatchLog(ctx context.Context) context.Context {
 	return context.WithValue(ctx, batchLogKey{}, true)
+}
+
+// Retention returns the retention windows the pipeline applies to what it
+// stores (Config.Retention, Config.FailureRetention; 0 keeps all).
+func (p *Pipeline) Retention() (aggregate, failure time.Duration) {
+	return p.cfg.Retention, p.cfg.FailureRetention
 }
 
 // KnownRecipient reports whether addr is the reporting address of some
@@ -375,7 +396,7 @@ func (p *Pipeline) RetryQuarantine(ctx context.Context, id string) (*Result, err
 // never report contents.
 func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result, err error) {
 	level := slog.LevelInfo
-	if ctx.Value(batchLogKey{}) != nil && err == nil && res.Quarantined == "" && len(res.Problems) == 0 {
+	if ctx.Value(batchLogKey{}) != nil && err == nil && res.Quarantined == "" && len(res.Problems) == 0 && !res.differs() {
 		// The batch's caller logs the line; a quarantine or a problem
 		// stays at info.
 		level = slog.LevelDebug
@@ -393,12 +414,16 @@ func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result
 		return
 	}
 	outcome, reports, records := "stored", 0, 0
-	dups := 0
+	dups, differ := 0, 0
 	for _, o := range res.Reports {
 		reports++
-		if o.Duplicate {
+		switch {
+		case o.DifferentContent:
 			dups++
-		} else {
+			differ++
+		case o.Duplicate:
+			dups++
+		default:
 			records += o.Records
 		}
 	}
@@ -408,10 +433,17 @@ func (p *Pipeline) logResult(ctx context.Context, d Arrival, j *job, res *Result
 		attrs = append(attrs, "quarantine_id", res.Quarantined, "reason", res.Reason)
 	case res.NotReport:
 		outcome = "not_report"
+	case differ > 0 && dups == reports:
+		outcome = "duplicate with different content"
 	case dups == reports:
 		outcome = "duplicate"
 	}
 	attrs = append(attrs, "reports", reports, "duplicates", dups, "records", records, "outcome", outcome)
+	if differ > 0 {
+		// Not stored: the copy stored first is kept. Someone may want to
+		// know that the reporter sent something else under that id.
+		attrs = append(attrs, "different_content", differ)
+	}
 	if len(res.Problems) > 0 {
 		attrs = append(attrs, "problems", res.Problems)
 	}

@@ -92,7 +92,7 @@ func (j *job) run() (*Result, error) {
 	nothing := errors.Is(err, container.ErrNoReport) // no payload, nothing broken
 	if err != nil {
 		// The walk stopped (a broken part, a limit): what was found stays.
-		j.problems = append(j.problems, err.Error())
+		j.problems = append(j.problems, reasonOf(err))
 	}
 	seen := len(j.problems)
 	res, err := j.commitReports()
@@ -102,7 +102,7 @@ func (j *job) run() (*Result, error) {
 	if len(res.Reports) > 0 || len(j.expired) > 0 {
 		res.Problems = j.problems
 		res.Expired = j.expired
-		return res, nil
+		return j.keepTooOld(res)
 	}
 	if j.ambig != nil {
 		return nil, j.ambig
@@ -110,7 +110,10 @@ func (j *job) run() (*Result, error) {
 	// No aggregate report: the mail may hold failure reports (failure.go).
 	if j.d.Source != SourceHTTPS {
 		if res, err := j.failures(); res != nil || err != nil {
-			return res, err
+			if err != nil {
+				return res, err
+			}
+			return j.keepTooOld(res)
 		}
 	}
 	if j.d.Source == SourceIMAP && nothing && len(j.problems) == seen {
@@ -119,6 +122,33 @@ func (j *job) run() (*Result, error) {
 		return &Result{Reports: []Outcome{}, NotReport: true}, nil
 	}
 	return j.quarantine()
+}
+
+// keepTooOld returns res, unless the input is a quarantine entry retried
+// and every report in it is older than the retention window: then nothing
+// was stored and the entry stays, with that reason (and one more retry),
+// rather than being removed with nothing to show for it.
+func (j *job) keepTooOld(res *Result) (*Result, error) {
+	if j.retry == nil || len(res.Reports) > 0 || len(res.Expired) == 0 {
+		return res, nil
+	}
+	j.problems = []string{tooOldReason(res.Expired)}
+	q, err := j.quarantine()
+	if q != nil {
+		q.Expired = res.Expired
+	}
+	return q, err
+}
+
+// tooOldReason says why reports were left out for their age.
+func tooOldReason(xs []Expired) string {
+	x := xs[0]
+	what := fmt.Sprintf("%s report from %s for %s", x.Kind, x.Reporter, x.Domain)
+	if len(xs) > 1 {
+		what = fmt.Sprintf("%d reports", len(xs))
+	}
+	return fmt.Sprintf("%s older than the retention window (%s; %s): not stored, as the retention job would delete it; "+
+		"a server with a longer --retention (or --failure-retention) would store it", what, x.Window, x.Date.Format("2006-01-02"))
 }
 
 // doneProducing tells the writer this job will submit nothing more that
@@ -195,7 +225,7 @@ func (j *job) payload(pl container.Payload) error {
 		if rerr != nil || dom.ID == "" {
 			return nil
 		}
-		if ret := j.p.cfg.Retention; ret > 0 && j.d.Source == SourceImport && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
+		if ret := j.p.cfg.Retention; ret > 0 && !h.DateEnd.IsZero() && h.DateEnd.Before(j.p.cfg.Now().Add(-ret)) {
 			expired = true
 			return nil
 		}
@@ -218,7 +248,7 @@ func (j *job) payload(pl container.Payload) error {
 		if j.ambig == nil {
 			j.ambig = rerr
 		}
-		j.problems = append(j.problems, rerr.Error())
+		j.problems = append(j.problems, reasonOf(rerr))
 		return nil
 	case rerr != nil:
 		return j.fail(rerr)
@@ -234,8 +264,11 @@ func (j *job) payload(pl container.Payload) error {
 		return j.problem(pl.Name, draftErr)
 	}
 	if dup != nil {
-		// Not read further: the walker skips the rest of the payload.
-		j.places = append(j.places, place{out: Outcome{Kind: KindAggregate, ReportID: dup.ID, Domain: dup.Domain, Duplicate: true, Records: dup.RecordCount}})
+		// Its records are counted, not stored: whether it is the stored
+		// report again or another one under the same identity.
+		out := Outcome{Kind: KindAggregate, ReportID: dup.ID, Domain: dup.Domain, Duplicate: true, Records: dup.RecordCount}
+		out.DifferentContent = !j.sameAsStored(ar, draft.Report(), dup)
+		j.places = append(j.places, place{out: out})
 		return nil
 	}
 	return j.records(pl.Name, ar, draft)
@@ -284,11 +317,41 @@ func (j *job) records(name string, ar *aggregate.Reader, draft *store.ReportDraf
 	return nil
 }
 
+// sameAsStored reads the rest of a report whose identity is stored already
+// (dup), counting its records and messages, and reports whether it is the
+// stored report again. A report that cannot be read to its end is taken as
+// the same: what differs cannot be told.
+func (j *job) sameAsStored(ar *aggregate.Reader, rep store.Report, dup *store.Report) bool {
+	if !rep.DateBegin.Equal(dup.DateBegin) || !rep.DateEnd.Equal(dup.DateEnd) {
+		return false
+	}
+	for {
+		r, err := ar.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return true
+		}
+		rep.RecordCount++
+		rep.MessageCount += r.Count
+	}
+	return sameContent(&rep, dup)
+}
+
+// sameContent reports whether rep, read again, is the stored report dup
+// of the same identity: the same period, records and messages. Reporters
+// that send a corrected report under the same id change these.
+func sameContent(rep, dup *store.Report) bool {
+	return rep.DateBegin.Equal(dup.DateBegin) && rep.DateEnd.Equal(dup.DateEnd) &&
+		rep.RecordCount == dup.RecordCount && rep.MessageCount == dup.MessageCount
+}
+
 // add converts a parsed record, geolocates it and adds it to the draft.
 func (j *job) add(d *store.ReportDraft, r *aggregate.Record) {
 	rec := &j.rec
 	rec.SourceIP = r.SourceIP.String()
-	rec.Count, rec.Disposition, rec.DKIM, rec.SPF = r.Count, r.Disposition, r.DKIM, r.SPF
+	rec.Count, rec.Disposition, rec.DKIM, rec.SPF = r.Count, r.Disposition, store.Verdict(r.DKIM), store.Verdict(r.SPF)
 	rec.HeaderFrom = r.HeaderFrom
 	rec.EnvelopeFrom, rec.EnvelopeTo = optional(&r.EnvelopeFrom), optional(&r.EnvelopeTo)
 	rec.Reasons = rec.Reasons[:0]
@@ -459,7 +522,7 @@ func (j *job) commitReports() (*Result, error) {
 			j.p.met.report(j.d.Source, KindAggregate, "stored", s.draft.Records())
 		case o.Duplicate != nil:
 			res.Reports = append(res.Reports, Outcome{Kind: KindAggregate, ReportID: o.Duplicate.ID, Domain: o.Duplicate.Domain,
-				Duplicate: true, Records: o.Duplicate.RecordCount})
+				Duplicate: true, Records: o.Duplicate.RecordCount, DifferentContent: !sameContent(&rep, o.Duplicate)})
 			j.p.met.report(j.d.Source, KindAggregate, "duplicate", 0)
 		default:
 			j.problems = append(j.problems, fmt.Sprintf("domain %s was deleted before its report was stored", rep.Domain))
@@ -517,11 +580,23 @@ func (j *job) problem(name string, err error) error {
 		return j.fail(src)
 	}
 	if name != "" {
-		j.problems = append(j.problems, fmt.Sprintf("%s: %v", name, err))
+		j.problems = append(j.problems, name+": "+reasonOf(err))
 	} else {
-		j.problems = append(j.problems, err.Error())
+		j.problems = append(j.problems, reasonOf(err))
 	}
 	return nil
+}
+
+// reasonOf is err as a person reads it in a quarantine reason, a refusal
+// or the log: without the package prefix its message starts with
+// ("dmarc: ", "ingest: "), which would otherwise stand after a member's
+// name ("cut.xml: dmarc: report cut short") or at the start of a reason.
+func reasonOf(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"dmarc: ", "ingest: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
 }
 
 // fail stops the walk: the input as a whole fails.

@@ -163,7 +163,7 @@ func TestNoReportIsQuarantined(t *testing.T) {
 	e.domain(t, "example.com")
 	for path, data := range inputs {
 		res := e.ingest(t, data, importOf(path))
-		if res.Quarantined == "" || len(res.Reports) != 0 || !strings.Contains(res.Reason, "no DMARC report found") {
+		if res.Quarantined == "" || len(res.Reports) != 0 || !strings.Contains(res.Reason, "no DMARC or TLS report") {
 			t.Fatalf("%s: result %+v, want quarantined for having no report", path, res)
 		}
 		entry, raw, err := e.db.FindQuarantine(res.Quarantined)
@@ -350,6 +350,28 @@ func TestImportRouting(t *testing.T) {
 	}
 }
 
+// TestImportOfUnregistrableDomain ensures an import of a report for a name
+// that can never be registered (.localhost, an underscore) is quarantined
+// with a reason that says so and why, not only "no registered domain"
+// (issue 24 item 19); a registrable name keeps the plain reason.
+func TestImportOfUnregistrableDomain(t *testing.T) {
+	e := newEnv(t, nil)
+	e.domain(t, "example.com")
+	for i, c := range []struct{ domain, want string }{
+		{"a-domain.localhost", "no registered domain for a-domain.localhost, and it can never be registered: .localhost is reserved"},
+		{"_bad.example.org", `no registered domain for _bad.example.org, and it can never be registered: the label "_bad" contains an underscore`},
+		{"nowhere.example", "no registered domain for nowhere.example"},
+	} {
+		res := e.ingest(t, reportgen.Generate(int64(40+i), 3, reportgen.Options{Domain: c.domain}), importOf(c.domain+".xml"))
+		if res.Quarantined == "" || !strings.HasPrefix(res.Reason, c.want) {
+			t.Errorf("%s: quarantined %q, reason %q; want %q", c.domain, res.Quarantined, res.Reason, c.want)
+		}
+		if c.domain == "nowhere.example" && strings.Contains(res.Reason, "never") {
+			t.Errorf("%s: %q", c.domain, res.Reason)
+		}
+	}
+}
+
 // TestBrokenInput ensures a report that cannot be read is not stored, even
 // in part, and its input is quarantined with the parser's reason, while a
 // broken part next to a good one costs only itself.
@@ -367,8 +389,8 @@ func TestBrokenInput(t *testing.T) {
 		{"truncated gzip", reportgen.Gzip(cut), "malformed"},
 		{"corrupt gzip", reportgen.Gzip(xml)[:200], "malformed"},
 		{"doctype", []byte(`<?xml version="1.0"?><!DOCTYPE feedback [<!ENTITY a "b">]><feedback><report_metadata>&a;</report_metadata></feedback>`), "malformed"},
-		{"mail without report", []byte("From: a@example.net\r\nTo: b@example.com\r\nSubject: hello\r\n\r\nJust text.\r\n"), "no DMARC report"},
-		{"not xml", []byte("hello world"), "no DMARC report"},
+		{"mail without report", []byte("From: a@example.net\r\nTo: b@example.com\r\nSubject: hello\r\n\r\nJust text.\r\n"), "no DMARC or TLS report"},
+		{"not xml", []byte("hello world"), "no DMARC or TLS report"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := e.ingest(t, tc.data, importOf(tc.name))
@@ -406,6 +428,43 @@ func TestBrokenInput(t *testing.T) {
 			t.Errorf("%d pending reports left", n)
 		}
 	})
+}
+
+// TestQuarantineReasonsSayItOnce ensures the reason a quarantine entry
+// keeps reads as one statement for a person: no package prefix ("dmarc:")
+// at its start or after a member's name, and "no report" said once, not
+// as "no aggregate report in the input: no DMARC report found".
+func TestQuarantineReasonsSayItOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	e.domain(t, "example.com")
+	xml := reportgen.Generate(8, 20, reportgen.Options{})
+	cut := xml[:len(xml)*3/4]
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	w, _ := zw.Create("cut.xml")
+	w.Write(cut)
+	zw.Close()
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"README.md", []byte("# My reports\n"), "no DMARC or TLS report in the input"},
+		{"plain.eml", []byte("From: a@example.net\r\nTo: b@example.com\r\nSubject: hello\r\n\r\nJust text.\r\n"), "no DMARC or TLS report in the input"},
+		{"empty.xml", []byte(`<?xml version="1.0"?><other/>`), "no DMARC or TLS report in the input"},
+		{"cut.zip", zbuf.Bytes(), "cut.xml: report cut short"},
+		{"cut.xml.gz", reportgen.Gzip(cut), "report cut short"},
+	} {
+		res := e.ingest(t, tc.data, importOf(tc.name))
+		if res.Quarantined == "" {
+			t.Errorf("%s: not quarantined: %+v", tc.name, res)
+			continue
+		}
+		if !strings.Contains(res.Reason, tc.want) || strings.Contains(res.Reason, "dmarc: ") ||
+			strings.Count(strings.ToLower(res.Reason), "report found")+strings.Count(res.Reason, "report in the input") > 1 {
+			t.Errorf("%s: reason %q, want %q said once without a package prefix", tc.name, res.Reason, tc.want)
+		}
+	}
 }
 
 // cutReader returns its data, then an error instead of EOF.
@@ -516,7 +575,7 @@ func checkSummary(t *testing.T, s store.Summary, recs []*store.Record) {
 		default:
 			want.Disposition.None += r.Count
 		}
-		auth[[3]string{r.DKIM, r.SPF, r.DMARC}] += r.Count
+		auth[[3]string{string(r.DKIM), string(r.SPF), r.DMARC}] += r.Count
 	}
 	if s.MessageCount != want.MessageCount || s.DMARC.Pass != want.DMARC.Pass || s.DMARC.Fail != want.DMARC.Fail ||
 		s.DKIM != want.DKIM || s.SPF != want.SPF || s.Disposition != want.Disposition {
@@ -919,5 +978,100 @@ func TestGeolocationOfRepeatedSources(t *testing.T) {
 	}
 	if located < 2*len(known) {
 		t.Fatalf("only %d records of known sources", located)
+	}
+}
+
+// TestLegacyReportDerivedVerdict ensures a legacy aggregate report whose
+// policy_evaluated has no dkim and spf verdicts (AOL 2012) stores them as
+// null, not "", and counts each record as DMARC pass or fail by its
+// auth_results aligned with header_from (relaxed), saying so with
+// dmarc_derived; a report with the verdicts is counted by them, as before.
+func TestLegacyReportDerivedVerdict(t *testing.T) {
+	e := newEnv(t, nil)
+	e.domain(t, "example.com")
+	res := e.ingest(t, mustReadFile(t, filepath.Join("..", "testdata", "legacy", "aol-2012.xml")), importOf("aol-2012.xml"))
+	if len(res.Reports) != 1 || res.Reports[0].Duplicate {
+		t.Fatalf("%+v", res)
+	}
+	id := res.Reports[0].ReportID
+	rep, err := e.db.FindReport(e.org.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.MessageCount != 10 || rep.DMARCPassCount != 8 || rep.DMARCFailCount != 2 {
+		t.Errorf("report counts %d messages, %d pass, %d fail; want 10, 8, 2", rep.MessageCount, rep.DMARCPassCount, rep.DMARCFailCount)
+	}
+	st, err := e.db.ReportStatistics(e.org.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DMARC.Pass != 8 || st.DMARC.Fail != 2 || st.DKIM.Pass != 5 || st.SPF.Pass != 3 {
+		t.Errorf("statistics: dmarc %+v dkim %+v spf %+v; want 8/2, dkim pass 5, spf pass 3", st.DMARC, st.DKIM, st.SPF)
+	}
+	want := []string{"pass", "pass", "fail"}
+	for i, r := range allRecords(t, e.db, e.org.ID, id) {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["dkim"] != nil || m["spf"] != nil || m["dmarc"] != want[i] || m["dmarc_derived"] != true {
+			t.Errorf("record %d: dkim %v spf %v dmarc %v dmarc_derived %v; want null, null, %s, true", i, m["dkim"], m["spf"], m["dmarc"], m["dmarc_derived"], want[i])
+		}
+	}
+	res = e.ingest(t, mustReadFile(t, filepath.Join("..", "testdata", "corpus", "aggregate", "old_draft_from_wiki.xml")), importOf("wiki.xml"))
+	for _, r := range allRecords(t, e.db, e.org.ID, res.Reports[0].ReportID) {
+		raw, _ := json.Marshal(r)
+		if !strings.Contains(string(raw), `"dkim":"fail","spf":"pass","dmarc":"pass"`) || !strings.Contains(string(raw), `"dmarc_derived":false`) {
+			t.Errorf("a record with its verdicts: %s", raw)
+		}
+	}
+}
+
+// TestDuplicateWithDifferentContent ensures a report whose identity
+// (reporter, report id, domain) is stored already is a duplicate, and says
+// so apart when its content differs from the stored one (other dates,
+// records or messages): it is not stored, and the log line says
+// "duplicate with different content" (issue 24).
+func TestDuplicateWithDifferentContent(t *testing.T) {
+	var logs bytes.Buffer
+	e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	e.domain(t, "example.com")
+	o := reportgen.Options{ReportID: "same-id", Begin: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	later := o
+	later.Begin = later.Begin.AddDate(0, 0, 1)
+	s1, _ := reportgen.WriteReport(io.Discard, 1, 5, o)
+	s2, _ := reportgen.WriteReport(io.Discard, 2, 5, o)
+	if s1.Messages == s2.Messages {
+		t.Fatal("seeds 1 and 2 give the same message count: pick others")
+	}
+	first := e.ingest(t, reportgen.Generate(1, 5, o), importOf("first.xml"))
+	if len(first.Reports) != 1 || first.Reports[0].Duplicate {
+		t.Fatalf("first: %+v", first)
+	}
+	for _, c := range []struct {
+		name      string
+		xml       []byte
+		different bool
+	}{
+		{"the same", reportgen.Generate(1, 5, o), false},
+		{"other messages", reportgen.Generate(2, 5, o), true},
+		{"one more record", reportgen.Generate(1, 6, o), true},
+		{"other dates", reportgen.Generate(1, 5, later), true},
+	} {
+		res := e.ingest(t, c.xml, importOf(c.name))
+		if len(res.Reports) != 1 || !res.Reports[0].Duplicate || res.Reports[0].ReportID != first.Reports[0].ReportID ||
+			res.Reports[0].DifferentContent != c.different {
+			t.Errorf("%s: %+v, want a duplicate of %s (different content: %v)", c.name, res.Reports, first.Reports[0].ReportID, c.different)
+		}
+	}
+	if _, n, err := e.db.ListReports(e.org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 10}}); err != nil || n != 1 {
+		t.Errorf("%d reports stored (%v), want 1", n, err)
+	}
+	if got := strings.Count(logs.String(), `outcome="duplicate with different content"`); got != 3 {
+		t.Errorf("%d log lines say duplicate with different content, want 3:\n%s", got, logs.String())
 	}
 }

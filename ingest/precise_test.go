@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestSkippedRecordsAreCounted(t *testing.T) {
 // reports the retention job would delete at once: aggregate reports that
 // ended before Retention, failure reports that arrived before
 // FailureRetention. They are named in Result.Expired, not quarantined;
-// mail (SMTP) is not checked.
+// mail (SMTP) and mailboxes (IMAP) go by the same rule (issue 24).
 func TestImportLeavesOutExpiredReports(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Retention, c.FailureRetention = 400*24*time.Hour, 90*24*time.Hour })
 	d := e.domain(t, "example.com")
@@ -61,12 +62,54 @@ func TestImportLeavesOutExpiredReports(t *testing.T) {
 		res.Expired[0].Kind != KindAggregate || !res.Expired[0].Date.Equal(time.Date(2019, 3, 1, 23, 59, 59, 0, time.UTC)) {
 		t.Fatalf("old aggregate report: %+v", res)
 	}
-	if res := e.ingest(t, old, smtpTo(d.ReportingEmail)); len(res.Reports) != 1 || len(res.Expired) != 0 {
-		t.Errorf("old report by mail: %+v, want stored", res)
+	for _, a := range []Arrival{smtpTo(d.ReportingEmail), {Source: SourceIMAP, OrgID: e.org.ID, Name: "imap"}} {
+		if res := e.ingest(t, old, a); len(res.Reports) != 0 || res.Quarantined != "" || len(res.Expired) != 1 || res.NotReport {
+			t.Errorf("old report by %s: %+v, want left out as too old", a.Source, res)
+		}
 	}
 	mail := arfMail(arfSpec{to: d.ReportingEmail, reportedDomain: "example.com", sourceIP: "192.0.2.1", arrival: "Fri, 01 Mar 2019 10:00:00 +0000"})
 	res = e.ingest(t, mail, importOf("old-failure.eml"))
 	if len(res.Reports) != 0 || res.Quarantined != "" || len(res.Expired) != 1 || res.Expired[0].Kind != KindFailure || res.Expired[0].Window != "90d" {
 		t.Fatalf("old failure report: %+v", res)
+	}
+}
+
+// TestRetryOfTooOldReportKeepsEntry ensures a quarantine retry whose input
+// now routes but is older than the retention window keeps its entry, with
+// the new reason and one more retry, instead of removing it with nothing
+// stored (issue 24: a 2019 report quarantined for want of a registered
+// domain, retried once the domain was registered, printed "removed").
+func TestRetryOfTooOldReportKeepsEntry(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Retention, c.FailureRetention = 400*24*time.Hour, 90*24*time.Hour })
+	old := reportgen.Generate(12, 5, reportgen.Options{Domain: "late.example", Begin: time.Date(2019, 3, 1, 0, 0, 0, 0, time.UTC)})
+	oldFailure := arfMail(arfSpec{reportedDomain: "late.example", sourceIP: "192.0.2.1", arrival: "Fri, 01 Mar 2019 10:00:00 +0000"})
+	var ids []string
+	for _, in := range []struct {
+		raw []byte
+		a   Arrival
+	}{{old, importOf("2019.xml")}, {oldFailure, importOf("2019.eml")}} {
+		res := e.ingest(t, in.raw, in.a)
+		if res.Quarantined == "" {
+			t.Fatalf("%s before the domain is registered: %+v", in.a.Name, res)
+		}
+		ids = append(ids, res.Quarantined)
+	}
+	e.domain(t, "late.example")
+	for _, id := range ids {
+		res, err := e.p.RetryQuarantine(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Quarantined != id || len(res.Reports) != 0 || len(res.Expired) != 1 || !strings.Contains(res.Reason, "older than the retention window") {
+			t.Errorf("retry: %+v, want the entry kept as too old", res)
+			continue
+		}
+		entry, _, err := e.db.FindQuarantine(id)
+		if err != nil {
+			t.Fatalf("the entry is gone: %v", err)
+		}
+		if entry.Retries != 1 || !strings.Contains(entry.Reason, "older than the retention window") {
+			t.Errorf("entry after the retry: %d retries, reason %q", entry.Retries, entry.Reason)
+		}
 	}
 }

@@ -115,10 +115,15 @@ func (r *router) byName(orgID, name string) (store.DomainRef, string, error) {
 }
 
 // unregisteredReason says why an import of a report for name found no
-// domain, and what to do when the import was limited to one organization
+// domain: that none can be registered under that name, or what to do when the import was limited to one organization
 // (--org) and another one has registered the name.
 func (r *router) unregisteredReason(name string) string {
 	reason := fmt.Sprintf("no registered domain for %s", name)
+	var de *dmarc.DomainError
+	if _, err := dmarc.NormalizeDomain(name); errors.As(err, &de) {
+		// Retrying after registering the domain cannot help: say so.
+		return reason + ", and it can never be registered: " + de.Reason
+	}
 	if r.d.OrgID == "" {
 		return reason
 	}

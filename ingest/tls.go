@@ -47,11 +47,14 @@ func (j *job) walk() error {
 		return j.payload(pl)
 	})
 	if err == nil && n == 0 {
-		what := "aggregate report"
+		// Said once: "no ... report in the input", not followed by
+		// ErrNoReport's own words. Failure reports are looked for after
+		// (failure.go), so the words cover them too.
+		msg := "no DMARC or TLS report in the input"
 		if j.d.Source == SourceHTTPS {
-			what = "TLS report"
+			msg = "no TLS report in the input"
 		}
-		err = fmt.Errorf("dmarc: no %s in the input: %w", what, container.ErrNoReport)
+		err = container.NoReport(msg)
 	}
 	return err
 }
@@ -72,7 +75,7 @@ func (j *job) tlsPayload(pl container.Payload) error {
 		if j.ambig == nil {
 			j.ambig = err
 		}
-		j.problems = append(j.problems, err.Error())
+		j.problems = append(j.problems, reasonOf(err))
 		return nil
 	case err != nil:
 		return j.fail(err)

@@ -229,3 +229,117 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 }
+
+// readmeBlock returns the first fenced block of README.md's "## Install"
+// section that follows the paragraph starting with lead.
+func readmeBlock(t *testing.T, lead string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	i := strings.Index(s, "\n## Install\n")
+	if i < 0 {
+		t.Fatal("README.md has no Install section")
+	}
+	s = s[i:]
+	j := strings.Index(s, lead)
+	if j < 0 {
+		t.Fatalf("README.md's Install section has no %q", lead)
+	}
+	m := regexp.MustCompile("(?s)\n```[a-z]*\n(.*?)\n```").FindStringSubmatch(s[j:])
+	if m == nil {
+		t.Fatalf("no code block after %q", lead)
+	}
+	return m[1]
+}
+
+// commands joins continuation lines and drops comments, "sudo " and
+// spacing, so that commands compare by what they run.
+func commands(text string) []string {
+	text = regexp.MustCompile(`\\\n\s*`).ReplaceAllString(text, " ")
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#"))
+		if c, _, ok := strings.Cut(l, "   #"); ok {
+			l = c
+		}
+		l = strings.Join(strings.Fields(strings.ReplaceAll(l, "sudo ", "")), " ")
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// exampleLines returns the commands a file's comments show, the lines
+// indented under "#   ".
+func exampleLines(text string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "#   ") {
+			b.WriteString(strings.TrimPrefix(l, "#") + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestInstallFilesAgreeWithReadme ensures the install files say what the
+// README says (issue 24 item 20): the Dockerfile's example commands are
+// the README's, and publish the API on the host's loopback only (the
+// image listens on 0.0.0.0 inside the container, which is why -p needs
+// 127.0.0.1); the systemd unit's install and key commands are the
+// README's, with the same paths; serve --help's example keeps the API on
+// loopback too.
+func TestInstallFilesAgreeWithReadme(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docker := commands(exampleLines(string(raw)))
+	readme := strings.Join(commands(readmeBlock(t, "**Docker.**")), "\n")
+	if len(docker) < 3 {
+		t.Fatalf("the Dockerfile's comment has %d example commands", len(docker))
+	}
+	for _, c := range docker {
+		if !strings.Contains(readme, c) {
+			t.Errorf("the Dockerfile's example %q is not the README's:\n%s", c, readme)
+		}
+		if strings.HasPrefix(c, "docker run") && (!strings.Contains(c, "-p 127.0.0.1:8080:8080") || strings.Contains(c, " -p 8080")) {
+			t.Errorf("docker run publishes the API beyond the host's loopback: %s", c)
+		}
+	}
+
+	unit, err := os.ReadFile("dmarcd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	systemdBlock := readmeBlock(t, "**systemd.**")
+	systemd := strings.Join(commands(systemdBlock), "\n")
+	cmds := commands(exampleLines(string(unit)))
+	if len(cmds) < 5 {
+		t.Fatalf("the unit's comment has %d commands", len(cmds))
+	}
+	for _, c := range cmds {
+		if !strings.Contains(systemd, c) {
+			t.Errorf("the unit's command %q is not in the README's systemd block:\n%s", c, systemd)
+		}
+	}
+	// sudo's secure_path often lacks /usr/local/bin: the CLI as the
+	// service's user is called by the path ExecStart runs.
+	for _, text := range []string{string(unit), systemdBlock} {
+		if m := regexp.MustCompile(`sudo -u dmarcd (\S+) --data-dir`).FindStringSubmatch(text); m == nil || m[1] != "/usr/local/bin/dmarcd" {
+			t.Errorf("the CLI as the service's user is not called by its full path: %v", m)
+		}
+	}
+
+	bin := buildDmarcd(t)
+	out, err := exec.Command(bin, "serve", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if help := string(out); strings.Contains(help, "--listen 0.0.0.0") || !strings.Contains(help, "--listen 127.0.0.1:8080") {
+		t.Errorf("serve --help's example does not keep the API on loopback:\n%s", help)
+	}
+}

@@ -12,7 +12,7 @@ import (
 // auth is a record of count messages from ip with the DMARC-evaluated
 // (aligned) results dkim and spf and the raw results given as
 // "dkim:domain:result" and "spf:domain:result".
-func auth(ip string, count int64, dkim, spf string, results ...string) *store.Record {
+func auth(ip string, count int64, dkim, spf store.Verdict, results ...string) *store.Record {
 	r := &store.Record{SourceIP: ip, Count: count, Disposition: "none", DKIM: dkim, SPF: spf, HeaderFrom: "example.com"}
 	for _, s := range results {
 		p := strings.SplitN(s, ":", 3)

@@ -44,7 +44,7 @@ func newViewEnv(t testing.TB, lastRecord string) *viewEnv {
 // rec is a record: count messages from ip, with DKIM and SPF aligned
 // results and raw auth domains.
 func rec(ip string, count int64, dkim, spf string, spfDomain, dkimDomain string) *store.Record {
-	r := &store.Record{SourceIP: ip, Count: count, Disposition: "none", DKIM: dkim, SPF: spf}
+	r := &store.Record{SourceIP: ip, Count: count, Disposition: "none", DKIM: store.Verdict(dkim), SPF: store.Verdict(spf)}
 	if spfDomain != "" {
 		r.AuthResults.SPF = []store.SPFAuth{{Domain: spfDomain, Result: "pass"}}
 	}

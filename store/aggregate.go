@@ -80,14 +80,18 @@ type AuthResults struct {
 }
 
 // Record is one <record> of a report. DMARC is "pass" when DKIM or SPF
-// passed, else "fail". Geo is nil when no geo database was configured.
+// passed, else "fail". DKIM and SPF are "" (JSON null) when the report
+// left them out; when it left both out (a legacy report), DMARC is derived
+// from AuthResults and DMARCDerived says so (aggregate_verdict.go). Geo is
+// nil when no geo database was configured.
 type Record struct {
 	SourceIP     string      `json:"source_ip"`
 	Count        int64       `json:"count"`
 	Disposition  string      `json:"disposition"`
-	DKIM         string      `json:"dkim"`
-	SPF          string      `json:"spf"`
+	DKIM         Verdict     `json:"dkim"`
+	SPF          Verdict     `json:"spf"`
 	DMARC        string      `json:"dmarc"`
+	DMARCDerived bool        `json:"dmarc_derived"`
 	HeaderFrom   string      `json:"header_from"`
 	EnvelopeFrom *string     `json:"envelope_from"`
 	EnvelopeTo   *string     `json:"envelope_to"`

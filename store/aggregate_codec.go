@@ -274,7 +274,7 @@ const (
 func appendRecord(dst []byte, r *Record) []byte {
 	e := enc(dst)
 	e = append(e, codecVersion)
-	e = e.str(r.SourceIP).varint(r.Count).sym(r.Disposition).sym(r.DKIM).sym(r.SPF)
+	e = e.str(r.SourceIP).varint(r.Count).sym(r.Disposition).sym(string(r.DKIM)).sym(string(r.SPF))
 	e = e.str(r.HeaderFrom).opt(r.EnvelopeFrom).opt(r.EnvelopeTo)
 	e = e.uvarint(uint64(len(r.Reasons)))
 	for i := range r.Reasons {
@@ -367,9 +367,8 @@ func decodeRecordFrom(d *dec) (*Record, error) {
 	if d.byte() != codecVersion {
 		return nil, errCorrupt
 	}
-	r := &Record{SourceIP: d.str(), Count: d.varint(), Disposition: d.sym(), DKIM: d.sym(), SPF: d.sym()}
+	r := &Record{SourceIP: d.str(), Count: d.varint(), Disposition: d.sym(), DKIM: Verdict(d.sym()), SPF: Verdict(d.sym())}
 	r.HeaderFrom, r.EnvelopeFrom, r.EnvelopeTo = d.str(), d.opt(), d.opt()
-	r.DMARC = dmarcResult(r.DKIM, r.SPF)
 	r.Reasons = make([]Reason, d.count())
 	for i := range r.Reasons {
 		r.Reasons[i] = Reason{Type: d.sym(), Comment: d.opt()}
@@ -386,7 +385,17 @@ func decodeRecordFrom(d *dec) (*Record, error) {
 	if !d.ok() || len(d.b) != 0 {
 		return nil, errCorrupt
 	}
+	dkim, spf, derived := r.aligned()
+	r.DMARC, r.DMARCDerived = dmarcResult(verdictOf(dkim), verdictOf(spf)), derived
 	return r, nil
+}
+
+// verdictOf is "pass" for a pass, else "".
+func verdictOf(pass bool) string {
+	if pass {
+		return "pass"
+	}
+	return ""
 }
 
 func decodeGeo(d *dec) *Geo {
@@ -434,7 +443,7 @@ func decodeGeo(d *dec) *Geo {
 }
 
 // dmarcResult is "pass" when the evaluated DKIM or SPF result passed.
-func dmarcResult(dkim, spf string) string {
+func dmarcResult[T ~string](dkim, spf T) string {
 	if dkim == "pass" || spf == "pass" {
 		return "pass"
 	}

@@ -216,11 +216,12 @@ func newSummaryAcc() *summaryAcc { return &summaryAcc{} }
 // was delivered as if there were no policy.
 func (a *summaryAcc) add(r *Record) {
 	n := r.Count
-	pass := r.DKIM == "pass" || r.SPF == "pass"
+	dkim, spf, _ := r.aligned()
+	pass := dkim || spf
 	a.messages += n
 	a.dmarcPass, a.dmarcFail = a.dmarcPass+ifPass(pass, n), a.dmarcFail+ifPass(!pass, n)
-	a.dkimPass, a.dkimFail = a.dkimPass+ifPass(r.DKIM == "pass", n), a.dkimFail+ifPass(r.DKIM != "pass", n)
-	a.spfPass, a.spfFail = a.spfPass+ifPass(r.SPF == "pass", n), a.spfFail+ifPass(r.SPF != "pass", n)
+	a.dkimPass, a.dkimFail = a.dkimPass+ifPass(dkim, n), a.dkimFail+ifPass(!dkim, n)
+	a.spfPass, a.spfFail = a.spfPass+ifPass(spf, n), a.spfFail+ifPass(!spf, n)
 	switch r.Disposition {
 	case "quarantine":
 		a.dispQuarantine += n
@@ -237,7 +238,7 @@ func (a *summaryAcc) add(r *Record) {
 	p, f := ifPass(pass, n), ifPass(!pass, n)
 	a.countCountry(cc, cname, n, p, f)
 	a.countASN(asn, asOrg, n, p, f)
-	a.countAuth(authKey{r.DKIM, r.SPF, dmarcResult(r.DKIM, r.SPF)}, n)
+	a.countAuth(authKey{string(r.DKIM), string(r.SPF), dmarcResult(verdictOf(dkim), verdictOf(spf))}, n)
 }
 
 func ifPass(ok bool, n int64) int64 {

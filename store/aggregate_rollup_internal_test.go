@@ -25,7 +25,7 @@ func TestSummaryAccGroups(t *testing.T) {
 			asns := map[int64]*named{}       // -1 = unknown
 			auths := map[authKey]int64{}
 			whole, parts := newSummaryAcc(), []*summaryAcc{newSummaryAcc(), newSummaryAcc(), newSummaryAcc()}
-			results := []string{"pass", "fail", "none", "temperror"}
+			results := []Verdict{"pass", "fail", "none", "temperror"}
 			var cc, cname, org string // reused by every record, as ingest does
 			var asn uint32
 			for i := range 40 * groups {
@@ -65,7 +65,7 @@ func TestSummaryAccGroups(t *testing.T) {
 				}
 				add(countries[ck], cn)
 				add(asns[ak], an)
-				auths[authKey{r.DKIM, r.SPF, dmarcResult(r.DKIM, r.SPF)}] += r.Count
+				auths[authKey{string(r.DKIM), string(r.SPF), dmarcResult(r.DKIM, r.SPF)}] += r.Count
 				whole.add(r)
 				parts[i%len(parts)].add(r)
 			}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,7 +27,9 @@ type FailureAuthResults struct {
 // FailureReport is one stored failure report as the list shows it: API.md's
 // forensic report object. Text the report left out is nil (JSON null).
 // AuthFailure holds the checks the report names as failed, among "dmarc",
-// "spf" and "dkim", in that order.
+// "spf" and "dkim", in that order (the families the filters and counts go
+// by); AuthFailureReported the Auth-Failure values as the report gave
+// them (RFC 6591's bodyhash, revoked, signature, adsp are DKIM failures).
 type FailureReport struct {
 	ID                    string             `json:"id"`
 	DomainID              string             `json:"domain_id"`
@@ -43,9 +46,28 @@ type FailureReport struct {
 	MessageID             *string            `json:"message_id"`
 	FeedbackType          string             `json:"feedback_type"`
 	AuthFailure           []string           `json:"auth_failure"`
+	AuthFailureReported   []string           `json:"auth_failure_reported"`
 	DeliveryResult        *string            `json:"delivery_result"`
 	AuthenticationResults FailureAuthResults `json:"authentication_results"`
 	Geo                   *Geo               `json:"geo"`
+	// Identity, when set, stands for ArrivalDate in the dedup identity
+	// (see failDedupKey): for a report without Arrival-Date, what tells it
+	// from another report about the same message (the report mail's Date,
+	// else a hash of its content), so that the same report received again
+	// later is found. Not in the API.
+	Identity string `json:"-"`
+}
+
+// ReportedKinds returns the Auth-Failure values reported that are no
+// family name (bodyhash, revoked...): what AuthFailure alone does not say.
+func (r *FailureReport) ReportedKinds() []string {
+	var out []string
+	for _, v := range r.AuthFailureReported {
+		if failureCheckBit(v) == 0 {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // FailureHeader is one header field of a reported message.
@@ -117,6 +139,10 @@ const (
 	maxFailureHeaders = 1000     // header fields kept
 	maxFailureHdrSize = 1 << 20  // bytes of header names and values kept
 	maxFailureHdrText = 64 << 10 // one header value
+	// maxFailureReported bounds the Auth-Failure values kept as reported
+	// (RFC 6591 knows seven), maxFailureIdentity the identity's bytes.
+	maxFailureReported = 8
+	maxFailureIdentity = 128
 )
 
 // FailureDraft is a failure report ready to be committed (IngestBatch
@@ -149,7 +175,8 @@ type FailureOutcome struct {
 // ArrivalDate becomes ReceivedAt, and so does one after ReceivedAt (a
 // message cannot arrive after the report about it, and retention and the
 // daily counts go by the arrival date). AuthFailure keeps only "dmarc",
-// "spf" and "dkim", in that order; FeedbackType defaults to "auth-failure";
+// "spf" and "dkim", in that order; AuthFailureReported (see keepReported)
+// defaults to them; FeedbackType defaults to "auth-failure";
 // SourceIP must be an IP address (stored in its canonical form); empty
 // strings become nil, text over 1024 bytes is cut, and at most 1,000
 // headers (1 MiB) are kept. Errors: ErrInvalid for a malformed domain or
@@ -190,6 +217,8 @@ func NewFailureDraft(d *FailureReportDetail) (*FailureDraft, error) {
 	}
 	f := &FailureDraft{rep: r, mask: failMask(r.AuthFailure)}
 	f.rep.AuthFailure = failChecksOf(f.mask)
+	f.rep.AuthFailureReported = keepReported(r.AuthFailureReported, f.rep.AuthFailure)
+	f.rep.Identity = cutTo(r.Identity, maxFailureIdentity)
 	f.rep.Geo = cloneGeo(r.Geo)
 	f.dkim = [2]*string{cutOpt(d.DKIMDomain), cutOpt(d.DKIMSelector)}
 	f.hdrs = keepHeaders(d.Headers)
@@ -208,6 +237,23 @@ func (f *FailureDraft) Report() FailureReport { return f.rep }
 
 // Outcome returns what the last commit of the draft did with it.
 func (f *FailureDraft) Outcome() FailureOutcome { return f.out }
+
+// keepReported cleans the Auth-Failure values as reported: lower-cased,
+// trimmed, without repeats, at most maxFailureReported of at most 64 bytes;
+// none (a caller that knows only the families) gives the families.
+func keepReported(vs, families []string) []string {
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		v = cutTo(strings.ToLower(strings.TrimSpace(v)), 64)
+		if v != "" && !slices.Contains(out, v) && len(out) < maxFailureReported {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return append(out, families...)
+	}
+	return out
+}
 
 // cutText trims s to maxFailureText bytes, never inside a character.
 func cutText(s string) string {

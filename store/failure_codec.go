@@ -70,8 +70,9 @@ func decodeFailIndex(v []byte) (failIndexEntry, bool) {
 }
 
 // failDedupKey is domain id | the first 16 bytes of SHA-256 of reporter,
-// source IP, message id and arrival date (NUL-separated): a report with the
-// same four for the same domain is the same report.
+// source IP, message id and arrival date (NUL-separated), or, for a report
+// with an Identity, that identity in place of the arrival date: a report
+// with the same four for the same domain is the same report.
 func failDedupKey(r *FailureReport) []byte {
 	h := sha256.New()
 	for _, p := range []*string{r.Reporter, r.SourceIP, r.MessageID} {
@@ -80,9 +81,15 @@ func failDedupKey(r *FailureReport) []byte {
 		}
 		h.Write([]byte{0})
 	}
-	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], unixKey(r.ArrivalDate))
-	h.Write(ts[:])
+	if r.Identity != "" {
+		// 0xff and a text: never the 8 bytes of an arrival date.
+		h.Write([]byte{0xff})
+		h.Write([]byte(r.Identity))
+	} else {
+		var ts [8]byte
+		binary.BigEndian.PutUint64(ts[:], unixKey(r.ArrivalDate))
+		h.Write(ts[:])
+	}
 	k := make([]byte, 0, idLen+sha256.Size)
 	k = append(k, r.DomainID...)
 	return h.Sum(k)[:idLen+16]
@@ -105,22 +112,34 @@ func failRollupDay(k []byte) uint32 { return binary.BigEndian.Uint32(k[idLen : i
 // failRollupDomain returns the domain id of a roll-up key.
 func failRollupDomain(k []byte) string { return string(k[idLen+4:]) }
 
+// failureCodecVersion is the first byte of a failure report value written
+// now: version 1 (codecVersion) and, after the geo object, the
+// Auth-Failure values as reported and the identity. Version 1 values
+// (schema 6) are read as reporting the families, without identity.
+const failureCodecVersion = 2
+
 // appendFailure encodes a failure report (the id is the key; headers are
 // stored apart).
 func appendFailure(e enc, r *FailureReport, mask byte, dkim [2]*string) enc {
-	e = append(e, codecVersion)
+	e = append(e, failureCodecVersion)
 	e = e.str(r.DomainID).str(r.Domain).str(r.OrgID).time(r.ReceivedAt).time(r.ArrivalDate)
 	e = e.opt(r.Reporter).opt(r.SourceIP).opt(r.OriginalMailFrom).opt(r.OriginalRcptTo).opt(r.ReportedDomain)
 	e = e.opt(r.Subject).opt(r.MessageID).str(r.FeedbackType).uvarint(uint64(mask)).opt(r.DeliveryResult)
 	a := &r.AuthenticationResults
 	e = e.opt(a.DMARC).opt(a.SPF).opt(a.DKIM).opt(dkim[0]).opt(dkim[1])
-	return appendGeo(e, r.Geo)
+	e = appendGeo(e, r.Geo)
+	e = e.uvarint(uint64(len(r.AuthFailureReported)))
+	for _, v := range r.AuthFailureReported {
+		e = e.str(v)
+	}
+	return e.str(r.Identity)
 }
 
-// decodeFailure reads what appendFailure wrote.
+// decodeFailure reads what appendFailure wrote (either version).
 func decodeFailure(id string, raw []byte) (*FailureReportDetail, byte, error) {
 	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	version := d.byte()
+	if version != codecVersion && version != failureCodecVersion {
 		return nil, 0, fmt.Errorf("failure report %s: %w", id, errCorrupt)
 	}
 	r := &FailureReport{ID: id, DomainID: d.str(), Domain: d.str(), OrgID: d.str(), ReceivedAt: d.time(), ArrivalDate: d.time()}
@@ -132,6 +151,15 @@ func decodeFailure(id string, raw []byte) (*FailureReportDetail, byte, error) {
 	r.AuthenticationResults = FailureAuthResults{DMARC: d.opt(), SPF: d.opt(), DKIM: d.opt()}
 	det := &FailureReportDetail{FailureReport: r, DKIMDomain: d.opt(), DKIMSelector: d.opt()}
 	r.Geo = decodeGeo(d)
+	if version == codecVersion {
+		r.AuthFailureReported = failChecksOf(mask)
+	} else {
+		r.AuthFailureReported = make([]string, d.count())
+		for i := range r.AuthFailureReported {
+			r.AuthFailureReported[i] = d.str()
+		}
+		r.Identity = d.str()
+	}
 	if !d.ok() || len(d.b) != 0 {
 		return nil, 0, fmt.Errorf("failure report %s: %w", id, errCorrupt)
 	}

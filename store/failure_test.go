@@ -11,6 +11,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
+	bolt "go.etcd.io/bbolt"
 )
 
 // failEnv is a store with two organizations: A with domains a1 and a2, B
@@ -105,6 +106,7 @@ func TestCommitFailure(t *testing.T) {
 	}
 	want := *in.FailureReport
 	want.ID, want.FeedbackType = f.ID(), "auth-failure"
+	want.AuthFailureReported = want.AuthFailure // none given: the families
 	if !reflect.DeepEqual(got.FailureReport, &want) {
 		t.Errorf("report\n got %+v\nwant %+v", got.FailureReport, &want)
 	}
@@ -565,5 +567,48 @@ func TestDeleteDomainDeletesFailures(t *testing.T) {
 	d.DomainID = again.ID
 	if f := e.commitFailures(t, d)[0]; !f.Outcome().Stored {
 		t.Errorf("re-sent report: %+v", f.Outcome())
+	}
+}
+
+// TestCommitFailureIdentity ensures a report with an Identity (one without
+// Arrival-Date) is found again by it whatever its arrival date, that
+// another identity is another report, that the identity and the reported
+// Auth-Failure values read back, and that retention's delete frees the
+// identity.
+func TestCommitFailureIdentity(t *testing.T) {
+	e := newFailEnv(t)
+	first := failReport(e.a1, day(20, 8), "192.0.2.1", "dkim")
+	first.Identity, first.AuthFailureReported = "date 1658210268", []string{"BodyHash", " bodyhash", "revoked"}
+	stored := e.commitFailures(t, first)[0]
+	got, err := e.db.FindFailureReport(e.orgA.ID, stored.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Identity != "date 1658210268" || !reflect.DeepEqual(got.AuthFailureReported, []string{"bodyhash", "revoked"}) ||
+		!reflect.DeepEqual(got.AuthFailure, []string{"dkim"}) {
+		t.Errorf("read back identity %q reported %v families %v", got.Identity, got.AuthFailureReported, got.AuthFailure)
+	}
+	later := *first.FailureReport
+	later.ArrivalDate = day(21, 9) // received again, a day later
+	other := later
+	other.Identity = "date 1658299999"
+	drafts := e.commitFailures(t, &store.FailureReportDetail{FailureReport: &later}, &store.FailureReportDetail{FailureReport: &other})
+	if o := drafts[0].Outcome(); o.DuplicateID != stored.ID() {
+		t.Errorf("same identity, another arrival: %+v, want a duplicate of %s", o, stored.ID())
+	}
+	if o := drafts[1].Outcome(); !o.Stored {
+		t.Errorf("another identity: %+v, want stored", o)
+	}
+	if n, err := e.db.DeleteFailureReportsBefore(day(21, 0)); err != nil || n != 1 {
+		t.Fatalf("DeleteFailureReportsBefore: %d, %v", n, err)
+	}
+	_ = e.db.Bolt().View(func(tx *bolt.Tx) error {
+		if n := tx.Bucket([]byte("failure_dedup")).Stats().KeyN; n != 1 {
+			t.Errorf("%d dedup entries after deleting one of two reports, want 1", n)
+		}
+		return nil
+	})
+	if o := e.commitFailures(t, first)[0].Outcome(); !o.Stored {
+		t.Errorf("after its report was deleted the identity still blocks: %+v", o)
 	}
 }

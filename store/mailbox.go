@@ -75,11 +75,11 @@ type MailboxState struct {
 	LastUID     uint32
 }
 
-// MailboxPoll is the outcome of one poll, for the mailbox's status.
+// MailboxPoll is the outcome of one poll, for the mailbox's status. The
+// mails it imported are counted as each is done (MarkMailboxDone).
 type MailboxPoll struct {
-	At       time.Time
-	Error    string // "" clears last_error
-	Imported int    // mails that held a report, added to messages_imported
+	At    time.Time
+	Error string // "" clears last_error
 }
 
 // mailboxRecord is how a mailbox is stored, its sealed credentials included.
@@ -361,9 +361,25 @@ func (db *DB) MailboxState(id string) (MailboxState, error) {
 // SetMailboxState records where reading mailbox id has got to, durably.
 // ErrNotFound when the mailbox was deleted meanwhile (nothing is written).
 func (db *DB) SetMailboxState(id string, st MailboxState) error {
+	return db.MarkMailboxDone(id, st, 0)
+}
+
+// MarkMailboxDone records where reading mailbox id has got to and adds
+// imported (the mail just done, when it held a report) to its
+// messages_imported, in one transaction: each mail is counted once, with
+// the mark that says it is done, whatever becomes of the poll. ErrNotFound
+// when the mailbox was deleted meanwhile (nothing is written).
+func (db *DB) MarkMailboxDone(id string, st MailboxState, imported int) error {
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		if _, err := getMailbox(tx, id); err != nil {
+		rec, err := getMailbox(tx, id)
+		if err != nil {
 			return err
+		}
+		if imported > 0 {
+			rec.MessagesImported += int64(imported)
+			if err := putMailbox(tx, rec); err != nil {
+				return err
+			}
 		}
 		v := binary.BigEndian.AppendUint32(nil, st.UIDValidity)
 		v = binary.BigEndian.AppendUint32(v, st.LastUID)
@@ -372,8 +388,8 @@ func (db *DB) SetMailboxState(id string, st MailboxState) error {
 	return wrap("set mailbox state", err)
 }
 
-// RecordMailboxPoll updates mailbox id's status after a poll: last_poll_at,
-// last_error (cleared by a poll without error) and messages_imported. A
+// RecordMailboxPoll updates mailbox id's status after a poll: last_poll_at
+// and last_error (cleared by a poll without error). A
 // failed poll starts or continues a run of failures; when the run has
 // lasted a day, the mailbox_failing alert is raised in the same
 // transaction (once per run; a poll that works ends the run), so its
@@ -388,7 +404,6 @@ func (db *DB) RecordMailboxPoll(id string, p MailboxPoll) error {
 		at := p.At.UTC().Truncate(time.Second)
 		rec.LastPollAt = &at
 		rec.LastError = nil
-		rec.MessagesImported += int64(p.Imported)
 		if p.Error == "" {
 			rec.FailStart, rec.FailAlerted = nil, false
 			return putMailbox(tx, rec)

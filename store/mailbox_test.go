@@ -74,8 +74,13 @@ func TestMailboxLifecycle(t *testing.T) {
 	if err := db.RecordMailboxPoll(m.ID, store.MailboxPoll{At: storetest.Epoch(), Error: "login failed: AUTHENTICATIONFAILED"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RecordMailboxPoll(m.ID, store.MailboxPoll{At: storetest.Epoch().Add(time.Minute), Imported: 3}); err != nil {
+	if err := db.RecordMailboxPoll(m.ID, store.MailboxPoll{At: storetest.Epoch().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
+	}
+	for uid := uint32(43); uid <= 45; uid++ {
+		if err := db.MarkMailboxDone(m.ID, store.MailboxState{UIDValidity: 7, LastUID: uid}, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got, _ = db.FindMailbox(org.ID, m.ID)
 	if got.LastError != nil || got.MessagesImported != 3 || got.LastPollAt == nil || !got.LastPollAt.Equal(storetest.Epoch().Add(time.Minute)) {

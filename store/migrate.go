@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -38,7 +38,13 @@ var migrations = []migration{
 	// the identity, and an in-memory filter stands in for the index
 	// (identity_filter.go).
 	dropIdentityIndex,
-	// 6 -> 7: per-source evidence (source_codec.go, version 3): the DKIM
+	// 6 -> 7: failure reports may be written in version 2
+	// (failure_codec.go: the Auth-Failure values as reported, the
+	// identity of a report without Arrival-Date), which programs of schema
+	// 6 cannot read; version 1 values stay as they are and read as before.
+	// Nothing to rewrite: the bump makes an older dmarcd refuse the file.
+	func(*bolt.Tx) error { return nil },
+	// 7 -> 8: per-source evidence (source_codec.go, version 3): the DKIM
 	// and SPF domains of each source with their messages and passes, which
 	// name senders; rebuilt from the records by the backfill of 1 -> 2.
 	migrateSourceRollups,

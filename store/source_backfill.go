@@ -10,7 +10,7 @@ import (
 
 // Backfill of the per-source roll-ups (source_rollup.go) for reports
 // stored before they existed (schema migration 1 -> 2) or before they kept
-// the evidence of who sends (6 -> 7). The migration (migrateSourceRollups)
+// the evidence of who sends (7 -> 8). The migration (migrateSourceRollups)
 // empties the source roll-ups, which a development version may have kept
 // for part of the reports only, or kept in an older layout, and records in
 // the meta bucket the last report stored; Open then reads every report up to it, in transactions
@@ -31,7 +31,7 @@ var (
 // (a report is never split).
 const backfillRecords = 50_000
 
-// migrateSourceRollups is migrations 1 -> 2 and 6 -> 7: it schedules the
+// migrateSourceRollups is migrations 1 -> 2 and 7 -> 8: it schedules the
 // backfill.
 func migrateSourceRollups(tx *bolt.Tx) error {
 	for _, name := range [][]byte{bucketSourceRollups, bucketRDNSPending} {

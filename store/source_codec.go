@@ -18,7 +18,7 @@ import (
 // number, and the evidence, each a kind byte (evKindDKIM, evKindSPF), a
 // domain reference and its messages and passes.
 //
-// Version 3 is schema 7's: versions 1 and 2 kept (kind, domain, result)
+// Version 3 is schema 8's: versions 1 and 2 kept (kind, domain, result)
 // auth entries, split by result and cut at eight per source and day, so
 // that a source's verified signature could be lost behind its failing
 // SPF results; the migration rebuilt every segment from the records.

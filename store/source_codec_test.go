@@ -39,7 +39,7 @@ func codecSources() []*SourceRollup {
 // back the same: addresses of every form (v4, v6, mapped, the row of
 // other sources, text that is no canonical address), missing
 // geolocation, evidence of both kinds and an empty domain. Segments of
-// the layouts before (versions 1 and 2, which schema 7 rebuilt) are
+// the layouts before (versions 1 and 2, which schema 8 rebuilt) are
 // refused as corrupt, never misread.
 func TestSourceSegmentRoundTrip(t *testing.T) {
 	srcs := codecSources()

@@ -119,7 +119,7 @@ func (s *reportSources) add(r *Record) {
 		s.take()
 	}
 	n := r.Count
-	spf, dkim := r.SPF == "pass", r.DKIM == "pass"
+	dkim, spf, _ := r.aligned()
 	row := srcRow{ip: r.SourceIP, messages: n, pass: ifPass(spf || dkim, n), spf: ifPass(spf, n), dkim: ifPass(dkim, n)}
 	switch r.Disposition {
 	case "quarantine":

@@ -44,7 +44,7 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 						ip = fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)
 					}
 					r := &Record{SourceIP: ip, Count: int64(1 + rng.IntN(9)), Disposition: []string{"none", "quarantine", "reject"}[rng.IntN(3)],
-						DKIM: []string{"pass", "fail"}[rng.IntN(2)], SPF: []string{"pass", "fail"}[rng.IntN(2)]}
+						DKIM: []Verdict{"pass", "fail"}[rng.IntN(2)], SPF: []Verdict{"pass", "fail"}[rng.IntN(2)]}
 					if !tc.geoEveryOther || i%2 == 1 {
 						r.Geo = &Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}
 					}

@@ -366,7 +366,7 @@ func appendSourceSegment(e enc, day daySources) enc {
 
 // decodeSourceSegment calls fn with each source of a segment; each call
 // gets a new SourceRollup the caller may keep. Segments of the versions
-// before segVersion are gone: the migration to schema 7 rebuilt them.
+// before segVersion are gone: the migration to schema 8 rebuilt them.
 func decodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 	d := &dec{b: raw}
 	if d.byte() != segVersion {

@@ -126,7 +126,7 @@ func checkWebhookURL(u string) error {
 }
 
 // CreateWebhook stores w, active, with secret to sign its deliveries. The
-// caller sets OrgID, URL (already checked by webhook.ValidateURL) and Name;
+// caller sets OrgID, URL (already checked by egress.ValidateURL) and Name;
 // the store sets ID, IsActive, CreatedAt and UpdatedAt and writes them back
 // into w. Errors: ErrInvalid for a bad name, a URL that is not https or too
 // long, or a malformed secret; ErrNotFound for an unknown organization;
@@ -244,7 +244,7 @@ func (db *DB) ListWebhooks(orgID string, p Page) ([]*Webhook, int, error) {
 // UpdateWebhook applies u to webhook id of organization orgID and returns
 // the result. Setting IsActive to true also resets ConsecutiveFailures and
 // DisabledReason; setting it to false drops the webhook's pending
-// deliveries. A new URL must have been checked by webhook.ValidateURL; the
+// deliveries. A new URL must have been checked by egress.ValidateURL; the
 // deliveries still pending go to it. Errors: ErrNotFound as FindWebhook,
 // ErrInvalid for a bad name or URL.
 func (db *DB) UpdateWebhook(orgID, id string, u WebhookUpdate) (*Webhook, error) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dmarc/tlsrpt"
 
 	"github.com/dmarcd/dmarcd/httpapi"
@@ -128,7 +129,8 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Logf("sender watch stored the stage of %d of %d domains in %s", len(stages), domains, time.Since(start).Round(time.Millisecond))
-	ui, err := web.New(web.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now, Senders: views})
+	a := app.New(app.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now})
+	ui, err := web.New(web.Config{App: a, Store: db, Now: clock.Now, Senders: views})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Store: db, ReportingDomain: "reports.test", Now: clock.Now, RateLimit: 1 << 30})
+	api := httpapi.New(httpapi.Config{App: a, Store: db, Now: clock.Now, RateLimit: 1 << 30})
 	return &benchEnv{h: ui, api: api, key: secret, cookie: token, busy: busy.ID, report: reps[0].ID, tls: tlsID}
 }
 

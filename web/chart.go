@@ -2,6 +2,8 @@ package web
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -9,16 +11,24 @@ import (
 // The charts are inline SVG drawn here from the roll-ups: bars as numbers,
 // labels as text the template escapes, and a <title> per bar for hover and
 // screen readers. Each chart comes with a table fallback in the page.
+//
+// Coordinates are shares of the chart's width and height (percentages),
+// not units of a viewBox: the SVG fills its box at any width, and its text
+// keeps its CSS size (12 px) on a phone instead of shrinking with the
+// picture, as it did in a 720-unit viewBox drawn 340 px wide. A y-axis of
+// round values, each with a grid line, says what the bars count.
 
 // barChart is a daily stacked pass/fail bar chart.
 type barChart struct {
-	W, H  int
+	H     int // height in CSS pixels
 	Bars  []bar
 	Max   int64
+	Grid  []gridLine
 	Ticks []tick
 	Empty bool
 }
 
+// bar is one day; X, W, Y and H are percentages of the chart's box.
 type bar struct {
 	X, W              float64
 	PassY, PassH      float64
@@ -27,21 +37,96 @@ type bar struct {
 	Pass, Fail, Total int64
 }
 
+// tick is a date under the bars, at X percent of the width.
 type tick struct {
 	X      float64
 	Label  string
 	Anchor string // SVG text-anchor: the first label starts, the last ends, at its bar
 }
 
+// gridLine is a value of the y-axis: a line across the chart at Y percent
+// of its height, labelled.
+type gridLine struct {
+	Y     float64
+	Label string
+}
+
 const (
-	chartW, chartH = 720, 180
-	chartTop       = 8
-	chartBottom    = 22 // room for date labels
+	chartH = 200 // CSS pixels, the CSS's height of .chart (160 on a phone)
+	// The plot's top and base line, as percentages of the height: room
+	// above for the top label, below for the dates.
+	chartTop  = 9.0
+	chartBase = 86.0
 )
+
+// axis is a y-axis for values up to max: a round step (1, 2 or 5 times a
+// power of ten, at least 1) giving 2 to 4 lines, and the value at the top
+// of the plot, the last line's.
+func axis(max int64) (step, top int64) {
+	if max <= 0 {
+		return 1, 1
+	}
+	raw := float64(max) / 3
+	step = 1
+	for mag := int64(1); ; mag *= 10 {
+		for _, m := range []int64{1, 2, 5} {
+			if step = m * mag; float64(step) >= raw {
+				top = (max + step - 1) / step * step
+				return step, top
+			}
+		}
+	}
+}
+
+// grid draws the lines of the axis: the base line (0, not labelled) and
+// one per step up to top.
+func grid(step, top int64) []gridLine {
+	g := []gridLine{{Y: chartBase}}
+	for v := step; v <= top; v += step {
+		g = append(g, gridLine{Y: plotY(v, top), Label: compactNum(v)})
+	}
+	return g
+}
+
+// plotY is where value v of a plot topping at top stands, as a percentage.
+func plotY(v, top int64) float64 {
+	return chartBase - (chartBase-chartTop)*float64(v)/float64(top)
+}
+
+// plotH is the height of value v of a plot topping at top.
+func plotH(v, top int64) float64 { return (chartBase - chartTop) * float64(v) / float64(top) }
+
+// compactNum writes an axis value short: 250, 1.5k, 20k, 2M.
+func compactNum(v int64) string {
+	f := func(x float64, unit string) string {
+		return strings.TrimSuffix(strings.TrimSuffix(strconv.FormatFloat(x, 'f', 1, 64), "0"), ".") + unit
+	}
+	switch {
+	case v >= 1_000_000:
+		return f(float64(v)/1e6, "M")
+	case v >= 1000:
+		return f(float64(v)/1e3, "k")
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// dateTicks labels the first, the middle (of more than 10) and the last
+// of n bars starting at x with width w (percentages).
+func dateTicks(n, i int, date string, x, w float64, ticks []tick) []tick {
+	switch {
+	case i == 0:
+		return append(ticks, tick{X: x, Label: shortDate(date), Anchor: "start"})
+	case i == n-1:
+		return append(ticks, tick{X: x + w, Label: shortDate(date), Anchor: "end"})
+	case n > 10 && i == n/2:
+		return append(ticks, tick{X: x + w/2, Label: shortDate(date), Anchor: "middle"})
+	}
+	return ticks
+}
 
 // dailyChart draws days (oldest first).
 func dailyChart(days []store.DayStats) barChart {
-	c := barChart{W: chartW, H: chartH, Empty: true}
+	c := barChart{H: chartH, Empty: true}
 	for _, d := range days {
 		c.Max = max(c.Max, d.Messages)
 		if d.Messages > 0 {
@@ -51,27 +136,17 @@ func dailyChart(days []store.DayStats) barChart {
 	if len(days) == 0 {
 		return c
 	}
-	plot := float64(chartH - chartTop - chartBottom)
-	step := float64(chartW) / float64(len(days))
+	step, top := axis(c.Max)
+	c.Grid = grid(step, top)
+	slot := 100 / float64(len(days))
 	for i, d := range days {
-		b := bar{X: float64(i)*step + step*0.1, W: step * 0.8, Date: d.Date,
+		b := bar{X: float64(i)*slot + slot*0.1, W: slot * 0.8, Date: d.Date,
 			Pass: d.DMARCPass, Fail: d.DMARCFail, Total: d.Messages}
-		if c.Max > 0 {
-			b.PassH = plot * float64(d.DMARCPass) / float64(c.Max)
-			b.FailH = plot * float64(d.DMARCFail) / float64(c.Max)
-		}
-		base := float64(chartH - chartBottom)
-		b.PassY = base - b.PassH
+		b.PassH, b.FailH = plotH(d.DMARCPass, top), plotH(d.DMARCFail, top)
+		b.PassY = chartBase - b.PassH
 		b.FailY = b.PassY - b.FailH
 		c.Bars = append(c.Bars, b)
-		switch {
-		case i == 0:
-			c.Ticks = append(c.Ticks, tick{X: b.X, Label: shortDate(d.Date), Anchor: "start"})
-		case i == len(days)-1:
-			c.Ticks = append(c.Ticks, tick{X: b.X + b.W, Label: shortDate(d.Date), Anchor: "end"})
-		case len(days) > 10 && i == len(days)/2:
-			c.Ticks = append(c.Ticks, tick{X: b.X + b.W/2, Label: shortDate(d.Date), Anchor: "middle"})
-		}
+		c.Ticks = dateTicks(len(days), i, d.Date, b.X, b.W, c.Ticks)
 	}
 	return c
 }
@@ -146,9 +221,10 @@ func shares(parts ...sharePart) shareBar {
 // disposition and TLS session charts); dailyChart's pass/fail is its
 // two-series case, kept apart for its established markup.
 type stackChart struct {
-	W, H   int
+	H      int
 	Bars   []stackBar
 	Max    int64
+	Grid   []gridLine
 	Ticks  []tick
 	Empty  bool
 	Series []seriesKey
@@ -164,6 +240,7 @@ type stackBar struct {
 	Rects []stackRect
 }
 
+// stackRect is one series of a bar, in percentages of the chart's box.
 type stackRect struct {
 	Class      string
 	X, Y, W, H float64
@@ -172,7 +249,7 @@ type stackRect struct {
 // stackedChart draws one bar per day (oldest first) of the values of each
 // series (values[i][s] is day i's value of series s).
 func stackedChart(label string, series []seriesKey, dates []string, values [][]int64) stackChart {
-	c := stackChart{W: chartW, H: chartH, Empty: true, Series: series, Label: label}
+	c := stackChart{H: chartH, Empty: true, Series: series, Label: label}
 	for _, v := range values {
 		var sum int64
 		for _, n := range v {
@@ -184,18 +261,16 @@ func stackedChart(label string, series []seriesKey, dates []string, values [][]i
 	if len(dates) == 0 {
 		return c
 	}
-	plot := float64(chartH - chartTop - chartBottom)
-	step := float64(chartW) / float64(len(dates))
+	step, top := axis(c.Max)
+	c.Grid = grid(step, top)
+	slot := 100 / float64(len(dates))
 	for i, date := range dates {
 		b := stackBar{Date: date}
-		x, w := float64(i)*step+step*0.1, step*0.8
-		y := float64(chartH - chartBottom)
+		x, w := float64(i)*slot+slot*0.1, slot*0.8
+		y := chartBase
 		title := date + ":"
 		for s, n := range values[i] {
-			h := 0.0
-			if c.Max > 0 {
-				h = plot * float64(n) / float64(c.Max)
-			}
+			h := plotH(n, top)
 			y -= h
 			b.Rects = append(b.Rects, stackRect{Class: series[s].Class, X: x, Y: y, W: w, H: h})
 			if s > 0 {
@@ -205,14 +280,7 @@ func stackedChart(label string, series []seriesKey, dates []string, values [][]i
 		}
 		b.Title = title
 		c.Bars = append(c.Bars, b)
-		switch {
-		case i == 0:
-			c.Ticks = append(c.Ticks, tick{X: x, Label: shortDate(date), Anchor: "start"})
-		case i == len(dates)-1:
-			c.Ticks = append(c.Ticks, tick{X: x + w, Label: shortDate(date), Anchor: "end"})
-		case len(dates) > 10 && i == len(dates)/2:
-			c.Ticks = append(c.Ticks, tick{X: x + w/2, Label: shortDate(date), Anchor: "middle"})
-		}
+		c.Ticks = dateTicks(len(dates), i, date, x, w, c.Ticks)
 	}
 	return c
 }

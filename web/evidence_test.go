@@ -9,17 +9,17 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // evidenceRecords is a day of mail of alpha.example: SendGrid signing
 // for itself only (not aligned), the domain's own server, and a spoofer
 // whose claims of alpha.example fail.
 func evidenceRecords() []*store.Record {
-	mk := func(ip string, n int64, dkim, spf string, dkims, spfs [][3]string) *store.Record {
+	mk := func(ip string, n int64, dkim, spf store.Verdict, dkims, spfs [][3]string) *store.Record {
 		r := &store.Record{SourceIP: ip, Count: n, Disposition: "none", DKIM: dkim, SPF: spf, HeaderFrom: "alpha.example",
 			Reasons: []store.Reason{}, AuthResults: store.AuthResults{DKIM: []store.DKIMAuth{}, SPF: []store.SPFAuth{}}}
 		for _, a := range dkims {
@@ -113,7 +113,7 @@ func TestWhoSendsByEvidence(t *testing.T) {
 
 	// With both databases configured, a blank says the database has no
 	// answer, not where to get one.
-	e2 := newEnvWith(t, webhook.Policy{}, func(c *web.Config) { c.GeoIPCity, c.GeoIPASN = true, true })
+	e2 := newEnvUI(t, egress.Policy{}, nil, func(c *web.Config) { c.GeoIPCity, c.GeoIPASN = true, true })
 	mustReport(t, e2.db, e2.domA, storetest.Epoch().Truncate(24*time.Hour).AddDate(0, 0, -1), "google.com", evidenceRecords())
 	p = e2.send("GET", "/domains/"+e2.domA.ID, e2.signIn(e2.readA), nil)
 	if strings.Contains(p.body, "see --geoip-city") || !strings.Contains(p.body, "the GeoIP database has no answer for that address") {

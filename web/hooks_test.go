@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // TestWebhooksPage creates a webhook (secret shown once), refuses bad URLs
@@ -31,7 +31,7 @@ func TestWebhooksPage(t *testing.T) {
 	defer rcv.Close()
 	pool := x509.NewCertPool()
 	pool.AddCert(rcv.Certificate())
-	e := newEnvPolicy(t, webhook.Policy{AllowPrivate: true, RootCAs: pool})
+	e := newEnvPolicy(t, egress.Policy{AllowPrivate: true, RootCAs: pool})
 	e.clock.Set(time.Now().UTC().Truncate(time.Second)) // receivers check timestamps
 	cookie := e.signIn(e.fullA)
 	token := e.csrf(cookie)
@@ -206,6 +206,22 @@ func TestFailurePages(t *testing.T) {
 	}
 	if p := e.send("GET", "/forensic/"+other, cookie, nil); p.status != 404 {
 		t.Errorf("B's failure report: %d", p.status)
+	}
+	// A DKIM failure kind of RFC 6591 shows as reported beside its family.
+	r := &store.FailureReport{DomainID: e.domA.ID, Domain: e.domA.Name, OrgID: e.domA.OrgID, ReceivedAt: e.clock.Now(),
+		SourceIP: sp("192.0.2.77"), AuthFailure: []string{"dkim"}, AuthFailureReported: []string{"bodyhash"}}
+	f, err := store.NewFailureDraft(&store.FailureReportDetail{FailureReport: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.NewIngester().Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.send("GET", "/forensic/"+f.ID(), cookie, nil); !strings.Contains(p.body, "(reported as bodyhash)") {
+		t.Errorf("a bodyhash failure's page does not say it was reported as bodyhash")
+	}
+	if p := e.send("GET", "/forensic/"+id, cookie, nil); strings.Contains(p.body, "reported as") {
+		t.Errorf("a dmarc failure's page says how it was reported")
 	}
 }
 

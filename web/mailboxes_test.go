@@ -12,40 +12,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/internal/imaptest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/internal/secret"
 	"github.com/dmarcd/dmarcd/store"
-	"github.com/dmarcd/dmarcd/web"
-	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // mailboxEnv is env with the mailbox service the API uses (a real secret
 // key, a running ingest pipeline) and go-imap's in-memory IMAP server.
-func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *imapin.Service) {
+func mailboxEnv(t *testing.T) (*env, *imaptest.Server, *app.App) {
 	t.Helper()
 	srv := imaptest.NewServer(t)
 	box, err := secret.LoadOrCreate(secret.KeyPath(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &imapin.Service{Box: box, Options: &imapin.Options{AllowPrivate: true, AllowPlaintext: true,
+	svc := &imapin.Intake{Box: box, Options: &imapin.Options{AllowPrivate: true, AllowPlaintext: true,
 		RootCAs: srv.Cert.Pool, Timeout: 5 * time.Second}}
-	e := newEnvWith(t, webhook.Policy{}, func(c *web.Config) { c.Mailboxes = svc })
+	e := newEnvWith(t, egress.Policy{}, func(c *app.Config) { c.Mailboxes = svc })
 	svc.DB = e.db
-	p, err := ingest.New(ingest.Config{Store: e.db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	svc.Sink = imapin.PipelineSink{Pipeline: p}
-	return e, srv, svc
+	svc.Sink = imapin.PipelineSink{Pipeline: startPipeline(t, e.db, nil)}
+	return e, srv, e.app
 }
 
 // mailboxForm is the add form for srv; extra are name, value pairs that
@@ -195,11 +186,11 @@ func TestMailboxPages(t *testing.T) {
 func TestMailboxPagesIsolationAndScope(t *testing.T) {
 	e, srv, svc := mailboxEnv(t)
 	host, port, user, pass := "127.0.0.1", srv.Port, imaptest.User, imaptest.Pass
-	theirs, err := svc.Create(context.Background(), e.orgB.ID, imapin.Spec{Host: &host, Port: &port, Username: &user, Password: &pass})
+	theirs, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgB), app.MailboxSpec{Host: &host, Port: &port, Username: &user, Password: &pass})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine, err := svc.Create(context.Background(), e.orgA.ID, imapin.Spec{Host: &host, Port: &port, Username: &user, Password: &pass})
+	mine, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgA), app.MailboxSpec{Host: &host, Port: &port, Username: &user, Password: &pass})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +320,7 @@ func TestMailboxHostileServerText(t *testing.T) {
 	}
 
 	host, sport, user, pass := "127.0.0.1", srv.Port, imaptest.User, imaptest.Pass
-	m, err := svc.Create(context.Background(), e.orgA.ID, imapin.Spec{Host: &host, Port: &sport, Username: &user, Password: &pass})
+	m, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgA), app.MailboxSpec{Host: &host, Port: &sport, Username: &user, Password: &pass})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,4 +372,30 @@ func between(body, from, to string) string {
 		return body[i:]
 	}
 	return body[i : i+j]
+}
+
+// TestMailboxEditNeedsPasswordForNewServer ensures the edit form with the
+// password left blank does not take the stored password to another port
+// or host: 422 saying it is needed again, nothing stored, nothing dialled
+// (issue 24).
+func TestMailboxEditNeedsPasswordForNewServer(t *testing.T) {
+	e, srv, svc := mailboxEnv(t)
+	host, port, user, pass := "127.0.0.1", srv.Port, imaptest.User, imaptest.Pass
+	m, err := svc.CreateMailbox(context.Background(), app.Operator(e.orgA), app.MailboxSpec{Host: &host, Port: &port, Username: &user, Password: &pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := imaptest.NewListener(t)
+	cookie := e.signIn(e.fullA)
+	token := e.csrf(cookie)
+	for _, change := range [][]string{{"port", strconv.Itoa(ln.Port)}, {"host", "localhost"}} {
+		form := mailboxForm(token, srv, append([]string{"password", "", "archive_folder", "Archive/dmarcd"}, change...)...)
+		p := e.send("POST", "/settings/mailboxes/"+m.ID, cookie, form)
+		if p.status != 422 || !strings.Contains(p.body, "password: is required again") {
+			t.Errorf("edit of %s with a blank password: %d %s", change[0], p.status, alertText(p.body))
+		}
+	}
+	if got, _ := e.db.FindMailbox(e.orgA.ID, m.ID); got.Port != srv.Port || got.Host != "127.0.0.1" || ln.Connections() != 0 {
+		t.Errorf("after refused edits: %s:%d stored, the other server dialled %d times", got.Host, got.Port, ln.Connections())
+	}
 }

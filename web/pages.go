@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
-	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -23,32 +23,34 @@ func (h *Handler) routes() {
 	h.router.GET("/static/*path", h.serveAsset)
 	h.router.GET("/login", h.getLogin)
 	h.router.POST("/login", h.postLogin)
-	h.handle("POST", "/logout", readAccess, h.logout)
+	h.handle("POST", "/logout", app.Read, h.logout)
 
-	h.handle("GET", "/", readAccess, h.overview)
-	h.handle("POST", "/domains", writeAccess, h.createDomain)
+	h.handle("GET", "/", app.Read, h.overview)
+	h.handle("POST", "/domains", app.Write, h.createDomain)
 	// /domains/new shares the segment with :id (httprouter allows one).
-	h.handle("GET", "/domains/:id", readAccess, h.domainOrNew)
-	h.handle("POST", "/domains/:id/verify", writeAccess, h.verifyDomain)
-	h.handle("GET", "/domains/:id/delete", readAccess, h.confirmDelete)
-	h.handle("GET", "/domains/:id/sources", readAccess, h.sources)
-	h.handle("GET", "/tls-reports", readAccess, h.tlsReports)
-	h.handle("GET", "/tls-reports/:id", readAccess, h.tlsReport)
-	h.handle("POST", "/domains/:id/delete", writeAccess, h.deleteDomain)
+	h.handle("GET", "/domains/:id", app.Read, h.domainOrNew)
+	h.handle("POST", "/domains/:id/verify", app.Write, h.verifyDomain)
+	h.handle("GET", "/domains/:id/delete", app.Read, h.confirmDelete)
+	h.handle("GET", "/domains/:id/sources", app.Read, h.sources)
+	h.handle("GET", "/tls-reports", app.Read, h.tlsReports)
+	h.handle("GET", "/tls-reports/:id", app.Read, h.tlsReport)
+	h.handle("POST", "/domains/:id/delete", app.Write, h.deleteDomain)
 
-	h.handle("GET", "/reports", readAccess, h.reports)
-	h.handle("GET", "/reports/:id", readAccess, h.report)
+	h.handle("GET", "/reports", app.Read, h.reports)
+	h.handle("GET", "/reports/:id", app.Read, h.report)
 
-	h.handle("GET", "/alerts", readAccess, h.alerts)
-	h.handle("POST", "/alerts/:id/dismiss", writeAccess, h.dismissAlert)
+	h.handle("GET", "/alerts", app.Read, h.alerts)
+	h.handle("POST", "/alerts/:id/dismiss", app.Write, h.dismissAlert)
+	h.handle("POST", "/alerts", app.Write, h.dismissAlerts)
 
-	h.handle("GET", "/settings", readAccess, h.settings)
-	h.handle("GET", "/settings/keys", readAccess, h.keys)
-	h.handle("POST", "/settings/keys", writeAccess, h.createKey)
-	h.handle("POST", "/settings/keys/:id/revoke", writeAccess, h.revokeKey)
+	h.handle("GET", "/settings", app.Read, h.settings)
+	h.handle("GET", "/settings/keys", app.Read, h.keys)
+	h.handle("POST", "/settings/keys", app.Write, h.createKey)
+	h.handle("POST", "/settings/keys/:id/revoke", app.Write, h.revokeKey)
 
 	h.webhookRoutes()
 	h.mailboxRoutes()
+	h.quarantineRoutes()
 
 	h.router.NotFound = http.HandlerFunc(h.notFound)
 	h.router.MethodNotAllowed = http.HandlerFunc(h.notFound)
@@ -111,15 +113,15 @@ const overviewRows = 50
 
 func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 	from, to := h.window()
-	domains, err := h.allDomains(r.org.ID)
+	domains, err := h.allDomains(r.orgID())
 	if err != nil {
 		return err
 	}
-	days, err := h.db.DomainDays(r.org.ID, from, to)
+	days, err := h.db.DomainDays(r.orgID(), from, to)
 	if err != nil {
 		return err
 	}
-	alerts, openN, err := h.openAlerts(r.org.ID, "", 1000)
+	alerts, openN, err := h.openAlerts(r.orgID(), "", 1000)
 	if err != nil {
 		return err
 	}
@@ -129,7 +131,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 			perDomain[*a.DomainID]++
 		}
 	}
-	p := overviewPage{OpenAlerts: openN, Total: len(domains), ReportingDomain: h.cfg.ReportingDomain,
+	p := overviewPage{OpenAlerts: openN, Total: len(domains), ReportingDomain: h.app.ReportingDomain(),
 		Query: strings.TrimSpace(r.URL.Query().Get("q")), Sort: r.URL.Query().Get("sort")}
 	sum := make([]store.DayStats, statsDays)
 	for _, d := range domains {
@@ -158,12 +160,15 @@ func (h *Handler) overview(w http.ResponseWriter, r *req) error {
 	sortRows(p.Domains, p.Sort)
 	page := pageNum(r)
 	p.Pager = newPager(r, page, len(p.Domains), overviewRows)
+	if sortedBy(p.Sort) {
+		p.Pager = p.Pager.ranked()
+	}
 	lo := min((page-1)*overviewRows, len(p.Domains))
 	p.Domains = p.Domains[lo:min(lo+overviewRows, len(p.Domains))]
 	for i := range p.Domains { // only the rows shown
 		p.Domains[i].Trend = trend(days[p.Domains[i].ID])
 	}
-	h.fillStages(r.Context(), r.org.ID, p.Domains)
+	h.fillStages(r.Context(), r.orgID(), p.Domains)
 	h.render(w, r, http.StatusOK, "overview", "Overview", p)
 	return nil
 }
@@ -263,24 +268,24 @@ func (h *Handler) domainOrNew(w http.ResponseWriter, r *req) error {
 // domain renders a domain's page; verifyErr is the reason a Verify just
 // failed, shown with status 422.
 func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr string) error {
-	d, err := h.db.FindDomain(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	d, err := h.db.FindDomain(r.orgID(), strings.ToLower(r.params.ByName("id")))
 	if err != nil {
 		return err
 	}
 	from, to := h.window()
-	st, err := h.db.DomainStatistics(r.org.ID, d.ID, from, to)
+	st, err := h.db.DomainStatistics(r.orgID(), d.ID, from, to)
 	if err != nil {
 		return err
 	}
-	reports, _, err := h.db.ListReports(r.org.ID, store.ReportFilter{DomainID: d.ID, Page: store.Page{Page: 1, Limit: 200}})
+	reports, _, err := h.db.ListReports(r.orgID(), store.ReportFilter{DomainID: d.ID, Page: store.Page{Page: 1, Limit: 200}})
 	if err != nil {
 		return err
 	}
-	alerts, openN, err := h.openAlerts(r.org.ID, d.ID, domainAlerts)
+	alerts, openN, err := h.openAlerts(r.orgID(), d.ID, domainAlerts)
 	if err != nil {
 		return err
 	}
-	dispDays, err := h.db.DomainDispositionDays(r.org.ID, d.ID, from, to)
+	dispDays, err := h.db.DomainDispositionDays(r.orgID(), d.ID, from, to)
 	if err != nil {
 		return err
 	}
@@ -294,9 +299,9 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 	}
 	p := domainPage{DispositionDays: dispositionChart(dispDays), DispDays: dispDays, Senders: snd, TLS: tls, Domain: d, Stats: st, Chart: dailyChart(st.ByDay), Alerts: alerts[:min(len(alerts), domainAlerts)],
 		OpenAlerts: openN, VerifyError: verifyErr,
-		Verified: r.URL.Query().Get("verified") == "1", ReportingDomain: h.cfg.ReportingDomain,
+		Verified: r.URL.Query().Get("verified") == "1", ReportingDomain: h.app.ReportingDomain(),
 		Published: recordTags(d.LastDNSRecord),
-		Records:   dnscheck.DomainRecords(d.Name, d.DMARCRecord, d.ReportingEmail, h.cfg.ReportingDomain, h.cfg.PublicURL)}
+		Records:   h.app.DomainRecords(d)}
 	p.Disposition = shares(sharePart{Label: "none", Class: "none", N: st.Disposition.None},
 		sharePart{Label: "quarantine", Class: "quarantine", N: st.Disposition.Quarantine},
 		sharePart{Label: "reject", Class: "reject", N: st.Disposition.Reject})
@@ -340,48 +345,31 @@ func (h *Handler) createDomain(w http.ResponseWriter, r *req) error {
 	if name == "" {
 		return fail("Enter the domain name, e.g. example.com.")
 	}
-	if h.cfg.Domains == nil {
-		return errors.New("web: no domain service configured")
-	}
-	d, err := h.cfg.Domains.CreateDomain(r.Context(), r.org, name)
+	d, _, err := h.app.CreateDomain(r.Context(), r.actor, name)
 	if err != nil {
-		status, msg := httpapi.ErrorMessage(err)
-		if status >= 500 && status != http.StatusServiceUnavailable {
-			return err
+		if _, msg, ferr := formFailure(err); ferr == nil {
+			return fail(msg)
 		}
-		return fail(msg)
+		return err
 	}
 	http.Redirect(w, r.Request, "/domains/"+d.ID, http.StatusSeeOther)
 	return nil
 }
 
 func (h *Handler) verifyDomain(w http.ResponseWriter, r *req) error {
-	d, err := h.db.FindDomain(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	d, err := h.db.FindDomain(r.orgID(), strings.ToLower(r.params.ByName("id")))
 	if err != nil {
 		return err
 	}
-	if h.cfg.DNS == nil {
-		return errors.New("web: no DNS checker configured")
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.DNSTimeout)
-	defer cancel()
 	h.checks.forget(d.Name)
 	h.views.ForgetPublished(d.Name)
-	if err := h.cfg.DNS.Verify(ctx, d.Name, d.ReportingEmail); err != nil {
-		var ve *dnscheck.VerifyError
-		switch {
-		case errors.As(err, &ve):
-			return h.domain(w, r, http.StatusUnprocessableEntity, ve.Reason)
-		case errors.Is(err, dnscheck.ErrTemporary) || errors.Is(err, context.DeadlineExceeded):
+	if _, err := h.app.VerifyDomain(r.Context(), r.actor, d.ID); err != nil {
+		switch e := app.AsError(err); {
+		case e.Kind == app.Unverified:
+			return h.domain(w, r, http.StatusUnprocessableEntity, e.Msg)
+		case e.Kind == app.DNSUnavailable || errors.Is(err, context.DeadlineExceeded):
 			return h.domain(w, r, http.StatusServiceUnavailable, "DNS lookups failed or timed out; try again in a minute.")
 		}
-		return err
-	}
-	now := h.now()
-	if _, err := h.db.UpdateDomain(r.org.ID, d.ID, func(d *store.Domain) error {
-		d.Status, d.VerifiedAt = store.DomainActive, &now
-		return nil
-	}); err != nil {
 		return err
 	}
 	http.Redirect(w, r.Request, "/domains/"+d.ID+"?verified=1", http.StatusSeeOther)
@@ -389,7 +377,7 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) confirmDelete(w http.ResponseWriter, r *req) error {
-	d, err := h.db.FindDomain(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	d, err := h.db.FindDomain(r.orgID(), strings.ToLower(r.params.ByName("id")))
 	if err != nil {
 		return err
 	}
@@ -398,7 +386,7 @@ func (h *Handler) confirmDelete(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) deleteDomain(w http.ResponseWriter, r *req) error {
-	if err := h.db.DeleteDomain(r.org.ID, strings.ToLower(r.params.ByName("id"))); err != nil {
+	if err := h.app.DeleteDomain(r.Context(), r.actor, strings.ToLower(r.params.ByName("id"))); err != nil {
 		return err
 	}
 	http.Redirect(w, r.Request, "/", http.StatusSeeOther)

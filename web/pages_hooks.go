@@ -1,36 +1,27 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
 	"time"
 
-	"github.com/dmarcd/dmarcd/httpapi"
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
-// WebhookService is what the webhook pages need; httpapi.Server
-// implements it, so that the UI validates URLs and sends test events
-// exactly as the API does.
-type WebhookService interface {
-	CreateWebhook(ctx context.Context, org *store.Organization, url, name string) (*store.Webhook, string, error)
-	UpdateWebhook(ctx context.Context, org *store.Organization, id string, url, name *string, active *bool) (*store.Webhook, error)
-	TestWebhook(ctx context.Context, org *store.Organization, id string) (webhook.Result, error)
-}
-
 func (h *Handler) webhookRoutes() {
-	h.handle("GET", "/settings/webhooks", readAccess, h.webhooks)
-	h.handle("POST", "/settings/webhooks", writeAccess, h.createWebhook)
-	h.handle("POST", "/settings/webhooks/:id", writeAccess, h.updateWebhook)
-	h.handle("POST", "/settings/webhooks/:id/test", writeAccess, h.testWebhook)
-	h.handle("POST", "/settings/webhooks/:id/delete", writeAccess, h.deleteWebhook)
-	h.handle("GET", "/reports/:id/csv", readAccess, h.reportCSV)
-	h.handle("GET", "/forensic", readAccess, h.failures)
-	h.handle("GET", "/forensic/:id", readAccess, h.failure)
+	// The list shows what the plan lacks; the forms need the feature.
+	h.handle("GET", "/settings/webhooks", app.Read, h.webhooks)
+	h.handle("POST", "/settings/webhooks", app.WriteWebhooks, h.createWebhook)
+	h.handle("POST", "/settings/webhooks/:id", app.WriteWebhooks, h.updateWebhook)
+	h.handle("POST", "/settings/webhooks/:id/test", app.WriteWebhooks, h.testWebhook)
+	h.handle("POST", "/settings/webhooks/:id/delete", app.WriteWebhooks, h.deleteWebhook)
+	h.handle("GET", "/reports/:id/csv", app.Read, h.reportCSV)
+	h.handle("GET", "/forensic", app.ReadFailureReports, h.failures)
+	h.handle("GET", "/forensic/:id", app.ReadFailureReports, h.failure)
 }
 
 type webhooksPage struct {
@@ -49,14 +40,14 @@ type webhooksPage struct {
 }
 
 func (h *Handler) webhooksData(r *req) (webhooksPage, error) {
-	lim := r.org.Plan.Limits()
-	p := webhooksPage{Allowed: lim.Webhooks, Max: lim.MaxWebhooks}
-	if !p.Allowed {
-		return p, nil
+	l, err := h.app.ListWebhooks(r.Context(), r.actor, store.Page{Page: 1, Limit: 1000})
+	if app.KindOf(err) == app.PlanFeature {
+		return webhooksPage{}, nil // the page says what the plan lacks
 	}
-	hooks, _, err := h.db.ListWebhooks(r.org.ID, store.Page{Page: 1, Limit: 1000})
-	p.Hooks = hooks
-	return p, err
+	if err != nil {
+		return webhooksPage{}, err
+	}
+	return webhooksPage{Allowed: true, Max: l.Max, Hooks: l.Hooks}, nil
 }
 
 func (h *Handler) webhooks(w http.ResponseWriter, r *req) error {
@@ -77,35 +68,22 @@ func (h *Handler) webhooks(w http.ResponseWriter, r *req) error {
 // formError renders the webhooks page with the reason a form failed, or
 // returns err when it is not the client's fault.
 func (h *Handler) formError(w http.ResponseWriter, r *req, p webhooksPage, id string, err error) error {
-	status, msg := httpapi.ErrorMessage(err)
-	if status >= 500 && status != http.StatusServiceUnavailable {
-		return err
-	}
-	if status == http.StatusNotFound {
-		return errNotFound
+	status, msg, ferr := formFailure(err)
+	if ferr != nil {
+		return ferr
 	}
 	p.Error, p.ErrorFor = msg, id
 	h.render(w, r, status, "webhooks", "Webhooks", p)
 	return nil
 }
 
-func (h *Handler) needHooks(r *req) error {
-	if h.cfg.Webhooks == nil {
-		return errors.New("web: no webhook service configured")
-	}
-	if !r.org.Plan.Limits().Webhooks {
-		return &pageError{status: http.StatusForbidden, title: "Not in your plan",
-			msg: "Webhooks come with the business and unlimited plans."}
-	}
-	return nil
-}
+// errNoWebhooks is the page of a webhook form of a plan without webhooks.
+var errNoWebhooks = &pageError{status: http.StatusForbidden, title: "Not in your plan",
+	msg: "Webhooks come with the business and unlimited plans."}
 
 func (h *Handler) createWebhook(w http.ResponseWriter, r *req) error {
-	if err := h.needHooks(r); err != nil {
-		return err
-	}
 	url, name := strings.TrimSpace(r.PostForm.Get("url")), r.PostForm.Get("name")
-	hook, secret, err := h.cfg.Webhooks.CreateWebhook(r.Context(), r.org, url, name)
+	hook, secret, err := h.app.CreateWebhook(r.Context(), r.actor, url, name)
 	p, lerr := h.webhooksData(r)
 	if lerr != nil {
 		return lerr
@@ -120,9 +98,6 @@ func (h *Handler) createWebhook(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) updateWebhook(w http.ResponseWriter, r *req) error {
-	if err := h.needHooks(r); err != nil {
-		return err
-	}
 	id := strings.ToLower(r.params.ByName("id"))
 	var url, name *string
 	var active *bool
@@ -134,7 +109,7 @@ func (h *Handler) updateWebhook(w http.ResponseWriter, r *req) error {
 		u, n := strings.TrimSpace(r.PostForm.Get("url")), r.PostForm.Get("name")
 		url, name = &u, &n
 	}
-	if _, err := h.cfg.Webhooks.UpdateWebhook(r.Context(), r.org, id, url, name, active); err != nil {
+	if _, err := h.app.UpdateWebhook(r.Context(), r.actor, id, app.WebhookUpdate{URL: url, Name: name, IsActive: active}); err != nil {
 		p, lerr := h.webhooksData(r)
 		if lerr != nil {
 			return lerr
@@ -146,11 +121,8 @@ func (h *Handler) updateWebhook(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) testWebhook(w http.ResponseWriter, r *req) error {
-	if err := h.needHooks(r); err != nil {
-		return err
-	}
 	id := strings.ToLower(r.params.ByName("id"))
-	res, err := h.cfg.Webhooks.TestWebhook(r.Context(), r.org, id)
+	res, err := h.app.TestWebhook(r.Context(), r.actor, id)
 	if err != nil {
 		return err
 	}
@@ -164,10 +136,7 @@ func (h *Handler) testWebhook(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) deleteWebhook(w http.ResponseWriter, r *req) error {
-	if err := h.needHooks(r); err != nil {
-		return err
-	}
-	if err := h.db.DeleteWebhook(r.org.ID, strings.ToLower(r.params.ByName("id"))); err != nil {
+	if err := h.app.DeleteWebhook(r.Context(), r.actor, strings.ToLower(r.params.ByName("id"))); err != nil {
 		return err
 	}
 	http.Redirect(w, r.Request, "/settings/webhooks?done=deleted", http.StatusSeeOther)
@@ -177,12 +146,12 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *req) error {
 // reportCSV answers the API export's bytes to the signed-in browser.
 func (h *Handler) reportCSV(w http.ResponseWriter, r *req) error {
 	id := strings.ToLower(r.params.ByName("id"))
-	if _, err := h.db.FindReport(r.org.ID, id); err != nil {
+	if _, err := h.db.FindReport(r.orgID(), id); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="report-`+id+`.csv"`)
-	if err := httpapi.WriteReportCSV(w, h.db, r.org.ID, id); err != nil {
+	if err := h.app.WriteReportCSV(r.Context(), r.actor, id, w); err != nil {
 		h.log.Error("writing a report's CSV", "report", id, "error", err)
 	}
 	return nil
@@ -201,14 +170,12 @@ type failuresPage struct {
 	Filtered         bool
 }
 
-// errNoFailures is the page of a plan without failure reports.
+// errNoFailures is the page of a plan without failure reports (errorPage
+// shows it for the plan refusal of the failure routes).
 var errNoFailures = &pageError{status: http.StatusForbidden, title: "Not in your plan",
 	msg: "Failure (forensic) reports come with the business and unlimited plans."}
 
 func (h *Handler) failures(w http.ResponseWriter, r *req) error {
-	if !r.org.Plan.Limits().FailureReports {
-		return errNoFailures
-	}
 	q := r.URL.Query()
 	p := failuresPage{Allowed: true, DomainID: strings.ToLower(q.Get("domain")), SourceIP: strings.TrimSpace(q.Get("source_ip")),
 		AuthFailure: q.Get("auth_failure")}
@@ -237,7 +204,7 @@ func (h *Handler) failures(w http.ResponseWriter, r *req) error {
 	default:
 		errs = append(errs, "The failed check is dmarc, spf or dkim.")
 	}
-	domains, err := h.allDomains(r.org.ID)
+	domains, err := h.allDomains(r.orgID())
 	if err != nil {
 		return err
 	}
@@ -249,7 +216,7 @@ func (h *Handler) failures(w http.ResponseWriter, r *req) error {
 	}
 	page := pageNum(r)
 	f.Page = store.Page{Page: page, Limit: listLimit}
-	reps, total, err := h.db.ListFailureReports(r.org.ID, f)
+	reps, total, err := h.app.FailureReports(r.Context(), r.actor, f)
 	if err != nil {
 		return err
 	}
@@ -260,10 +227,7 @@ func (h *Handler) failures(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) failure(w http.ResponseWriter, r *req) error {
-	if !r.org.Plan.Limits().FailureReports {
-		return errNoFailures
-	}
-	rep, err := h.db.FindFailureReport(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	rep, err := h.app.FailureReport(r.Context(), r.actor, strings.ToLower(r.params.ByName("id")))
 	if err != nil {
 		return err
 	}

@@ -1,32 +1,31 @@
 package web
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/dmarcd/dmarcd/httpapi"
+	"github.com/dmarcd/dmarcd/app"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/store"
 )
 
 // The mailbox pages (Settings -> Mailboxes): list, add, edit, activate,
 // poll now and delete an organization's IMAP mailboxes. Every change goes
-// through imap.Service, the API's implementation of the rules (defaults,
-// the address and plaintext policy, the connection and login tried before
-// saving, sealed credentials), and its errors are shown in the API's
-// words. Credentials never reach a page: store.Mailbox has no field for
+// through the application layer's mailbox operations, as the API's do
+// (defaults, the address and plaintext policy, the connection and login
+// tried before saving, sealed credentials), and their errors are shown in
+// the API's words. Credentials never reach a page: store.Mailbox has no field for
 // them, and a form shown again after an error leaves its secret fields
 // empty.
 
 func (h *Handler) mailboxRoutes() {
-	h.handle("GET", "/settings/mailboxes", readAccess, h.mailboxes)
-	h.handle("POST", "/settings/mailboxes", writeAccess, h.createMailbox)
-	h.handle("GET", "/settings/mailboxes/:id", readAccess, h.mailbox)
-	h.handle("POST", "/settings/mailboxes/:id", writeAccess, h.updateMailbox)
-	h.handle("POST", "/settings/mailboxes/:id/poll", writeAccess, h.pollMailbox)
-	h.handle("POST", "/settings/mailboxes/:id/delete", writeAccess, h.deleteMailbox)
+	h.handle("GET", "/settings/mailboxes", app.Read, h.mailboxes)
+	h.handle("POST", "/settings/mailboxes", app.Write, h.createMailbox)
+	h.handle("GET", "/settings/mailboxes/:id", app.Read, h.mailbox)
+	h.handle("POST", "/settings/mailboxes/:id", app.Write, h.updateMailbox)
+	h.handle("POST", "/settings/mailboxes/:id/poll", app.Write, h.pollMailbox)
+	h.handle("POST", "/settings/mailboxes/:id/delete", app.Write, h.deleteMailbox)
 }
 
 // mailboxForm is what a mailbox form shows again: never a secret.
@@ -59,21 +58,20 @@ type mailboxPage struct {
 var errNoMailboxService = &pageError{status: http.StatusServiceUnavailable, title: "Mailboxes unavailable",
 	msg: "This server runs without its mailbox service, so mailboxes can be looked at but not changed."}
 
-func (h *Handler) mailboxService() (*imapin.Service, error) {
-	if h.cfg.Mailboxes == nil {
-		return nil, errNoMailboxService
+// canChange is errNoMailboxService when the server has no IMAP intake.
+func (h *Handler) canChange() error {
+	if !h.app.MailboxesEnabled() {
+		return errNoMailboxService
 	}
-	return h.cfg.Mailboxes, nil
+	return nil
 }
 
-func (h *Handler) plainAllowed() bool {
-	return h.cfg.Mailboxes != nil && h.cfg.Mailboxes.Options != nil && h.cfg.Mailboxes.Options.AllowPlaintext
-}
+func (h *Handler) plainAllowed() bool { return h.app.AllowPlaintext() }
 
-// newMailboxForm is the add form's defaults (imap.Service's).
+// newMailboxForm is the add form's defaults (the application layer's).
 func newMailboxForm() mailboxForm {
 	return mailboxForm{Security: store.SecurityTLS, Auth: store.AuthPassword, Folder: "INBOX",
-		ArchiveFolder: imapin.DefaultArchiveFolder}
+		ArchiveFolder: app.DefaultArchiveFolder}
 }
 
 // formOf is the edit form of m.
@@ -83,7 +81,7 @@ func formOf(m *store.Mailbox) mailboxForm {
 }
 
 func (h *Handler) mailboxesData(r *req) (mailboxesPage, error) {
-	boxes, _, err := h.db.ListMailboxes(r.org.ID, store.Page{Page: 1, Limit: 1000})
+	boxes, _, err := h.app.ListMailboxes(r.Context(), r.actor, store.Page{Page: 1, Limit: 1000})
 	return mailboxesPage{Boxes: boxes, Form: newMailboxForm(), PlainAllowed: h.plainAllowed()}, err
 }
 
@@ -100,17 +98,17 @@ func (h *Handler) mailboxes(w http.ResponseWriter, r *req) error {
 }
 
 // readMailboxForm reads a posted mailbox form into what it shows again
-// and the Spec for imap.Service. old is the mailbox being edited, nil for
+// and the spec for the mailbox operations. old is the mailbox being edited, nil for
 // a new one: then absent fields take the service's defaults; on an edit,
 // blank secret fields keep the stored credentials.
-func readMailboxForm(r *req, old *store.Mailbox) (mailboxForm, imapin.Spec, error) {
+func readMailboxForm(r *req, old *store.Mailbox) (mailboxForm, app.MailboxSpec, error) {
 	pf := r.PostForm
 	f := mailboxForm{Host: strings.TrimSpace(pf.Get("host")), Port: strings.TrimSpace(pf.Get("port")),
 		Security: pf.Get("security"), Username: strings.TrimSpace(pf.Get("username")), Auth: pf.Get("auth"),
 		Folder: strings.TrimSpace(pf.Get("folder")), ArchiveFolder: strings.TrimSpace(pf.Get("archive_folder")),
 		TokenURL: strings.TrimSpace(pf.Get("token_url")), ClientID: strings.TrimSpace(pf.Get("client_id")),
 		Scope: strings.TrimSpace(pf.Get("scope"))}
-	var sp imapin.Spec
+	var sp app.MailboxSpec
 	sp.Host, sp.Username, sp.ArchiveFolder = &f.Host, &f.Username, &f.ArchiveFolder
 	if f.Security != "" {
 		sp.Security = &f.Security
@@ -126,7 +124,7 @@ func readMailboxForm(r *req, old *store.Mailbox) (mailboxForm, imapin.Spec, erro
 	if f.Port != "" && (old == nil || f.Port != strconv.Itoa(old.Port)) {
 		n, err := strconv.Atoi(f.Port)
 		if err != nil {
-			return f, sp, &imapin.InputError{Field: "port", Msg: "must be a number between 1 and 65535"}
+			return f, sp, app.InvalidField("port", "must be a number between 1 and 65535")
 		}
 		sp.Port = &n
 	}
@@ -150,33 +148,19 @@ func readMailboxForm(r *req, old *store.Mailbox) (mailboxForm, imapin.Spec, erro
 	return f, sp, nil
 }
 
-// mailboxFailure turns an error of imap.Service into the API's status and
-// message for the page, or returns it when it is not the client's.
-func mailboxFailure(err error) (int, string, error) {
-	status, msg := httpapi.MailboxErrorMessage(err)
-	switch {
-	case status == http.StatusNotFound:
-		return 0, "", errNotFound
-	case status >= 500 && status != http.StatusServiceUnavailable:
-		return 0, "", err
-	}
-	return status, msg, nil
-}
-
 func (h *Handler) createMailbox(w http.ResponseWriter, r *req) error {
-	svc, err := h.mailboxService()
-	if err != nil {
+	if err := h.canChange(); err != nil {
 		return err
 	}
 	f, sp, err := readMailboxForm(r, nil)
 	if err == nil {
 		var m *store.Mailbox
-		if m, err = svc.Create(r.Context(), r.org.ID, sp); err == nil {
+		if m, err = h.app.CreateMailbox(r.Context(), r.actor, sp); err == nil {
 			http.Redirect(w, r.Request, "/settings/mailboxes/"+m.ID+"?done=created", http.StatusSeeOther)
 			return nil
 		}
 	}
-	status, msg, ferr := mailboxFailure(err)
+	status, msg, ferr := formFailure(err)
 	if ferr != nil {
 		return ferr
 	}
@@ -190,7 +174,7 @@ func (h *Handler) createMailbox(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) findMailbox(r *req) (*store.Mailbox, error) {
-	return h.db.FindMailbox(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	return h.app.FindMailbox(r.Context(), r.actor, strings.ToLower(r.params.ByName("id")))
 }
 
 func (h *Handler) mailbox(w http.ResponseWriter, r *req) error {
@@ -214,8 +198,7 @@ func (h *Handler) mailbox(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) updateMailbox(w http.ResponseWriter, r *req) error {
-	svc, err := h.mailboxService()
-	if err != nil {
+	if err := h.canChange(); err != nil {
 		return err
 	}
 	old, err := h.findMailbox(r)
@@ -223,7 +206,7 @@ func (h *Handler) updateMailbox(w http.ResponseWriter, r *req) error {
 		return err
 	}
 	var f mailboxForm
-	var sp imapin.Spec
+	var sp app.MailboxSpec
 	done, edit := "updated", true
 	switch a := r.PostForm.Get("action"); a {
 	case "activate", "deactivate":
@@ -235,12 +218,12 @@ func (h *Handler) updateMailbox(w http.ResponseWriter, r *req) error {
 		}
 	}
 	if err == nil {
-		if _, err = svc.Update(r.Context(), r.org.ID, old.ID, sp); err == nil {
+		if _, err = h.app.UpdateMailbox(r.Context(), r.actor, old.ID, sp); err == nil {
 			http.Redirect(w, r.Request, "/settings/mailboxes/"+old.ID+"?done="+done, http.StatusSeeOther)
 			return nil
 		}
 	}
-	status, msg, ferr := mailboxFailure(err)
+	status, msg, ferr := formFailure(err)
 	if ferr != nil {
 		return ferr
 	}
@@ -255,14 +238,13 @@ func (h *Handler) updateMailbox(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) pollMailbox(w http.ResponseWriter, r *req) error {
-	svc, err := h.mailboxService()
-	if err != nil {
+	if err := h.canChange(); err != nil {
 		return err
 	}
 	id := strings.ToLower(r.params.ByName("id"))
-	res, err := svc.Poll(r.Context(), r.org.ID, id)
+	res, err := h.app.PollMailbox(r.Context(), r.actor, id)
 	if err != nil {
-		status, msg, ferr := mailboxFailure(err)
+		status, msg, ferr := formFailure(err)
 		if ferr != nil {
 			return ferr
 		}
@@ -283,14 +265,10 @@ func (h *Handler) pollMailbox(w http.ResponseWriter, r *req) error {
 }
 
 func (h *Handler) deleteMailbox(w http.ResponseWriter, r *req) error {
-	svc, err := h.mailboxService()
-	if err != nil {
+	if err := h.canChange(); err != nil {
 		return err
 	}
-	if err := svc.Delete(r.org.ID, strings.ToLower(r.params.ByName("id"))); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return errNotFound
-		}
+	if err := h.app.DeleteMailbox(r.Context(), r.actor, strings.ToLower(r.params.ByName("id"))); err != nil {
 		return err
 	}
 	http.Redirect(w, r.Request, "/settings/mailboxes?done=deleted", http.StatusSeeOther)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -24,14 +25,16 @@ func pageNum(r *req) int {
 	return n
 }
 
-// pager links the pages of a list, keeping its filters.
+// pager links the pages of a list, keeping its filters. Its links say
+// Newer and Older, for a list newest first; see ranked.
 type pager struct {
-	Page, Pages int
-	Prev, Next  string
+	Page, Pages          int
+	Prev, Next           string
+	PrevLabel, NextLabel string
 }
 
 func newPager(r *req, page, total, limit int) pager {
-	p := pager{Page: page, Pages: max(1, (total+limit-1)/limit)}
+	p := pager{Page: page, Pages: max(1, (total+limit-1)/limit), PrevLabel: "Newer", NextLabel: "Older"}
 	link := func(n int) string {
 		q := r.URL.Query()
 		q.Set("page", strconv.Itoa(n))
@@ -78,7 +81,7 @@ func (h *Handler) reports(w http.ResponseWriter, r *req) error {
 		end := to.Add(day - time.Second)
 		to = &end
 	}
-	domains, err := h.allDomains(r.org.ID)
+	domains, err := h.allDomains(r.orgID())
 	if err != nil {
 		return err
 	}
@@ -89,7 +92,7 @@ func (h *Handler) reports(w http.ResponseWriter, r *req) error {
 		return nil
 	}
 	page := pageNum(r)
-	reps, total, err := h.db.ListReports(r.org.ID, store.ReportFilter{DomainID: p.DomainID, DateFrom: from, DateTo: to,
+	reps, total, err := h.db.ListReports(r.orgID(), store.ReportFilter{DomainID: p.DomainID, DateFrom: from, DateTo: to,
 		Page: store.Page{Page: page, Limit: listLimit}})
 	if err != nil {
 		return err
@@ -118,11 +121,11 @@ func byCount(a, b *store.Record) int {
 
 func (h *Handler) report(w http.ResponseWriter, r *req) error {
 	id := strings.ToLower(r.params.ByName("id"))
-	rep, err := h.db.FindReport(r.org.ID, id)
+	rep, err := h.db.FindReport(r.orgID(), id)
 	if err != nil {
 		return err
 	}
-	st, err := h.db.ReportStatistics(r.org.ID, id)
+	st, err := h.db.ReportStatistics(r.orgID(), id)
 	if err != nil {
 		return err
 	}
@@ -130,7 +133,7 @@ func (h *Handler) report(w http.ResponseWriter, r *req) error {
 	// The records with the most messages, in memory for twice the page
 	// at most: past that, the list is sorted and cut back to the page.
 	total := 0
-	err = h.db.ReportRecords(r.org.ID, id, func(rec *store.Record) error {
+	err = h.db.ReportRecords(r.orgID(), id, func(rec *store.Record) error {
 		total++
 		p.Records = append(p.Records, rec)
 		if len(p.Records) == 2*maxPageRecords {
@@ -152,7 +155,7 @@ func (h *Handler) report(w http.ResponseWriter, r *req) error {
 		as = as || rec.Geo == nil || rec.Geo.ASN == nil
 	}
 	p.GeoNote = h.geoNote(cc, as)
-	h.render(w, r, http.StatusOK, "report", "Report from "+rep.OrgName, p)
+	h.render(w, r, http.StatusOK, "report", "Report from "+cmpOr(rep.OrgName, "an unnamed reporter"), p)
 	return nil
 }
 
@@ -161,24 +164,19 @@ type alertsPage struct {
 	Severity, Status string
 	Domains          map[string]string
 	Pager            pager
+	alertActions
 }
 
 func (h *Handler) alerts(w http.ResponseWriter, r *req) error {
-	q := r.URL.Query()
-	p := alertsPage{Severity: q.Get("severity"), Status: q.Get("status"), Domains: map[string]string{}}
-	if p.Severity != "" && !store.ValidAlertSeverity(p.Severity) {
-		p.Severity = ""
-	}
-	if p.Status != "" && !store.ValidAlertStatus(p.Status) {
-		p.Status = ""
-	}
+	f := alertFilterOf(r.URL.Query())
+	p := alertsPage{Severity: f.Severity, Status: f.Status, Domains: map[string]string{}}
 	page := pageNum(r)
-	as, total, err := h.db.ListAlerts(r.org.ID, store.AlertFilter{Severity: p.Severity, Status: p.Status,
-		Page: store.Page{Page: page, Limit: listLimit}})
+	f.Page = store.Page{Page: page, Limit: listLimit}
+	as, total, err := h.db.ListAlerts(r.orgID(), f)
 	if err != nil {
 		return err
 	}
-	domains, err := h.allDomains(r.org.ID)
+	domains, err := h.allDomains(r.orgID())
 	if err != nil {
 		return err
 	}
@@ -186,12 +184,15 @@ func (h *Handler) alerts(w http.ResponseWriter, r *req) error {
 		p.Domains[d.ID] = d.Name
 	}
 	p.Alerts, p.Pager = as, newPager(r, page, total, listLimit)
+	if p.alertActions, err = h.alertActionsOf(r, f, domains); err != nil {
+		return err
+	}
 	h.render(w, r, http.StatusOK, "alerts", "Alerts", p)
 	return nil
 }
 
 func (h *Handler) dismissAlert(w http.ResponseWriter, r *req) error {
-	if _, err := h.db.DismissAlert(r.org.ID, strings.ToLower(r.params.ByName("id"))); err != nil {
+	if _, err := h.app.DismissAlert(r.Context(), r.actor, strings.ToLower(r.params.ByName("id"))); err != nil {
 		return err
 	}
 	back := safeNext(r.PostForm.Get("next"))
@@ -202,29 +203,9 @@ func (h *Handler) dismissAlert(w http.ResponseWriter, r *req) error {
 	return nil
 }
 
-type settingsPage struct {
-	Limits                  store.PlanLimits
-	Domains, Keys, Webhooks int
-	MaxKeys                 int
-}
-
 func (h *Handler) settings(w http.ResponseWriter, r *req) error {
-	p := settingsPage{Limits: r.org.Plan.Limits(), MaxKeys: store.MaxActiveKeys}
-	_, n, err := h.db.ListDomains(r.org.ID, store.Page{Page: 1, Limit: 1})
+	p, err := h.app.Settings(r.Context(), r.actor)
 	if err != nil {
-		return err
-	}
-	p.Domains = n
-	keys, err := h.db.ListAPIKeys(r.org.ID)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if k.Active() {
-			p.Keys++
-		}
-	}
-	if _, p.Webhooks, err = h.db.ListWebhooks(r.org.ID, store.Page{Page: 1, Limit: 1}); err != nil {
 		return err
 	}
 	h.render(w, r, http.StatusOK, "settings", "Settings", p)
@@ -246,8 +227,8 @@ type keysPage struct {
 }
 
 func (h *Handler) keysData(r *req) (keysPage, error) {
-	keys, _, err := h.db.ListAPIKeysPage(r.org.ID, store.Page{Page: 1, Limit: 1000})
-	p := keysPage{Keys: keys, Max: store.MaxActiveKeys, MaxName: store.MaxKeyNameLen, SignedIn: r.key.ID, Scope: "full"}
+	keys, _, err := h.app.ListKeys(r.Context(), r.actor, store.Page{Page: 1, Limit: 1000})
+	p := keysPage{Keys: keys, Max: store.MaxActiveKeys, MaxName: store.MaxKeyNameLen, SignedIn: r.actor.Key().ID, Scope: "full"}
 	for _, k := range keys {
 		if k.Active() {
 			p.Active++
@@ -270,23 +251,19 @@ func (h *Handler) keys(w http.ResponseWriter, r *req) error {
 // the page answering the POST, the only time it is shown.
 func (h *Handler) createKey(w http.ResponseWriter, r *req) error {
 	name, scopeIn := r.PostForm.Get("name"), r.PostForm.Get("scope")
-	scope, err := store.ParseScope(cmpOr(scopeIn, "full"))
-	var key *store.APIKey
-	var secret string
-	if err == nil {
-		key, secret, err = h.db.CreateAPIKey(r.org.ID, name, scope)
-	}
+	key, secret, err := h.app.CreateKey(r.Context(), r.actor, name, cmpOr(scopeIn, "full"))
 	p, lerr := h.keysData(r)
 	if lerr != nil {
 		return lerr
 	}
 	if err != nil {
-		var se *store.Error
-		if !errors.As(err, &se) || errors.Is(err, store.ErrNotFound) {
+		// The store's words for the key's fields, not the API's.
+		se, ok := errors.AsType[*store.Error](err)
+		if !ok || errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		p.Error, p.Name, p.Scope = se.Msg, name, scopeIn
-		if errors.Is(err, store.ErrLimit) {
+		if app.KindOf(err) == app.KeyLimit {
 			p.Error = "This organization already has " + strconv.Itoa(store.MaxActiveKeys) + " active keys: revoke one first."
 		}
 		h.render(w, r, http.StatusUnprocessableEntity, "keys", "API keys", p)
@@ -306,10 +283,10 @@ func cmpOr(s, def string) string {
 
 func (h *Handler) revokeKey(w http.ResponseWriter, r *req) error {
 	id := strings.ToLower(r.params.ByName("id"))
-	if _, err := h.db.RevokeOrgAPIKey(r.org.ID, id); err != nil {
+	if _, err := h.app.RevokeKey(r.Context(), r.actor, id); err != nil {
 		return err
 	}
-	if id == r.key.ID { // the session ended with its key
+	if id == r.actor.Key().ID { // the session ended with its key
 		h.clearCookie(w, r.Request)
 		http.Redirect(w, r.Request, "/login", http.StatusSeeOther)
 		return nil

@@ -235,20 +235,24 @@ type sourcesPage struct {
 	GeoNote          string
 	Error            string
 	Pager            pager
+	// Failing lists only the sources with failing mail; Matching is
+	// how many of Total have some.
+	Failing  bool
+	Matching int
 }
 
 // maxRangeDays is the longest date range the drill-down serves, as the API.
 const maxRangeDays = 366
 
 func (h *Handler) sources(w http.ResponseWriter, r *req) error {
-	d, err := h.db.FindDomain(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	d, err := h.db.FindDomain(r.orgID(), strings.ToLower(r.params.ByName("id")))
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
 	from, to := h.window()
 	p := sourcesPage{Domain: d, DateFrom: from.Format(time.DateOnly), DateTo: to.Format(time.DateOnly),
-		Group: q.Get("group"), IP: strings.TrimSpace(q.Get("ip"))}
+		Group: q.Get("group"), IP: strings.TrimSpace(q.Get("ip")), Failing: q.Get("failing") == "1"}
 	f, fv, err1 := dateParam(q, "from")
 	t, tv, err2 := dateParam(q, "to")
 	if fv != "" {
@@ -282,7 +286,7 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 		h.render(w, r, http.StatusBadRequest, "sources", "Sources of "+d.Name, p)
 		return nil
 	}
-	rows, err := h.views.Sources(r.Context(), r.org.ID, d.ID, from, to, p.Group)
+	rows, err := h.views.Sources(r.Context(), r.orgID(), d.ID, from, to, p.Group)
 	if err != nil {
 		return err
 	}
@@ -295,8 +299,12 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 		}
 		rows = one
 	}
+	p.Total = len(rows)
+	if p.Failing {
+		rows = failingSources(rows)
+	}
 	page := pageNum(r)
-	p.Total, p.Pager = len(rows), newPager(r, page, len(rows), listLimit)
+	p.Matching, p.Pager = len(rows), newPager(r, page, len(rows), listLimit).ranked()
 	lo := min((page-1)*listLimit, len(rows))
 	p.Sources = rows[lo:min(lo+listLimit, len(rows))]
 	p.GeoNote = h.sourcesGeoNote(p.Sources)
@@ -304,8 +312,8 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 	return nil
 }
 
-// DMARCChecker is the check-dmarc of package dnscheck; a Config.DNS that
-// has it gives the domain page the live view of the published record.
+// DMARCChecker is the check-dmarc of package dnscheck: Config.DNS gives the
+// domain page the live view of the published record.
 type DMARCChecker interface {
 	CheckDMARC(ctx context.Context, domain string) (*dnscheck.CheckResult, error)
 }
@@ -340,8 +348,8 @@ type published struct {
 
 // liveCheck runs (or reuses) check-dmarc for name within the budget.
 func (h *Handler) liveCheck(ctx context.Context, name string) (*dnscheck.CheckResult, bool) {
-	c, ok := h.cfg.DNS.(DMARCChecker)
-	if !ok || h.cfg.DNS == nil {
+	c := h.cfg.DNS
+	if c == nil {
 		return nil, false
 	}
 	now := h.cfg.Now()

@@ -275,3 +275,22 @@ func TestAlertsDismiss(t *testing.T) {
 		t.Errorf("status %s", got.Status)
 	}
 }
+
+// TestReportPageLegacyVerdict ensures a record of a legacy report (no
+// policy_evaluated dkim and spf) shows them as not given and its DMARC
+// result as derived; a record with its verdicts shows neither.
+func TestReportPageLegacyVerdict(t *testing.T) {
+	e := newEnv(t)
+	legacy := &store.Record{SourceIP: "192.0.2.44", Count: 3, Disposition: "none", HeaderFrom: e.domA.Name, Reasons: []store.Reason{},
+		AuthResults: store.AuthResults{DKIM: []store.DKIMAuth{{Domain: e.domA.Name, Result: "pass"}}}}
+	rep := mustReport(t, e.db, e.domA, storetest.Epoch().Add(-48*time.Hour), "aol.com", []*store.Record{legacy})
+	cookie := e.signIn(e.fullA)
+	p := e.send("GET", "/reports/"+rep.ID, cookie, nil)
+	if !strings.Contains(p.body, "not given") || !strings.Contains(p.body, `<span class="res pass">pass</span> <span class="muted"`) || !strings.Contains(p.body, "(derived)") {
+		t.Errorf("a legacy record's page does not show its verdicts as not given and its DMARC pass as derived")
+	}
+	other := mustReport(t, e.db, e.domA, storetest.Epoch().Add(-72*time.Hour), "google.com", goodRecords())
+	if p := e.send("GET", "/reports/"+other.ID, cookie, nil); strings.Contains(p.body, "(derived)") || strings.Contains(p.body, "not given") {
+		t.Errorf("a report with its verdicts shows them as derived or not given")
+	}
+}

@@ -54,7 +54,7 @@ func (h *Handler) tlsReports(w http.ResponseWriter, r *req) error {
 		end := to.Add(day - time.Second)
 		to = &end
 	}
-	domains, err := h.allDomains(r.org.ID)
+	domains, err := h.allDomains(r.orgID())
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (h *Handler) tlsReports(w http.ResponseWriter, r *req) error {
 		return nil
 	}
 	page := pageNum(r)
-	l, err := h.db.ListTLSReports(r.org.ID, store.TLSFilter{DomainID: p.DomainID, DateFrom: from, DateTo: to,
+	l, err := h.db.ListTLSReports(r.orgID(), store.TLSFilter{DomainID: p.DomainID, DateFrom: from, DateTo: to,
 		Page: store.Page{Page: page, Limit: listLimit}})
 	if err != nil {
 		return err
@@ -84,12 +84,12 @@ type tlsReportPage struct {
 }
 
 func (h *Handler) tlsReport(w http.ResponseWriter, r *req) error {
-	rep, err := h.db.FindTLSReport(r.org.ID, strings.ToLower(r.params.ByName("id")))
+	rep, err := h.db.FindTLSReport(r.orgID(), strings.ToLower(r.params.ByName("id")))
 	if err != nil {
 		return err
 	}
 	p := tlsReportPage{Report: rep}
-	if d, err := h.db.FindDomain(r.org.ID, rep.DomainID); err == nil {
+	if d, err := h.db.FindDomain(r.orgID(), rep.DomainID); err == nil {
 		p.Domain = d.Name
 	}
 	h.render(w, r, http.StatusOK, "tls_report", "TLS report from "+rep.OrganizationName, p)

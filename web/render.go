@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -22,6 +23,7 @@ type layout struct {
 	Org      *store.Organization
 	Key      *store.APIKey
 	ReadOnly bool
+	Failures bool // the plan includes failure reports
 	CSRF     string
 	Data     any
 }
@@ -31,7 +33,8 @@ type layout struct {
 func (h *Handler) render(w http.ResponseWriter, r *req, status int, name, title string, data any) {
 	l := layout{Title: title, Nav: name, CSS: h.css, JS: h.js, Icon: h.icon, Data: data}
 	if r != nil {
-		l.SignedIn, l.Org, l.Key, l.ReadOnly, l.CSRF = true, r.org, r.key, r.readOnly(), r.session.CSRFToken
+		l.SignedIn, l.Org, l.Key, l.ReadOnly, l.CSRF = true, r.actor.Org(), r.actor.Key(), r.readOnly(), r.session.CSRFToken
+		l.Failures = app.Includes(r.actor, app.FailureReports)
 	}
 	var buf bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", l); err != nil {
@@ -45,20 +48,59 @@ func (h *Handler) render(w http.ResponseWriter, r *req, status int, name, title 
 	_, _ = w.Write(buf.Bytes())
 }
 
-// errorPage renders err: a pageError as itself, a store ErrNotFound as
-// the 404 page, anything else as a 500 whose cause is only logged.
+// errorPage renders err: a pageError as itself, the application layer's
+// kinds a page answers (not found, read-only, not in the plan) as their
+// pages, anything else as a 500 whose cause is only logged.
 func (h *Handler) errorPage(w http.ResponseWriter, r *req, err error) {
-	var pe *pageError
-	switch {
-	case errors.As(err, &pe):
-	case errors.Is(err, store.ErrNotFound):
-		pe = errNotFound
-	default:
-		h.log.Error("serving a page", "error", err)
-		pe = &pageError{status: http.StatusInternalServerError, title: "Something went wrong",
-			msg: "The server could not answer this page. Try again; if it persists, the server log says why."}
+	pe, ok := errors.AsType[*pageError](err)
+	if !ok {
+		switch e := app.AsError(err); {
+		case e.Kind == app.NotFound:
+			pe = errNotFound
+		case e.Kind == app.Forbidden:
+			pe = errReadOnly
+		case e.Kind == app.PlanFeature && e.Feature == app.Webhooks:
+			pe = errNoWebhooks
+		case e.Kind == app.PlanFeature:
+			pe = errNoFailures
+		default:
+			h.log.Error("serving a page", "error", err)
+			pe = &pageError{status: http.StatusInternalServerError, title: "Something went wrong",
+				msg: "The server could not answer this page. Try again; if it persists, the server log says why."}
+		}
 	}
 	h.render(w, r, pe.status, "error", pe.title, pe)
+}
+
+// formStatus is the status of a form shown again with the reason it
+// failed, for each kind of failure a person can fix or retry.
+var formStatus = map[app.Kind]int{
+	app.Invalid:        http.StatusUnprocessableEntity,
+	app.Conflict:       http.StatusConflict,
+	app.Forbidden:      http.StatusForbidden,
+	app.PlanFeature:    http.StatusForbidden,
+	app.PlanLimit:      http.StatusForbidden,
+	app.KeyLimit:       http.StatusForbidden,
+	app.Unverified:     http.StatusUnprocessableEntity,
+	app.Unreachable:    http.StatusUnprocessableEntity,
+	app.DNSUnavailable: http.StatusServiceUnavailable,
+	app.NoSecretKey:    http.StatusServiceUnavailable,
+}
+
+// formFailure is the status and message a form shows again for err, in
+// the application layer's words (the API's). Not found is the 404 page's
+// errNotFound; what a person cannot fix comes back as err, for the 500
+// page.
+func formFailure(err error) (int, string, error) {
+	e := app.AsError(err)
+	status, ok := formStatus[e.Kind]
+	switch {
+	case e.Kind == app.NotFound:
+		return 0, "", errNotFound
+	case !ok:
+		return 0, "", err
+	}
+	return status, e.Msg, nil
 }
 
 // notFound is the router's answer to unknown paths: a 404 page for a
@@ -107,6 +149,8 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"pct": func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
+	// pc is a chart coordinate, a percentage of the chart's box.
+	"pc": func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
 	// share is n of total as a percentage, "–" without a total.
 	"share": func(n, total int64) string {
 		if total <= 0 {
@@ -114,6 +158,8 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
 	},
+	// alertStatus is an alert's status as people read it.
+	"alertStatus": alertStatusLabel,
 	// stage is an advice stage as people read it.
 	"stage":  stageLabel,
 	"num":    formatNum,

@@ -16,7 +16,7 @@ import (
 // unknown host failing.
 func senderRecords(domain string) []*store.Record {
 	mk := func(ip string, n int64, dkim, spf, disp string) *store.Record {
-		return &store.Record{SourceIP: ip, Count: n, Disposition: disp, DKIM: dkim, SPF: spf, HeaderFrom: domain,
+		return &store.Record{SourceIP: ip, Count: n, Disposition: disp, DKIM: store.Verdict(dkim), SPF: store.Verdict(spf), HeaderFrom: domain,
 			Reasons: []store.Reason{}, AuthResults: store.AuthResults{
 				DKIM: []store.DKIMAuth{{Domain: domain, Result: dkim}}, SPF: []store.SPFAuth{{Domain: domain, Result: spf}}}}
 	}

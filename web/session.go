@@ -2,42 +2,36 @@ package web
 
 import (
 	"crypto/subtle"
-	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/store"
 )
 
 // CookieName is the session cookie (UI.md).
 const CookieName = "dmarcd_session"
 
-// req is one signed-in request: the session, its key and organization.
+// req is one signed-in request: the session and who signed in.
 type req struct {
 	*http.Request
 	params  httprouter.Params
 	session *store.Session
-	key     *store.APIKey
-	org     *store.Organization
+	actor   app.Actor
 }
 
+// orgID is the id of the signed-in organization.
+func (r *req) orgID() string { return r.actor.Org().ID }
+
 // readOnly reports whether the session's key may change nothing.
-func (r *req) readOnly() bool { return r.key.Scope != store.ScopeFull }
+func (r *req) readOnly() bool { return app.Authorize(r.actor, app.Write) != nil }
 
 // handlerFunc renders a page or returns an error for the error page.
 type handlerFunc func(w http.ResponseWriter, r *req) error
-
-// access says what a route needs.
-type access int
-
-const (
-	readAccess  access = iota // any signed-in key
-	writeAccess               // a full-scope key (POSTs that change something)
-)
 
 // Errors the pages return; errorPage renders them.
 var (
@@ -54,8 +48,9 @@ type pageError struct {
 
 func (e *pageError) Error() string { return e.title + ": " + e.msg }
 
-// handle registers a signed-in route.
-func (h *Handler) handle(method, path string, acc access, fn handlerFunc) {
+// handle registers a signed-in route whose handler runs when app.Authorize
+// lets the session run act (a POST first passes the CSRF check).
+func (h *Handler) handle(method, path string, act app.Action, fn handlerFunc) {
 	h.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		rq, ok := h.signedIn(w, r)
 		if !ok {
@@ -65,9 +60,9 @@ func (h *Handler) handle(method, path string, acc access, fn handlerFunc) {
 		var err error
 		if r.Method == http.MethodPost {
 			err = h.checkPost(rq)
-			if err == nil && acc == writeAccess && rq.readOnly() {
-				err = errReadOnly
-			}
+		}
+		if err == nil {
+			err = app.Authorize(rq.actor, act)
 		}
 		if err == nil {
 			err = fn(w, rq)
@@ -82,11 +77,11 @@ func (h *Handler) handle(method, path string, acc access, fn handlerFunc) {
 // to the sign-in page and reports false.
 func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*req, bool) {
 	if c, err := r.Cookie(CookieName); err == nil {
-		s, key, org, err := h.db.FindSession(c.Value, h.now())
+		actor, s, err := h.app.Session(c.Value)
 		if err == nil {
-			return &req{Request: r, session: s, key: key, org: org}, true
+			return &req{Request: r, session: s, actor: actor}, true
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if app.KindOf(err) != app.Unauthenticated {
 			h.log.Error("reading a session", "error", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)
 			return nil, false
@@ -102,42 +97,82 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*req, bool) 
 }
 
 // checkPost refuses a POST from another origin or without the session's
-// CSRF token. It runs before the handler, so a refused POST changes nothing.
+// CSRF token, and logs why. It runs before the handler, so a refused POST
+// changes nothing.
 func (h *Handler) checkPost(r *req) error {
-	if !h.sameOrigin(r.Request) {
-		return errForbidden
+	if m := h.checkOrigin(r.Request); m != nil {
+		h.log.Warn("form refused", "reason", m.reason, "origin", m.got, "expected", m.want, "path", r.URL.Path,
+			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
+		return m.page()
 	}
 	if err := r.ParseForm(); err != nil {
 		return &pageError{status: http.StatusBadRequest, title: "Bad request", msg: "The form could not be read."}
 	}
 	got := r.PostForm.Get("csrf_token")
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(r.session.CSRFToken)) != 1 {
+		h.log.Warn("form refused", "reason", "stale form (no or wrong CSRF token)", "path", r.URL.Path,
+			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
 		return errForbidden
 	}
 	return nil
 }
 
-// sameOrigin reports whether a POST's Origin (or, without one, Referer) is
-// this server's: the public URL's origin when configured, else the
+// originMismatch is a POST whose origin is not the one this server
+// answers as: the origin sent, the one expected, and the reason to log.
+type originMismatch struct {
+	got, want, reason string
+	public            bool // want is --public-url's origin, else the Host header's
+}
+
+// checkOrigin returns nil when a POST's Origin (or, without one, Referer)
+// is this server's: the public URL's origin when configured, else the
 // request's own scheme and Host. A request with neither header (old
 // browsers, curl) passes: the CSRF token still guards it.
-func (h *Handler) sameOrigin(r *http.Request) bool {
+func (h *Handler) checkOrigin(r *http.Request) *originMismatch {
+	want := h.origin(r)
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		ref := r.Header.Get("Referer")
 		if ref == "" {
-			return true
+			return nil
 		}
 		u, err := url.Parse(ref)
 		if err != nil {
-			return false
+			return &originMismatch{got: "(unreadable)", want: want, reason: "unreadable Referer header"}
 		}
 		origin = u.Scheme + "://" + u.Host
 	}
-	if origin == "null" {
-		return false
+	if len(origin) > 100 { // it is shown and logged: the header is the client's
+		origin = origin[:100] + "…"
 	}
-	return strings.EqualFold(origin, h.origin(r))
+	switch {
+	case origin == "null":
+		return &originMismatch{got: origin, want: want, reason: "opaque origin (null)"}
+	case strings.EqualFold(origin, want):
+		return nil
+	case h.public != nil:
+		return &originMismatch{got: origin, want: want, reason: "origin does not match --public-url", public: true}
+	}
+	return &originMismatch{got: origin, want: want, reason: "origin does not match the Host header"}
+}
+
+// page is what the browser is shown: which address dmarcd expected and
+// what to set, since behind a reverse proxy a wrong or missing
+// --public-url is the usual cause; an opaque origin is the stale form.
+func (m *originMismatch) page() *pageError {
+	switch {
+	case m.got == "null" || m.reason == "unreadable Referer header":
+		return errForbidden
+	case m.public:
+		return &pageError{status: http.StatusForbidden, title: "Wrong address",
+			msg: "This form was sent from " + m.got + ", but dmarcd is set to answer at " + m.want +
+				" (--public-url), so nothing was changed. Open dmarcd at " + m.want +
+				"; or, if " + m.got + " is the address you use, start dmarcd with --public-url " + m.got + "."}
+	}
+	return &pageError{status: http.StatusForbidden, title: "Wrong address",
+		msg: "This form was sent from " + m.got + ", but it reached dmarcd as " + m.want +
+			" (the request's Host header), so nothing was changed. Behind a reverse proxy, start dmarcd with --public-url " +
+			m.got + " (the address you open it at), or make the proxy pass the Host header unchanged."}
 }
 
 // origin is the scheme://host this server answers as.
@@ -167,16 +202,6 @@ func (h *Handler) clearCookie(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteLaxMode, Secure: h.secure(r), MaxAge: -1})
 }
 
-// clientAddr is the peer's IP, as the API's failed-authentication limit
-// sees it (proxy headers are not trusted).
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // loginPage is the data of the sign-in page.
 type loginPage struct {
 	Next  string
@@ -185,7 +210,7 @@ type loginPage struct {
 
 func (h *Handler) getLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if c, err := r.Cookie(CookieName); err == nil {
-		if _, _, _, err := h.db.FindSession(c.Value, h.now()); err == nil {
+		if _, _, err := h.app.Session(c.Value); err == nil {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
@@ -196,40 +221,45 @@ func (h *Handler) getLogin(w http.ResponseWriter, r *http.Request, _ httprouter.
 // signInFailed is the one message of every failed sign-in: no oracle.
 const signInFailed = "That key did not work. Check that you pasted the whole key (dmk_ and 32 characters) and that it has not been revoked."
 
+// postLogin signs in with a key. Every sign-in is logged with the client
+// address (clientaddr: behind a trusted proxy, the forwarded one), and a
+// refused one with its reason; never the key.
 func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if !h.sameOrigin(r) {
-		h.errorPage(w, nil, errForbidden)
+	addr := clientaddr.Of(r)
+	if m := h.checkOrigin(r); m != nil {
+		h.log.Warn("sign-in refused", "reason", m.reason, "origin", m.got, "expected", m.want, "remote", addr)
+		h.errorPage(w, nil, m.page())
 		return
-	}
-	addr := clientAddr(r)
-	if h.cfg.Limiter != nil {
-		if blocked, wait := h.cfg.Limiter.AuthBlocked(addr); blocked {
-			w.Header().Set("Retry-After", retryAfter(wait))
-			h.render(w, nil, http.StatusTooManyRequests, "login", "Sign in",
-				loginPage{Error: "Too many failed sign-ins from your address. Wait a minute and try again."})
-			return
-		}
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	_ = r.ParseForm()
 	next := safeNext(r.PostForm.Get("next"))
-	key, _, err := h.db.Authenticate(strings.TrimSpace(r.PostForm.Get("key")))
+	// Failed sign-ins count with the API's failed authentications; a
+	// revoked key's against that key alone (app.Authenticate).
+	token, actor, err := h.app.SignIn(addr, strings.TrimSpace(r.PostForm.Get("key")))
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
+		switch e := app.AsError(err); {
+		case e.Kind == app.Throttled && e.KeyID == "":
+			h.log.Warn("sign-in refused", "reason", "too many failed sign-ins", "remote", addr)
+			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
+			h.render(w, nil, http.StatusTooManyRequests, "login", "Sign in",
+				loginPage{Error: "Too many failed sign-ins from your address. Wait a minute and try again."})
+		case e.Kind == app.Unauthenticated, e.Kind == app.Throttled:
+			// A revoked key past its own limit is told what any failed
+			// sign-in is told: it locks out nobody else.
+			if e.KeyID != "" {
+				h.log.Warn("sign-in refused", "reason", "revoked key", "key_id", e.KeyID, "remote", addr)
+			} else {
+				h.log.Warn("sign-in refused", "reason", "unknown key", "remote", addr)
+			}
+			h.render(w, nil, http.StatusUnauthorized, "login", "Sign in", loginPage{Next: next, Error: signInFailed})
+		default:
 			h.errorPage(w, nil, err)
-			return
 		}
-		if h.cfg.Limiter != nil {
-			h.cfg.Limiter.AuthFailed(addr)
-		}
-		h.render(w, nil, http.StatusUnauthorized, "login", "Sign in", loginPage{Next: next, Error: signInFailed})
 		return
 	}
-	token, _, err := h.db.CreateSession(key.ID, h.now())
-	if err != nil {
-		h.errorPage(w, nil, err)
-		return
-	}
+	key := actor.Key()
+	h.log.Info("signed in", "key_id", key.ID, "key_prefix", key.Prefix, "key_name", key.Name, "org_id", actor.Org().ID, "remote", addr)
 	h.setCookie(w, r, token)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -246,7 +276,7 @@ func safeNext(p string) string {
 
 func (h *Handler) logout(w http.ResponseWriter, r *req) error {
 	if c, err := r.Cookie(CookieName); err == nil {
-		if err := h.db.DeleteSession(c.Value); err != nil {
+		if err := h.app.SignOut(c.Value); err != nil {
 			return err
 		}
 	}

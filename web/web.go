@@ -1,12 +1,12 @@
 // Package web serves dmarcd's web interface (UI.md): server-rendered HTML
 // pages from embedded templates and assets, signed in with an API key,
-// on the same server and port as the REST API. It calls the same store
-// operations as the API, so every rule (plan limits, the 5-key limit,
-// scopes, tenant isolation) lives once.
+// beside the REST API on one server and port. Its forms run the
+// operations of package app, as the API does, so every rule (plan
+// limits, the 5-key limit, scopes, tenant isolation) lives once; its
+// pages read report data from the store.
 package web
 
 import (
-	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -22,8 +22,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"github.com/dmarcd/dmarcd/dnscheck"
-	imapin "github.com/dmarcd/dmarcd/ingest/imap"
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -34,54 +33,28 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// DNSChecker is what the pages need of DNS (package dnscheck's Checker).
-type DNSChecker interface {
-	Verify(ctx context.Context, domain, reportingEmail string) error
-}
-
-// DomainService creates domains with the API's rules (httpapi.Server):
-// validation, the suggested record that never weakens a published one,
-// 503 when the DNS cannot tell.
-type DomainService interface {
-	CreateDomain(ctx context.Context, org *store.Organization, name string) (*store.Domain, error)
-}
-
-// AuthLimiter limits failed sign-ins per client address; the API's
-// failed-authentication limit (httpapi.Server) implements it, so that
-// guesses through the sign-in form and the API count together.
-type AuthLimiter interface {
-	// AuthBlocked reports whether addr is over the limit and for how long.
-	AuthBlocked(addr string) (bool, time.Duration)
-	// AuthFailed counts one failed authentication from addr.
-	AuthFailed(addr string)
-}
-
 // Config holds what a Handler is built from.
 type Config struct {
-	Store           *store.DB
-	DNS             DNSChecker
-	ReportingDomain string
+	// App runs the operations and signs people in; nil builds one over
+	// Store alone (no DNS, webhooks or mailboxes), for tools and tests
+	// that only read.
+	App *app.App
+	// Store is the read path: reports, statistics, alerts.
+	Store *store.DB
+	// DNS is the domain page's live check-dmarc; nil: none, the page shows
+	// the record of the last DNS check.
+	DNS DMARCChecker
 	// PublicURL is the URL people reach dmarcd by (--public-url), e.g.
 	// https://dmarc.example.net: its origin is the only one whose POSTs are
 	// accepted, and https makes the session cookie Secure. Empty: the
 	// request's own Host.
-	PublicURL  string
-	Limiter    AuthLimiter      // nil: no limit (tests)
-	Now        func() time.Time // nil: the wall clock
-	Logger     *slog.Logger     // nil discards
-	DNSTimeout time.Duration    // budget of a DNS-backed action; 0 means 10s
-	// Domains creates domains as the API does.
-	Domains DomainService
-	// Webhooks validates, creates, updates and tests webhooks as the API
-	// does (httpapi.Server); nil: the webhook actions fail.
-	Webhooks WebhookService
+	PublicURL string
+	Now       func() time.Time // nil: the wall clock
+	Logger    *slog.Logger     // nil discards
 	// Senders computes the sources, senders and policy-advice views, the
 	// same instance the API serves them with; nil: views over Store with
 	// the embedded sender map and no SPF evaluation.
 	Senders *senders.Views
-	// Mailboxes adds, changes, polls and deletes IMAP mailboxes as the API
-	// does (the same imap.Service); nil: the mailbox pages are read-only.
-	Mailboxes *imapin.Service
 	// CheckBudget bounds the live check-dmarc of a domain page; 0 means
 	// 1.5s. When it runs out the page shows the last DNS check's record.
 	CheckBudget time.Duration
@@ -94,6 +67,7 @@ type Config struct {
 // Handler is the web interface. Create it with New.
 type Handler struct {
 	cfg    Config
+	app    *app.App
 	db     *store.DB
 	log    *slog.Logger
 	now    func() time.Time
@@ -123,19 +97,16 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.DNSTimeout <= 0 {
-		cfg.DNSTimeout = 10 * time.Second
-	}
 	if cfg.CheckBudget <= 0 {
 		cfg.CheckBudget = 1500 * time.Millisecond
 	}
-	if cfg.Senders == nil {
-		cfg.Senders = &senders.Views{DB: cfg.Store, Known: senders.DefaultKnownSenders()}
-		if c, ok := cfg.DNS.(*dnscheck.Checker); ok && c.Resolver != nil {
-			cfg.Senders.DMARC = c.Resolver
-		}
+	if cfg.App == nil {
+		cfg.App = app.New(app.Config{Store: cfg.Store, Now: cfg.Now})
 	}
-	h := &Handler{cfg: cfg, db: cfg.Store, log: cfg.Logger,
+	if cfg.Senders == nil {
+		cfg.Senders = &senders.Views{DB: cfg.Store, Known: senders.DefaultKnownSenders(), DMARC: cfg.App.DMARCResolver()}
+	}
+	h := &Handler{cfg: cfg, app: cfg.App, db: cfg.Store, log: cfg.Logger,
 		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Second) },
 		router: httprouter.New(), assets: map[string]asset{},
 		views: cfg.Senders, stages: newStageCache(), checks: newCheckCache()}
@@ -197,7 +168,7 @@ func (h *Handler) loadAssets() error {
 // pageNames are the templates besides the layout.
 var pageNames = []string{"login", "overview", "domain", "domain_new", "domain_delete",
 	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure",
-	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox"}
+	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox", "quarantine", "quarantine_entry"}
 
 func (h *Handler) loadTemplates() error {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")

@@ -10,38 +10,49 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
 	"github.com/dmarcd/dmarcd/webhook"
 )
 
-// env is the API server with the web interface mounted, as serve wires
-// it, over a real store with two organizations.
+// env is the API and the web interface side by side on one mux, as serve
+// mounts them, over one application layer and a real store with two
+// organizations.
 type env struct {
 	t                  *testing.T
 	dns                *dnstest.Server
 	db                 *store.DB
 	clock              *storetest.Clock
 	srv                *httptest.Server
+	app                *app.App
 	orgA, orgB         *store.Organization
 	fullA, readA, keyB string
 	fullAID            string
 	domA, domB         *store.Domain
 }
 
-func newEnv(t *testing.T) *env { return newEnvPolicy(t, webhook.Policy{}) }
+func newEnv(t *testing.T) *env { return newEnvPolicy(t, egress.Policy{}) }
 
 // newEnvPolicy is newEnv with webhooks validated and sent under policy p,
 // and a real DNS server for verification and webhook hosts.
-func newEnvPolicy(t *testing.T, p webhook.Policy) *env { return newEnvWith(t, p, nil) }
+func newEnvPolicy(t *testing.T, p egress.Policy) *env { return newEnvWith(t, p, nil) }
 
-// newEnvWith is newEnvPolicy with mod applied to the web interface's
+// newEnvWith is newEnvPolicy with mod applied to the application layer's
 // Config (given the store) before it is built.
-func newEnvWith(t *testing.T, p webhook.Policy, mod func(*web.Config)) *env {
+func newEnvWith(t *testing.T, p egress.Policy, mod func(*app.Config)) *env {
+	t.Helper()
+	return newEnvUI(t, p, mod, nil)
+}
+
+// newEnvUI is newEnvWith with modUI applied to the web interface's Config
+// too (its logger, its public URL).
+func newEnvUI(t *testing.T, p egress.Policy, mod func(*app.Config), modUI func(*web.Config)) *env {
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch())
 	db := storetest.OpenWithClock(t, clock)
@@ -53,19 +64,22 @@ func newEnvWith(t *testing.T, p webhook.Policy, mod func(*web.Config)) *env {
 	client := webhook.NewClient(res, p).WithTimeout(5 * time.Second)
 	t.Cleanup(client.CloseIdleConnections)
 	checker := &dnscheck.Checker{Resolver: res, SuggestTimeout: time.Second}
-	api := httpapi.New(httpapi.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Now: clock.Now,
-		WebhookClient: client, WebhookResolver: res, WebhookPolicy: p})
-	cfg := web.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Limiter: api, Webhooks: api, Domains: api,
-		Now: clock.Now, DNSTimeout: 2 * time.Second}
+	cfg := app.Config{Store: db, DNS: checker, ReportingDomain: "reports.test", Now: clock.Now, DNSTimeout: 2 * time.Second,
+		WebhookClient: client, WebhookResolver: res, WebhookPolicy: p}
 	if mod != nil {
 		mod(&cfg)
 	}
-	ui, err := web.New(cfg)
+	a := app.New(cfg)
+	api := httpapi.New(httpapi.Config{App: a, Store: db, Now: clock.Now})
+	uiCfg := web.Config{App: a, Store: db, DNS: checker, Now: clock.Now}
+	if modUI != nil {
+		modUI(&uiCfg)
+	}
+	ui, err := web.New(uiCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.MountUI(ui)
-	e := &env{t: t, db: db, clock: clock, dns: ns, srv: httptest.NewServer(api)}
+	e := &env{t: t, db: db, clock: clock, dns: ns, app: a, srv: httptest.NewServer(sideBySide(api, ui))}
 	t.Cleanup(e.srv.Close)
 	e.orgA = storetest.MustOrganization(t, db, "alpha", store.PlanUnlimited)
 	e.orgB = storetest.MustOrganization(t, db, "beta", store.PlanStarter)
@@ -77,6 +91,17 @@ func newEnvWith(t *testing.T, p webhook.Policy, mod func(*web.Config)) *env {
 	e.domA = storetest.MustDomain(t, db, e.orgA.ID, "alpha.example")
 	e.domB = storetest.MustDomain(t, db, e.orgB.ID, "beta.example")
 	return e
+}
+
+// sideBySide mounts the API on its paths and the web interface on the
+// rest of one mux, as serve does.
+func sideBySide(api *httpapi.Server, ui http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", api.Observe("ui", ui))
+	for _, p := range api.Paths() {
+		mux.Handle(p, api)
+	}
+	return mux
 }
 
 type page struct {

@@ -1,8 +1,10 @@
-// Package webhook signs dmarcd's events and makes one delivery attempt to a
-// customer's HTTPS endpoint through a client that cannot be steered at
-// internal hosts (SSRF): URLs are validated when a webhook is saved, and
-// every address actually dialled is checked again at connection time, so a
-// DNS answer that changes in between (rebinding) reaches nothing internal.
+// Package webhook signs dmarcd's events, builds their envelope and makes
+// one delivery attempt to a customer's HTTPS endpoint. The attempt goes
+// through internal/egress, which keeps it from being steered at internal
+// hosts (SSRF): URLs are validated when a webhook is saved
+// (egress.ValidateURL), and every address actually dialled is checked
+// again at connection time, so a DNS answer that changes in between
+// (rebinding) reaches nothing internal.
 //
 // Retries, the outbox and auto-disable belong to worker and store; this
 // package knows one attempt only. Receivers verify deliveries with the

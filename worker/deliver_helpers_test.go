@@ -22,6 +22,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/dnstest"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
@@ -216,7 +217,7 @@ func newEnv(t testing.TB, rcs ...*receiver) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := webhook.NewClient(res, webhook.Policy{AllowPrivate: true, RootCAs: pool(rcs...)})
+	client := webhook.NewClient(res, egress.Policy{AllowPrivate: true, RootCAs: pool(rcs...)})
 	t.Cleanup(client.CloseIdleConnections)
 	return &env{db: db, clock: clock, org: storetest.MustOrganization(t, db, "acme", store.PlanUnlimited),
 		client: client, reg: metrics.NewRegistry()}

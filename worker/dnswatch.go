@@ -200,6 +200,15 @@ func (w *DNSWatch) Check(ctx context.Context, id string) error {
 	if seen == dom.LastDNSRecord {
 		return nil
 	}
+	if dnscheck.UnescapeTXT(dom.LastDNSRecord) == seen {
+		// Remembered in the zone-file escaping TXT text was read in
+		// before issue 24: the same record, now kept as published.
+		_, err := w.Store.RecordDNSCheck(store.DNSCheck{DomainID: dom.ID, Seen: dom.LastDNSRecord, Record: seen})
+		if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("worker: DNS watch of %s: %w", dom.Name, err)
+		}
+		return nil
+	}
 	v := alert.ClassifyDNSChange(alert.DNSChange{Domain: dom.Name, ReportingEmail: dom.ReportingEmail,
 		Active: dom.Status == store.DomainActive, Old: dom.LastDNSRecord, New: seen, Registered: dom.RegisteredDNSRecord})
 	a, err := w.Store.RecordDNSCheck(store.DNSCheck{DomainID: dom.ID, Seen: dom.LastDNSRecord, Record: seen,

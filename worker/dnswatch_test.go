@@ -434,3 +434,35 @@ func TestDNSWatchFirstCheckComparesWithRegistration(t *testing.T) {
 		t.Errorf("same.example remembered %q", got)
 	}
 }
+
+// TestDNSWatchEscapedRecordIsNoChange ensures a record remembered in the
+// zone-file escaping dmarcd read TXT records in before issue 24 (\" for a
+// quote, \\ for a backslash) is the same record as its text as
+// published: no alert, and the record is remembered as published.
+func TestDNSWatchEscapedRecordIsNoChange(t *testing.T) {
+	e := newDNSEnv(t)
+	d := e.domain(t, "escaped.example", store.DomainActive)
+	published := "v=DMARC1; p=reject; rua=mailto:" + d.ReportingEmail + `; x-note="ops"`
+	escaped := "v=DMARC1; p=reject; rua=mailto:" + d.ReportingEmail + `; x-note=\"ops\"`
+	if _, err := e.db.RecordDNSCheck(store.DNSCheck{DomainID: d.ID, Record: escaped}); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(d, published)
+	if err := e.watch().Check(t.Context(), d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if as := e.alerts(t); len(as) != 0 {
+		t.Errorf("alerts for a record only escaped differently: %+v", as[0])
+	}
+	if got := e.reload(t, d); got.LastDNSRecord != published || got.Status != store.DomainActive {
+		t.Errorf("remembered %q (status %s), want %q", got.LastDNSRecord, got.Status, published)
+	}
+	// A real change after that still raises its alert.
+	e.publish(d, "v=DMARC1; p=reject; rua=mailto:"+d.ReportingEmail)
+	if err := e.watch().Check(t.Context(), d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if as := e.alerts(t); len(as) != 1 || as[0].Type != alert.TypeDNSRecordChanged {
+		t.Errorf("alerts after a change: %v", as)
+	}
+}

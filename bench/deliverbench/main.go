@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 	"github.com/dmarcd/dmarcd/worker"
@@ -83,7 +84,7 @@ func run(alerts, hooks, conc, perWebhook, rounds int, out string) error {
 	if err != nil {
 		return err
 	}
-	client := webhook.NewClient(res, webhook.Policy{AllowPrivate: true, RootCAs: pool})
+	client := webhook.NewClient(res, egress.Policy{AllowPrivate: true, RootCAs: pool})
 	defer client.CloseIdleConnections()
 
 	rec := record{Date: time.Now().UTC().Format(time.RFC3339), Webhooks: hooks, Concurrency: conc,

@@ -578,7 +578,7 @@ func csvRow(r *store.Record) []string {
 	for _, a := range r.AuthResults.SPF {
 		spf = append(spf, a.Domain+":"+a.Result)
 	}
-	row := []string{r.SourceIP, strconv.FormatInt(r.Count, 10), r.Disposition, r.DKIM, r.SPF, r.DMARC, r.HeaderFrom,
+	row := []string{r.SourceIP, strconv.FormatInt(r.Count, 10), r.Disposition, string(r.DKIM), string(r.SPF), r.DMARC, r.HeaderFrom,
 		deref(r.EnvelopeFrom), cc, city, asn, asOrg, strings.Join(dkim, ";"), strings.Join(spf, ";")}
 	for i, c := range row {
 		if c != "" && strings.ContainsRune("=+-@", rune(c[0])) {

@@ -202,7 +202,10 @@ func deliver(c *smtp.Client, rcpt string, msg []byte) error {
 
 // mail is a report mail as Google sends it: a zipped report, base64.
 func mail(rcpt string, seed int64, records int) []byte {
-	xml := reportgen.Generate(seed, records, reportgen.Options{Domain: "example.com"})
+	// A recent period: the server leaves out reports older than its
+	// --retention, by mail too.
+	recent := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	xml := reportgen.Generate(seed, records, reportgen.Options{Domain: "example.com", Begin: recent})
 	zip := reportgen.Zip(fmt.Sprintf("google.com!example.com!%d!%d.xml", seed, seed+86399), xml)
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "From: noreply-dmarc-support@google.com\r\nTo: %s\r\nSubject: Report domain: example.com Submitter: google.com Report-ID: %d\r\n", rcpt, seed)

@@ -272,7 +272,7 @@ func (d *aggDecoder) step() error {
 		return d.end()
 	}
 	if !d.sawFeedback {
-		return fmt.Errorf("dmarc: no <feedback> element in the XML: %w", container.ErrNoReport)
+		return container.NoReport("dmarc: no <feedback> element in the XML")
 	}
 	return fmt.Errorf("dmarc: report cut short at byte %d (no </feedback>): %w: %w",
 		d.s.offset(), container.ErrMalformed, io.ErrUnexpectedEOF)

@@ -2,7 +2,6 @@ package aggregate
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
@@ -22,7 +21,7 @@ import (
 func Extract(r io.Reader, lim container.Limits, fn func(p container.Payload) error) error {
 	n, err := container.Walk(r, lim, container.KindXML, hasFeedback, fn)
 	if err == nil && n == 0 {
-		err = fmt.Errorf("dmarc: no aggregate report in the input: %w", container.ErrNoReport)
+		err = container.NoReport("dmarc: no aggregate report in the input")
 	}
 	return err
 }

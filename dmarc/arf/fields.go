@@ -50,6 +50,9 @@ func failBuild(f, orig failHeaders, m *failMail) *Report {
 	if r.Reporter == "" && m != nil {
 		r.Reporter = m.fromDomain
 	}
+	if m != nil {
+		r.ReportDate = m.date
+	}
 	r.ReportedDomain = failDomain(f.Get("Reported-Domain"))
 	if r.ReportedDomain == "" {
 		r.ReportedDomain = failAddrDomain(orig.Get("From"))

@@ -1,10 +1,12 @@
 package arf
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
@@ -32,7 +34,14 @@ type Report struct {
 	SourceIP         netip.Addr // invalid (zero) when absent or unparseable; IPv4-mapped addresses unmapped
 	OriginalMailFrom string     // without <>; "" when empty or absent
 	OriginalRcptTo   []string   // without <>
-	ArrivalDate      time.Time  // UTC; zero when absent or unparseable (the caller then uses the time received)
+	ArrivalDate      time.Time  // UTC; zero when absent or unparseable (see ReportDate)
+	// ReportDate is the Date of the report mail (of the report mail
+	// forwarded inside another, for a report found there), UTC; zero when
+	// absent or unparseable. Reporters that leave Arrival-Date out
+	// (OpenDMARC, the DMARCbis example) send the report as the message
+	// arrives: it stands in for the arrival date, and tells a report sent
+	// again from another report about the same message.
+	ReportDate time.Time
 
 	ReportingMTA   string // host of "Reporting-MTA: dns; host", lower-cased
 	Reporter       string // ReportingMTA, else the domain of the report mail's From
@@ -92,6 +101,34 @@ func (r *Report) FailedChecks() []string {
 		}
 	}
 	return out
+}
+
+// Fingerprint is a SHA-256 hash of everything the report says: its fields,
+// the dates, and the original's header fields in order. Copies of one
+// report mail hash alike however and whenever they arrive; reports that
+// differ in anything do not. It identifies a report that carries neither
+// Arrival-Date nor a Date.
+func (r *Report) Fingerprint() [sha256.Size]byte {
+	h := sha256.New()
+	put := func(ss ...string) {
+		for _, s := range ss {
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+	}
+	put(r.FeedbackType, r.Version, r.UserAgent, r.SourceIP.String(), r.OriginalMailFrom)
+	put(strconv.Itoa(len(r.OriginalRcptTo)))
+	put(r.OriginalRcptTo...)
+	put(r.ArrivalDate.Format(time.RFC3339), r.ReportDate.Format(time.RFC3339))
+	put(r.ReportingMTA, r.Reporter, r.ReportedDomain)
+	put(strconv.Itoa(len(r.AuthFailure)))
+	put(r.AuthFailure...)
+	put(r.DeliveryResult, r.AuthResults["dmarc"], r.AuthResults["spf"], r.AuthResults["dkim"])
+	put(r.DKIMDomain, r.DKIMSelector, r.IdentityAlignment, r.Subject, r.MessageID)
+	for _, f := range r.Headers {
+		put(f.Name, f.Value)
+	}
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 // Size limits of failure reports. A report is a small mail; these bound
@@ -155,7 +192,7 @@ func (w *failWalker) reports() ([]*Report, error) {
 		if err := w.mime.Broken(); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("dmarc: no failure report in the mail: %w", container.ErrNoReport)
+		return nil, container.NoReport("dmarc: no failure report in the mail")
 	}
 	var out []*Report
 	other := ""

@@ -1,10 +1,13 @@
 package arf
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -455,6 +458,40 @@ func TestAuthenticationResults(t *testing.T) {
 		failMergeAR(got, tt.in)
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%q: %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestReportDateWithoutArrivalDate ensures reports without Arrival-Date
+// (OpenDMARC's layout, the DMARCbis example's) carry their mail's Date,
+// and that the fingerprint of a report tells copies alike and others
+// apart.
+func TestReportDateWithoutArrivalDate(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		date time.Time
+		ip   string
+	}{
+		{"opendmarc.eml", time.Date(2024, 9, 3, 12, 7, 12, 0, time.UTC), "198.51.100.23"},
+		{"dmarcbis.eml", time.Date(2022, 7, 19, 5, 57, 48, 0, time.UTC), "192.0.2.2"},
+	} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "failure", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps, err := Extract(bytes.NewReader(raw), container.Limits{})
+		if err != nil || len(reps) != 1 {
+			t.Fatalf("%s: %d reports, %v", c.file, len(reps), err)
+		}
+		r := reps[0]
+		if !r.ArrivalDate.IsZero() || !r.ReportDate.Equal(c.date) || r.SourceIP.String() != c.ip {
+			t.Errorf("%s: arrival %v report date %v source %v, want none, %v and %s", c.file, r.ArrivalDate, r.ReportDate, r.SourceIP, c.date, c.ip)
+		}
+		again, _ := Extract(bytes.NewReader(raw), container.Limits{})
+		other := *again[0]
+		other.MessageID += "x"
+		if again[0].Fingerprint() != r.Fingerprint() || other.Fingerprint() == r.Fingerprint() {
+			t.Errorf("%s: the fingerprint does not tell copies alike and others apart", c.file)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/dmarcd/dmarcd/dmarc/container"
 )
@@ -24,6 +25,7 @@ const failMaxItems = 1000
 type failMail struct {
 	fromDomain string // domain of its From header
 	subject    string
+	date       time.Time // its Date header, UTC; zero when absent or unparseable
 }
 
 // failItem is a feedback part or an original's header block, in the order
@@ -68,6 +70,9 @@ func (w *failWalker) mailOf(m *container.Message) *failMail {
 	if m != w.lastMsg {
 		w.lastMsg = m
 		w.lastMail = &failMail{fromDomain: failAddrDomain(m.Header.Get("From")), subject: container.DecodeHeader(m.Header.Get("Subject"))}
+		if t, ok := ParseDate(m.Header.Get("Date")); ok {
+			w.lastMail.date = t
+		}
 	}
 	return w.lastMail
 }

@@ -22,6 +22,16 @@ var (
 	ErrMalformed = errors.New("malformed report")
 )
 
+// NoReport returns an error that is ErrNoReport (errors.Is) and says
+// only msg, "dmarc: no aggregate report in the input" say, rather than
+// msg followed by ErrNoReport's own words, which say the same again.
+func NoReport(msg string) error { return &noReportError{msg: msg} }
+
+type noReportError struct{ msg string }
+
+func (e *noReportError) Error() string        { return e.msg }
+func (e *noReportError) Is(target error) bool { return target == ErrNoReport }
+
 // Limits bounds the work and memory spent on one input. A zero field means
 // its default (see DefaultLimits), so Limits{} is the same as DefaultLimits().
 type Limits struct {

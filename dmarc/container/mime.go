@@ -308,12 +308,27 @@ func (w *MIMEWalker) classify(what string, err error) error {
 func (w *MIMEWalker) noteBroken(what string, err error) {
 	if w.broken == nil {
 		if errors.Is(err, ErrMalformed) {
-			w.broken = fmt.Errorf("dmarc: %s: %w", what, err)
+			w.broken = &contextError{what: what, err: err}
 		} else {
 			w.broken = fmt.Errorf("dmarc: %s: %w: %w", what, ErrMalformed, err)
 		}
 	}
 }
+
+// contextError puts what in front of err, an error of this package's
+// walkers, without repeating the "dmarc: " prefix err's message has:
+// "dmarc: part 2: gzip data: malformed report", not "dmarc: part 2:
+// dmarc: gzip data: ...".
+type contextError struct {
+	what string
+	err  error
+}
+
+func (e *contextError) Error() string {
+	return "dmarc: " + e.what + ": " + strings.TrimPrefix(e.err.Error(), "dmarc: ")
+}
+
+func (e *contextError) Unwrap() error { return e.err }
 
 func skipLine(br *bufio.Reader) error {
 	for {

@@ -178,6 +178,12 @@ func Parse(r io.Reader, lim Limits) (*Report, error) {
 		}
 	}()
 	if _, err := buf.ReadFrom(io.LimitReader(r, lim.MaxBytes+1)); err != nil {
+		if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrMalformed) {
+			// A container walker's error already says what went wrong
+			// ("dmarc: gzip expands more than ..."): not "tlsrpt: read:"
+			// in front of it again.
+			return nil, err
+		}
 		return nil, fmt.Errorf("tlsrpt: read: %w", err)
 	}
 	if int64(buf.Len()) > lim.MaxBytes {

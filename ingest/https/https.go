@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/ingest"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -108,7 +108,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
 		return
 	}
-	ip := clientIP(r)
+	ip := clientaddr.Of(r) // behind a trusted proxy, the forwarded address
 	if ok, wait := h.limit.take(ip, h.cfg.Now()); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many reports from this address, retry later")
@@ -168,7 +168,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a)
 	default:
 		h.log.Info("tlsrpt post refused", "remote", ip, "domain", dom.Name, "bytes", len(body), "reason", res.Reason)
-		writeError(w, http.StatusBadRequest, "bad_request", "no TLS report that can be stored: "+res.Reason)
+		msg := res.Reason
+		if !strings.HasPrefix(msg, "no TLS report") {
+			msg = "no TLS report that can be stored: " + msg
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", msg)
 	}
 }
 
@@ -214,16 +218,6 @@ func validLocal(s string) bool {
 		}
 	}
 	return true
-}
-
-// clientIP is the peer's address; proxy headers are not trusted (as for
-// the API's limits).
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
+	"github.com/dmarcd/dmarcd/internal/clientaddr"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -260,6 +261,10 @@ func TestPostHostile(t *testing.T) {
 		if code != 400 || !strings.Contains(msg, "bad_request") || !strings.Contains(msg, c.reason) {
 			t.Errorf("%s: %d %q, want 400 saying %q", c.name, code, msg, c.reason)
 		}
+		// The reason says it once, without package prefixes (issue 24).
+		if strings.Count(msg, "no TLS report") > 1 || strings.Contains(msg, "dmarc: ") || strings.Contains(msg, "report found") {
+			t.Errorf("%s: %q repeats itself", c.name, msg)
+		}
 	}
 	for _, announced := range []bool{true, false} {
 		s.read.Store(0)
@@ -311,6 +316,45 @@ func TestPostRateLimit(t *testing.T) {
 	clock.Store(&later)
 	if code, msg := s.postBytes(t, "abc", "application/json", testdata(t, "google.json")); code != 201 {
 		t.Fatalf("after refill: %d %s", code, msg)
+	}
+}
+
+// TestPostRateLimitBehindTrustedProxy ensures the per-address limit
+// counts the address a trusted proxy forwarded (issue 24 item 10): two
+// reporters behind one proxy each get their own budget.
+func TestPostRateLimitBehindTrustedProxy(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	h, err := New(Config{Ingest: env.Pipeline.Ingest, Store: env.DB, ReportingDomain: "reports.test", RateLimit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxies, err := clientaddr.ParseProxies([]string{"127.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(proxies.Wrap(h))
+	defer srv.Close()
+	post := func(from string) int {
+		req, _ := http.NewRequest("POST", srv.URL+PathPrefix+"nobody", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", from)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for range 2 {
+		if code := post("203.0.113.5"); code != 404 {
+			t.Fatalf("within the limit: %d", code)
+		}
+	}
+	if code := post("203.0.113.5"); code != 429 {
+		t.Errorf("the same reporter a third time: %d, want 429", code)
+	}
+	if code := post("203.0.113.6"); code != 404 {
+		t.Errorf("another reporter behind the proxy: %d, want 404", code)
 	}
 }
 

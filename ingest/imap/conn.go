@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/internal/egress"
 )
 
 // Conn is one signed-in connection to a mailbox's server. It is used by
@@ -29,6 +28,10 @@ type Conn struct {
 	acct    Account
 	newMail chan struct{} // a token when the server announced new messages
 	caps    imap.CapSet   // after sign-in
+	// delim is the server's hierarchy delimiter (LIST "" ""), asked once
+	// when delimKnown is false; 0 for a flat server.
+	delim      rune
+	delimKnown bool
 
 	// dog closes the connection when a step overruns its deadline: the
 	// client library sets read deadlines of its own, so this is what
@@ -36,13 +39,6 @@ type Conn struct {
 	dogMu    sync.Mutex
 	dog      *time.Timer
 	timedOut atomic.Bool
-}
-
-// systemResolver resolves with the operating system's resolver.
-type systemResolver struct{}
-
-func (systemResolver) LookupAddrs(ctx context.Context, host string) ([]netip.Addr, error) {
-	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 }
 
 // Error is a failure of a step with a readable description, such as
@@ -86,10 +82,10 @@ func describe(err error, timeout time.Duration) string {
 		}
 		return imapErr.Text
 	}
-	if why, ok := webhook.RefusedReason(err); ok {
+	if why, ok := egress.RefusedReason(err); ok {
 		return "connection refused by policy: " + why + " (see --imap-allow-private)"
 	}
-	if host, ok := webhook.UnresolvedHost(err); ok {
+	if host, ok := egress.UnresolvedHost(err); ok {
 		return "host " + host + " could not be resolved"
 	}
 	switch {
@@ -166,15 +162,11 @@ func Dial(ctx context.Context, acct Account, opts *Options, tokens *TokenSource)
 	default:
 		return nil, &Error{Step: "connect", Msg: "security must be tls, starttls or plain"}
 	}
-	resolver := opts.Resolver
-	if resolver == nil {
-		resolver = systemResolver{}
-	}
 	t := opts.timeout()
 	dctx, cancel := context.WithTimeout(ctx, t)
 	defer cancel()
 	addr := net.JoinHostPort(acct.Host, strconv.Itoa(acct.Port))
-	raw, err := webhook.NewDialer(resolver, opts.policy(), t)(dctx, "tcp", addr)
+	raw, err := egress.NewDialer(opts.resolver(), opts.policy(), t)(dctx, "tcp", addr)
 	if err != nil {
 		return nil, opts.stepError("connect", err)
 	}
@@ -182,7 +174,7 @@ func Dial(ctx context.Context, acct Account, opts *Options, tokens *TokenSource)
 	stop := c.watch(ctx)
 	defer stop()
 	c.deadline(t)
-	tlsCfg := &tls.Config{ServerName: acct.Host, RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
+	tlsCfg := opts.policy().TLSConfig(acct.Host)
 	copts := &imapclient.Options{
 		TLSConfig: tlsCfg,
 		UnilateralDataHandler: &imapclient.UnilateralDataHandler{
@@ -311,8 +303,9 @@ func (c *Conn) CanIdle() bool {
 	return c.c.Caps().Has(imap.CapIdle) || c.c.Caps().Has(imap.CapIMAP4rev2)
 }
 
-// Check connects and signs in to acct, selects its folder and signs out:
-// what is tried before a mailbox is saved.
+// Check connects and signs in to acct, selects its folder, makes sure its
+// archive folder exists (CheckArchiveFolder) and signs out: what is tried
+// before a mailbox is saved.
 func Check(ctx context.Context, acct Account, opts *Options) error {
 	c, err := Dial(ctx, acct, opts, nil)
 	if err != nil {
@@ -325,7 +318,7 @@ func Check(ctx context.Context, acct Account, opts *Options) error {
 	if _, err := c.c.Select(acct.Folder, &imap.SelectOptions{ReadOnly: true}).Wait(); err != nil {
 		return c.stepError("select "+acct.Folder, err)
 	}
-	return nil
+	return c.CheckArchiveFolder()
 }
 
 // Idle waits, with IDLE, until the server announces new messages, d

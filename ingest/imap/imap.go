@@ -21,9 +21,22 @@
 //     longer in the folder: the next search does not find it. A message
 //     without a report is never moved and its flags never touched; the mark
 //     passes it, so it is read once.
-//   - A Sink error (the store could not keep the reports) or a failed move
-//     ends the poll there: the mark stays before that message, so it is
-//     retried on the next poll.
+//   - A Sink error (the store could not keep the reports) or a move that
+//     failed with the connection (or a server busy for the moment) ends
+//     the poll there: the mark stays before that message, so it is retried
+//     on the next poll. A move the server refuses (NO: a folder name it
+//     will not take, no permission) leaves that message in the folder, its
+//     reports stored, and the poll goes on: one message never holds up the
+//     others; the poll ends with an error naming the refusal.
+//   - messages_imported counts a message that held a report when its mark
+//     is saved (State.Save), in the same write: once, whatever becomes of
+//     the poll.
+//   - Folder names use "/" between levels, as the default archive folder
+//     "Archive/dmarcd" does; on a server whose hierarchy delimiter is
+//     another (Dovecot's Maildir++ layout: ".") it is replaced by that
+//     delimiter (ServerFolderName). The archive folder is created, or
+//     found, when a mailbox is added or changed (Check), so that a name the
+//     server refuses is said then.
 package imap
 
 import (
@@ -32,7 +45,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/internal/egress"
 )
 
 // Security values of an Account.
@@ -62,18 +75,21 @@ type Credentials struct {
 
 // Outcome is what the pipeline did with one message. Quarantined counts a
 // message that looked like a report but held none that could be read and
-// was kept in quarantine: it is done, and moved like a report.
+// was kept in quarantine: it is done, and moved like a report. Expired
+// counts reports older than the retention window, left out as an import
+// leaves them out: the message held reports, and is done too.
 type Outcome struct {
 	Aggregate   int
 	Failure     int
 	TLS         int
 	Quarantined int
+	Expired     int
 	NotReport   int
 }
 
 // done reports whether the message was kept by the pipeline and may leave
 // the folder.
-func (o Outcome) done() bool { return o.Aggregate+o.Failure+o.TLS+o.Quarantined > 0 }
+func (o Outcome) done() bool { return o.Aggregate+o.Failure+o.TLS+o.Quarantined+o.Expired > 0 }
 
 // Sink is the ingest pipeline as the IMAP reader sees it. Ingest routes raw
 // (one RFC 5322 message) within organization orgID and returns only after
@@ -89,8 +105,11 @@ type Sink interface {
 type State interface {
 	// Load returns the UIDVALIDITY and the last UID done of mailbox id.
 	Load(id string) (uidValidity, lastUID uint32, err error)
-	// Save durably records them.
-	Save(id string, uidValidity, lastUID uint32) error
+	// Save durably records them, and adds imported (1 when the mail up to
+	// which lastUID goes held a report) to the mailbox's
+	// messages_imported in the same write: a mail is counted once, when
+	// it is done.
+	Save(id string, uidValidity, lastUID uint32, imported int) error
 }
 
 // PollResult is what one poll did, in the shape of the answer of POST
@@ -102,7 +121,7 @@ type PollResult struct {
 	TLS         int      `json:"tls_reports"`
 	Quarantined int      `json:"quarantined"`
 	NotReports  int      `json:"not_reports"`
-	Imported    int      `json:"-"` // messages that held a report (messages_imported)
+	Imported    int      `json:"-"` // messages that held a report, done (counted in messages_imported by State.Save)
 	Errors      []string `json:"errors"`
 }
 
@@ -110,14 +129,14 @@ type PollResult struct {
 type Options struct {
 	// Resolver resolves mailbox and token URL hosts (the server's
 	// --dns-server); nil means the system resolver.
-	Resolver webhook.Resolver
+	Resolver egress.Resolver
 	// AllowPrivate lets mailboxes reach non-public addresses
 	// (--imap-allow-private), checked on the address actually dialled.
 	AllowPrivate bool
 	// AllowPlaintext permits security "plain" (--imap-allow-plaintext).
 	AllowPlaintext bool
 	// RootCAs are trusted besides nothing else; nil means the system pool
-	// (LoadCAFile adds --imap-ca-file to it).
+	// (egress.LoadCAFile adds --imap-ca-file to it).
 	RootCAs *x509.CertPool
 	// Timeout bounds each step: connecting, TLS, greeting, login, every
 	// command (0: 30s). Fetching a large message gets longer in proportion.
@@ -155,10 +174,14 @@ func (o *Options) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func (o *Options) policy() webhook.Policy {
-	return webhook.Policy{AllowPrivate: o.AllowPrivate, RootCAs: o.RootCAs}
+// policy is the outbound address policy of every mailbox and token URL.
+func (o *Options) policy() egress.Policy {
+	return egress.Policy{AllowPrivate: o.AllowPrivate, RootCAs: o.RootCAs}
 }
 
-// LoadCAFile returns the system roots plus the PEM certificates at path
-// (--imap-ca-file), for Options.RootCAs.
-func LoadCAFile(path string) (*x509.CertPool, error) { return webhook.LoadCAFile(path) }
+func (o *Options) resolver() egress.Resolver {
+	if o.Resolver != nil {
+		return o.Resolver
+	}
+	return egress.SystemResolver{}
+}

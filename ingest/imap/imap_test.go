@@ -560,3 +560,66 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMessagesImportedCountedWithTheMark ensures messages_imported counts
+// each mail that held a report once, in the transaction that records it
+// done: a poll cut off after some mails keeps their count (no poll status
+// needed), and a mail whose move failed is counted only once it is moved,
+// however many polls read it (issue 24: 13 counted for 7 report mails, 2,367
+// for 4,000).
+func TestMessagesImportedCountedWithTheMark(t *testing.T) {
+	e := newEnv(t)
+	for i := 1; i <= 3; i++ {
+		e.srv.Append("INBOX", reportMail("xml", i))
+	}
+	e.srv.Append("INBOX", reportMail("other", 4))
+	imported := func() int64 {
+		t.Helper()
+		mb, err := e.db.FindMailbox(e.mb.OrgID, e.mb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mb.MessagesImported
+	}
+	// The poll is cut off while the second mail is handed over: its move
+	// fails, the first is done.
+	ctx, cancel := context.WithCancel(context.Background())
+	sink := newSink()
+	sink.fail = func(n int) error {
+		if n == 2 {
+			cancel()
+			// The connection closes (context.AfterFunc) before the move.
+			time.Sleep(200 * time.Millisecond)
+		}
+		return nil
+	}
+	c, err := imapin.Dial(context.Background(), e.acct, e.opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Poll(ctx, e.mb, sink, e.dir)
+	c.Close()
+	if err == nil {
+		t.Fatalf("the cut-off poll: %+v, want an error", res)
+	}
+	if n := imported(); n != 1 {
+		t.Errorf("after a poll cut off after one mail was moved: messages_imported %d, want 1", n)
+	}
+	// A worker records a failed poll's status: it must not count again.
+	if err := e.dir.RecordPoll(e.mb.ID, time.Now(), res, err); err != nil {
+		t.Fatal(err)
+	}
+	if n := imported(); n != 1 {
+		t.Errorf("after recording the failed poll: messages_imported %d, want 1", n)
+	}
+	res, err = e.poll(t, newSink())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dir.RecordPoll(e.mb.ID, time.Now(), res, err); err != nil {
+		t.Fatal(err)
+	}
+	if n := imported(); n != 3 || e.srv.Count("Archive/dmarcd") != 3 {
+		t.Errorf("after the next poll: messages_imported %d, archive %d; want 3 and 3", n, e.srv.Count("Archive/dmarcd"))
+	}
+}

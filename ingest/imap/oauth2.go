@@ -2,7 +2,6 @@ package imap
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dmarcd/dmarcd/webhook"
+	"github.com/dmarcd/dmarcd/internal/egress"
 )
 
 // OAuth2Config is how a mailbox gets its access tokens: with RefreshToken
@@ -68,18 +67,9 @@ func NewTokenSource(cfg OAuth2Config, opts *Options) *TokenSource {
 	if opts == nil {
 		opts = &Options{}
 	}
-	resolver := opts.Resolver
-	if resolver == nil {
-		resolver = systemResolver{}
-	}
 	t := opts.timeout()
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         webhook.NewDialer(resolver, opts.policy(), t),
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: opts.RootCAs},
-		TLSHandshakeTimeout: t,
-		MaxIdleConns:        2,
-	}
+	tr := egress.NewTransport(opts.resolver(), opts.policy(), t)
+	tr.MaxIdleConns = 2
 	return &TokenSource{
 		cfg: cfg,
 		http: &http.Client{Transport: tr, Timeout: t,

@@ -62,6 +62,8 @@ func OutcomeOf(res *ingest.Result) Outcome {
 	}
 	if res.Quarantined != "" {
 		o.Quarantined = 1
+	} else {
+		o.Expired = len(res.Expired)
 	}
 	if !o.done() {
 		o.NotReport = 1

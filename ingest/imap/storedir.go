@@ -81,7 +81,7 @@ func (d StoreDirectory) Mailboxes(context.Context) ([]Entry, error) {
 // RecordPoll writes a poll's outcome into the mailbox's status.
 func (d StoreDirectory) RecordPoll(id string, at time.Time, res PollResult, err error) error {
 	d.Metrics.poll(err)
-	p := store.MailboxPoll{At: at, Imported: res.Imported}
+	p := store.MailboxPoll{At: at} // its mails were counted as each was done (Save)
 	if err != nil {
 		p.Error = err.Error()
 	}
@@ -94,7 +94,8 @@ func (d StoreDirectory) Load(id string) (uint32, uint32, error) {
 	return st.UIDValidity, st.LastUID, err
 }
 
-// Save records where reading mailbox id has got to.
-func (d StoreDirectory) Save(id string, uidValidity, lastUID uint32) error {
-	return d.DB.SetMailboxState(id, store.MailboxState{UIDValidity: uidValidity, LastUID: lastUID})
+// Save records where reading mailbox id has got to, and counts the mail
+// done in messages_imported, in one transaction.
+func (d StoreDirectory) Save(id string, uidValidity, lastUID uint32, imported int) error {
+	return d.DB.MarkMailboxDone(id, store.MailboxState{UIDValidity: uidValidity, LastUID: lastUID}, imported)
 }

@@ -38,8 +38,11 @@ const MaxJobs = 4096
 // Options configures Run. Ingest is required.
 type Options struct {
 	// Ingest stores one input: Pipeline.Ingest, or the admin socket
-	// client's, which offers the same for a running server.
+	// client's, which hands the input to a running server.
 	Ingest ingest.IngestFunc
+	// OrgID, when set, restricts the domain lookup of every input to one
+	// organization (ingest.Arrival.OrgID).
+	OrgID string
 	// Jobs is the number of inputs in flight; default DefaultJobs.
 	Jobs int
 	// Progress, when set, is called after each input with its outcome and
@@ -85,8 +88,12 @@ type Summary struct {
 	FailureReports int `json:"failure_reports"` // failure reports stored
 	TLSReports     int `json:"tls_reports"`     // SMTP TLS reports (RFC 8460) stored
 	Duplicates     int `json:"duplicates"`      // reports already stored before
-	Quarantined    int `json:"quarantined"`     // inputs kept in the quarantine
-	Failed         int `json:"failed"`          // inputs not read or not stored
+	// DifferentContent counts reports with the identity (reporter, report
+	// id, domain) of one stored before but other content: not stored,
+	// and not among Duplicates.
+	DifferentContent int `json:"different_content"`
+	Quarantined      int `json:"quarantined"` // inputs kept in the quarantine
+	Failed           int `json:"failed"`      // inputs not read or not stored
 	// RecordsSkipped counts records of stored reports the parser skipped
 	// as unusable (an empty source IP, say).
 	RecordsSkipped int `json:"records_skipped"`
@@ -97,6 +104,16 @@ type Summary struct {
 
 	Quarantine []Quarantined `json:"quarantine"`
 	Failures   []FailedInput `json:"failures"`
+	// Skipped are the files a folder held that are plainly no report by
+	// their names (a README, a licence, Markdown notes, pictures): left
+	// out, neither read nor quarantined. Not counted in Files.
+	Skipped []SkippedFile `json:"skipped"`
+}
+
+// SkippedFile is a file of a folder left out of an import, and why.
+type SkippedFile struct {
+	File   string `json:"file"`
+	Reason string `json:"reason"`
 }
 
 // Quarantined is one input kept in the quarantine.
@@ -135,12 +152,17 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	files := collectFiles(paths)
 	im := &importer{o: o, sum: &Summary{}, held: map[int]Item{}, stop: stop}
-	for _, f := range files {
-		if f.fail == "" {
+	var files []collected
+	for _, f := range collectFiles(paths) {
+		switch {
+		case f.skip != "":
+			im.sum.Skipped = append(im.sum.Skipped, SkippedFile{File: f.name, Reason: f.skip})
+			continue
+		case f.fail == "":
 			im.sum.Files++
 		}
+		files = append(files, f)
 	}
 	jobs := make(chan *importJob)
 	var wg sync.WaitGroup
@@ -221,27 +243,44 @@ func (im *importer) produce(ctx context.Context, files []collected, jobs chan<- 
 		name := c.name
 		st := &importFile{root: c.root}
 		im.produceFile(ctx, name, st, jobs)
+		// A file whose last input was handed out is marked produced with
+		// it (see send): the input may be done before this line runs.
+		// Here are the others: stopped early, or without input.
 		im.mu.Lock()
-		st.produced = true
-		if st.pending == 0 {
-			im.sum.FilesDone++
+		if !st.produced {
+			st.produced = true
+			if st.pending == 0 {
+				im.sum.FilesDone++
+			}
 		}
 		im.mu.Unlock()
 	}
 }
+
+// testHookSent, when set (by tests), runs after each input is handed out:
+// a delay there is a producer that a loaded machine deschedules.
+var testHookSent func()
 
 func (im *importer) produceFile(ctx context.Context, name string, st *importFile, jobs chan<- *importJob) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		abs = name
 	}
-	send := func(j *importJob) bool {
+	// send hands out one input; last says it is the file's last, so that
+	// the file is marked produced before the input can be done: the
+	// worker recording it then counts the file done (FilesDone), in the
+	// progress of that very input.
+	send := func(j *importJob, last bool) bool {
 		j.seq, j.fs, j.root = im.nextSeq(), st, st.root
 		im.mu.Lock()
 		st.pending++
+		st.produced = last
 		im.mu.Unlock()
 		select {
 		case jobs <- j:
+			if testHookSent != nil {
+				testHookSent()
+			}
 			return true
 		case <-ctx.Done():
 			if j.file != nil {
@@ -249,13 +288,14 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 			}
 			im.mu.Lock()
 			st.pending--
+			st.produced = false
 			im.mu.Unlock()
 			return false
 		}
 	}
 	f, err := openFile(name)
 	if err != nil {
-		send(&importJob{name: name, err: err})
+		send(&importJob{name: name, err: err}, true)
 		return
 	}
 	// ReadAt leaves the offset at the start: one call, not a read and a
@@ -267,11 +307,11 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 	}
 	if err != nil {
 		f.Close()
-		send(&importJob{name: name, err: err})
+		send(&importJob{name: name, err: err}, true)
 		return
 	}
 	if !IsMbox(head[:n]) {
-		send(&importJob{name: name, abs: abs, file: f})
+		send(&importJob{name: name, abs: abs, file: f}, true)
 		return
 	}
 	defer f.Close()
@@ -285,10 +325,10 @@ func (im *importer) produceFile(ctx context.Context, name string, st *importFile
 		if err != nil && !errors.Is(err, ErrMboxMessageTooLarge) {
 			// The file cannot be read on: report it once, under its name.
 			j.name, j.err = name, fmt.Errorf("after %d messages: %w", i-1, err)
-			send(j)
+			send(j, true)
 			return
 		}
-		if !send(j) {
+		if !send(j, !mr.More()) {
 			return
 		}
 	}
@@ -300,7 +340,7 @@ func (im *importer) run(ctx context.Context, j *importJob) {
 		if j.file != nil {
 			r = j.file
 		}
-		j.result, j.err = im.o.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, Name: j.abs})
+		j.result, j.err = im.o.Ingest(ctx, r, ingest.Arrival{Source: ingest.SourceImport, OrgID: im.o.OrgID, Name: j.abs})
 		if j.file != nil {
 			j.file.Close()
 		}
@@ -379,6 +419,8 @@ func (s *Summary) Add(it Item) {
 	}
 	for _, o := range it.Result.Reports {
 		switch {
+		case o.DifferentContent:
+			s.DifferentContent++
 		case o.Duplicate:
 			s.Duplicates++
 		case o.Kind == ingest.KindFailure:
@@ -412,6 +454,9 @@ func (s *Summary) EmptyLists() {
 	}
 	if s.ExpiredReports == nil {
 		s.ExpiredReports = []ExpiredReport{}
+	}
+	if s.Skipped == nil {
+		s.Skipped = []SkippedFile{}
 	}
 }
 
@@ -448,11 +493,41 @@ func sortBy[T any](items []T, seqs []int) {
 	copy(items, sorted)
 }
 
-// collected is a file to import, or a path that cannot be read (fail
-// says why).
+// collected is a file to import, a path that cannot be read (fail says
+// why), or a file of a folder left out (skip says why).
 type collected struct {
-	name, fail string
-	root       int // index of the path given
+	name, fail, skip string
+	root             int // index of the path given
+}
+
+// notReportNames are the base names (without extension, lower case) of
+// the files a folder of reports often holds beside them and that are
+// never a report: a folder cloned from a repository or unpacked from an
+// archive.
+var notReportNames = map[string]bool{"readme": true, "license": true, "licence": true, "copying": true,
+	"notice": true, "authors": true, "changelog": true, "changes": true, "contributing": true, "makefile": true}
+
+// notReportExts are extensions (lower case) of documents, pictures and
+// code: never a report, nor a mail or an mbox file holding one.
+var notReportExts = map[string]bool{".md": true, ".markdown": true, ".rst": true, ".adoc": true, ".pdf": true,
+	".png": true, ".jpg": true, ".jpeg": true, ".gif": true, ".svg": true, ".webp": true, ".ico": true,
+	".html": true, ".htm": true, ".css": true, ".js": true, ".go": true, ".py": true, ".sh": true,
+	".yml": true, ".yaml": true, ".toml": true}
+
+// skipReason says why a folder's file named base is left out of an
+// import, "" when it is read. Only names that plainly say "no report"
+// are left out; any other file is read and its content decides (a file
+// named by itself is always read).
+func skipReason(base string) string {
+	lower := strings.ToLower(base)
+	ext := filepath.Ext(lower)
+	switch {
+	case notReportNames[strings.TrimSuffix(lower, ext)] || notReportNames[lower]:
+		return "not a report by its name (a README, licence or changelog); name the file itself to import it"
+	case notReportExts[ext]:
+		return "not a report by its extension " + ext + " (a document, picture or code); name the file itself to import it"
+	}
+	return ""
 }
 
 // collectFiles expands paths into the files to import and the paths that
@@ -492,10 +567,10 @@ func collectFiles(paths []string) []collected {
 			}
 			switch {
 			case d.Type().IsRegular():
-				out = append(out, collected{name: path, root: i})
+				out = append(out, collected{name: path, root: i, skip: skipReason(d.Name())})
 			case d.Type()&fs.ModeSymlink != 0:
 				if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-					out = append(out, collected{name: path, root: i})
+					out = append(out, collected{name: path, root: i, skip: skipReason(d.Name())})
 				}
 			}
 			return nil

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
@@ -56,7 +57,7 @@ func TestImportFolder(t *testing.T) {
 	}
 	want := Summary{Files: 7, Inputs: 10, FilesDone: 7, Imported: 5, Records: 25, FailureReports: 1, Duplicates: 0, Quarantined: 3, Failed: 1}
 	got := *sum
-	got.Quarantine, got.Failures, got.ExpiredReports = nil, nil, nil
+	got.Quarantine, got.Failures, got.ExpiredReports, got.Skipped = nil, nil, nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("summary %+v\nwant    %+v", got, want)
 	}
@@ -197,5 +198,106 @@ func TestImportProgressInNameOrder(t *testing.T) {
 		filepath.Join(dir, "sub dir", "b [1] (x)!=.xml.gz"), filepath.Join(dir, "sub dir", "c.zip"), missing}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("progress order:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestImportFilesDoneExact ensures FilesDone counts a file done as soon as
+// its last input is: the producer still busy after handing out a file's
+// last input (here a delay injected after every hand-out, as a loaded
+// machine does) must not leave the progress of that input, nor the
+// summary a client builds from the progress, one file short (issue 24:
+// TestImportServerReads saw FilesDone 7 for 8 files).
+func TestImportFilesDoneExact(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := importTree(t)
+	testHookSent = func() { time.Sleep(20 * time.Millisecond) }
+	t.Cleanup(func() { testHookSent = nil })
+	var calls []Summary
+	sum, err := Run(context.Background(), []string{dir}, Options{
+		Ingest: env.Pipeline.Ingest, Jobs: 4,
+		Progress: func(_ Item, s *Summary) { calls = append(calls, *s) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != sum.Inputs || sum.FilesDone != sum.Files {
+		t.Fatalf("%d progress calls for %d inputs; summary %d of %d files done", len(calls), sum.Inputs, sum.FilesDone, sum.Files)
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i].FilesDone < calls[i-1].FilesDone {
+			t.Errorf("FilesDone went back from %d to %d", calls[i-1].FilesDone, calls[i].FilesDone)
+		}
+	}
+	if last := calls[len(calls)-1]; last.FilesDone != sum.Files {
+		t.Errorf("the last input's progress says %d of %d files done", last.FilesDone, sum.Files)
+	}
+}
+
+// TestImportDuplicateWithDifferentContent ensures the summary counts a
+// report stored before apart when the copy imported differs from it
+// (issue 24): "duplicates" are the same report again,
+// "different_content" another one under the same reporter, id and domain.
+func TestImportDuplicateWithDifferentContent(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := t.TempDir()
+	o := reportgen.Options{ReportID: "same-id", Begin: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	writeFile(t, filepath.Join(dir, "a.xml"), reportgen.Generate(1, 5, o))
+	if _, err := Run(context.Background(), []string{dir}, Options{Ingest: env.Pipeline.Ingest}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "b.xml"), reportgen.Generate(1, 7, o))
+	sum, err := Run(context.Background(), []string{dir}, Options{Ingest: env.Pipeline.Ingest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Imported != 0 || sum.Duplicates != 1 || sum.DifferentContent != 1 {
+		t.Errorf("summary: %d imported, %d duplicates, %d with different content; want 0, 1, 1", sum.Imported, sum.Duplicates, sum.DifferentContent)
+	}
+}
+
+// TestImportFolderSkipsNonReports ensures a folder import leaves out the
+// files whose names say they are no report (a README, a LICENSE, notes in
+// Markdown, pictures) with a note, rather than quarantining them, while a
+// file named by itself is read whatever its name, and a report under an
+// ordinary name is imported.
+func TestImportFolderSkipsNonReports(t *testing.T) {
+	env := ingesttest.New(t, "acme/example.com/abc")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.xml"), reportgen.Generate(1, 3, reportgen.Options{Domain: "example.com"}))
+	skipped := []string{"LICENSE", "README", "README.md", filepath.Join("docs", "CHANGELOG.txt"), filepath.Join("docs", "notes.markdown"),
+		filepath.Join("docs", "shot.png"), "readme.rst"}
+	for _, name := range skipped {
+		writeFile(t, filepath.Join(dir, name), []byte("# not a report\n"))
+	}
+	sum, err := Run(context.Background(), []string{dir}, Options{Ingest: env.Pipeline.Ingest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Imported != 1 || sum.Quarantined != 0 || sum.Failed != 0 || sum.Files != 1 || sum.Inputs != 1 {
+		t.Errorf("summary %+v, want 1 imported, nothing quarantined, 1 file", sum)
+	}
+	var got []string
+	for _, s := range sum.Skipped {
+		if s.Reason == "" {
+			t.Errorf("skipped %s without a note", s.File)
+		}
+		got = append(got, strings.TrimPrefix(s.File, dir+"/"))
+	}
+	want := []string{"LICENSE", "README", "README.md", "docs/CHANGELOG.txt", "docs/notes.markdown", "docs/shot.png", "readme.rst"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("skipped %v, want %v (in name order)", got, want)
+	}
+	if q := env.Quarantine(t); len(q) != 0 {
+		t.Errorf("%d quarantine entries, want none: %+v", len(q), q[0])
+	}
+
+	// Named by itself, a file is read: it is quarantined with its reason.
+	readme := filepath.Join(dir, "README.md")
+	sum, err = Run(context.Background(), []string{readme}, Options{Ingest: env.Pipeline.Ingest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Quarantined != 1 || len(sum.Skipped) != 0 {
+		t.Errorf("README.md named by itself: %+v, want it read (quarantined)", sum)
 	}
 }

@@ -113,6 +113,11 @@ func (m *MboxReader) Next() ([]byte, error) {
 	return trimSeparatorBlank(msg), nil
 }
 
+// More reports whether another message follows the one Next returned: when
+// it is false, the next Next returns io.EOF. (When true, Next returns a
+// message, maybe empty, or an error.)
+func (m *MboxReader) More() bool { return m.pending }
+
 // readLine returns the next line with its ending, or a piece of a line
 // longer than the buffer; err is io.EOF with the last, unterminated bytes.
 func (m *MboxReader) readLine() ([]byte, error) {

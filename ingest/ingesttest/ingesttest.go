@@ -63,24 +63,35 @@ func NewWith(t testing.TB, tweak func(*ingest.Config), specs ...string) *Env {
 	if tweak != nil {
 		tweak(&cfg)
 	}
+	env.Pipeline, env.Stop = Start(t, cfg)
+	return env
+}
+
+// Start makes the pipeline of cfg (a nil Logger discards) and runs it
+// until stop is called or the test ends; stop waits for Run to return and
+// may be called more than once.
+func Start(t testing.TB, cfg ingest.Config) (p *ingest.Pipeline, stop func()) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	p, err := ingest.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Pipeline = p
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	stopped := false
-	env.Stop = func() {
+	stop = func() {
 		if !stopped {
 			stopped = true
 			cancel()
 			<-done
 		}
 	}
-	t.Cleanup(env.Stop)
-	return env
+	t.Cleanup(stop)
+	return p, stop
 }
 
 // Reports lists the reports stored for the domain with this address.
@@ -129,7 +140,7 @@ func MailWith(from, to string, attachment []byte, ctype, name string) []byte {
 // ImportTree writes a folder of every kind of input an import meets and
 // returns it: a report of example.com as xml, gz and zip (two in a
 // sub-folder with an odd name), hidden files and folders an import
-// skips, a file without a report, a report of an unregistered domain, and
+// skips, a README a folder import skips by its name, a file without a report, a report of an unregistered domain, and
 // an mbox file of two report mails around a message without a report.
 func ImportTree(t testing.TB) string {
 	t.Helper()
@@ -152,6 +163,7 @@ func ImportTree(t testing.TB) string {
 	write(".hidden.xml", rep(9, "example.com"))
 	write(filepath.Join(".git", "x.xml"), rep(10, "example.com"))
 	write("notes.txt", []byte("not a report\n"))
+	write("README.md", []byte("# My DMARC reports\n"))
 	write("other.xml", rep(6, "unregistered.test"))
 	m4, _ := ReportMail("a@google.com", "abc@reports.test", 4, 5, reportgen.Options{Domain: "example.com"})
 	m5, _ := ReportMail("a@google.com", "abc@reports.test", 5, 5, reportgen.Options{Domain: "example.com"})

@@ -15,6 +15,7 @@ type tally struct {
 	stored, dups map[ingest.Kind]int
 	quarantined  []string // reasons
 	skipped      int
+	expired      int // reports older than the retention window, not stored
 }
 
 func (t *tally) add(res *ingest.Result) {
@@ -32,11 +33,14 @@ func (t *tally) add(res *ingest.Result) {
 		t.quarantined = append(t.quarantined, res.Reason)
 	}
 	t.skipped += res.RecordsSkipped
+	if res.Quarantined == "" {
+		t.expired += len(res.Expired)
+	}
 }
 
 // String says what happened, on one line: "stored: 1 aggregate report",
 // "already stored: 2 aggregate reports", "stored: 1 failure report (3
-// records skipped)", "kept for review: no DMARC report found".
+// records skipped)", "kept for review: no DMARC or TLS report in the input".
 func (t *tally) String() string {
 	var parts []string
 	if s := kinds(t.stored); s != "" {
@@ -47,6 +51,9 @@ func (t *tally) String() string {
 	}
 	if len(t.quarantined) > 0 {
 		parts = append(parts, "kept for review: "+t.quarantined[0])
+	}
+	if t.expired > 0 {
+		parts = append(parts, "not stored: "+plural(t.expired, "report")+" older than the retention window")
 	}
 	msg := strings.Join(parts, "; ")
 	if msg == "" {

@@ -55,6 +55,8 @@ func TestTally(t *testing.T) {
 		want string
 	}{
 		{[]*ingest.Result{{Reports: []ingest.Outcome{agg(false)}}}, "stored: 1 aggregate report"},
+		{[]*ingest.Result{{Reports: []ingest.Outcome{}, Expired: []ingest.Expired{{Kind: ingest.KindAggregate}}}},
+			"not stored: 1 report older than the retention window"},
 		{[]*ingest.Result{{Reports: []ingest.Outcome{agg(false), agg(false), {Kind: ingest.KindFailure}}}}, "stored: 2 aggregate reports, 1 failure report"},
 		{[]*ingest.Result{{Reports: []ingest.Outcome{agg(false)}, RecordsSkipped: 3}, {Reports: []ingest.Outcome{agg(true)}}},
 			"stored: 1 aggregate report; already stored: 1 aggregate report (3 records skipped)"},

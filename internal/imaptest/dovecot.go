@@ -22,7 +22,8 @@ import (
 
 // Dovecot is a real Dovecot serving implicit TLS on a loopback port, run
 // from a temporary directory as an unprivileged process (as nobody when
-// the tests run as root).
+// the tests run as root), with its default Maildir++ layout: the
+// hierarchy separator is ".".
 type Dovecot struct {
 	Port int
 	Cert *Cert // trusted through Cert.Pool
@@ -112,6 +113,12 @@ userdb {
   args = uid=%[4]s gid=%[5]s home=%[1]s/mail/%%u
 }
 mail_location = maildir:%[1]s/mail/%%u/Maildir
+# Dovecot's default Maildir++ layout, said out loud: folders are levels
+# separated by "." (Archive.dmarcd), and a name with "/" is refused.
+namespace inbox {
+  inbox = yes
+  separator = .
+}
 service imap-login {
   chroot =
   inet_listener imap {

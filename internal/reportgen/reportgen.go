@@ -1,5 +1,6 @@
 // Package reportgen generates realistic DMARC aggregate reports from a seed,
-// deterministically, for tests and benchmarks: RFC 7489 XML or its RFC 9990
+// deterministically: the sample reports of 'serve --demo' (cli/demo.go),
+// and the reports of tests and benchmarks. RFC 7489 XML or its RFC 9990
 // variant, plain, gzip or zip, in memory or streamed to a writer (a
 // 1,000,000-record report needs no more memory than a 10-record one).
 //

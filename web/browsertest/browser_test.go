@@ -470,7 +470,7 @@ func TestBrowser(t *testing.T) {
 		id := data[0].(map[string]any)["id"].(string)
 		b.run("alerts", chromedp.Navigate(s.url+"/alerts"), visible(`ul.alerts`))
 		b.screenshot("alerts")
-		b.run("dismiss", click(`form[action="/alerts/`+id+`/dismiss"] button`),
+		b.run("dismiss", click(`button[formaction="/alerts/`+id+`/dismiss"]`),
 			visible(`h1`))
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			_, a := s.api(t, "GET", "/api/v1/alerts?status=dismissed", s.key)
