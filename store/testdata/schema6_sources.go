@@ -1,7 +1,8 @@
 //go:build ignore
 
 // Command schema6_sources writes schema6-sources.db.gz, the older file of
-// the evidence migration's test (schema 6 to 7, TestEvidenceMigration):
+// the evidence migration's test (TestEvidenceMigration: schema 6, before
+// the evidence, to 8):
 // run it in a checkout of the code before that migration (a6dffcc), so
 // that the file is what that code wrote:
 //
