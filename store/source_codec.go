@@ -5,24 +5,37 @@ import (
 	"time"
 )
 
-// Segments of version 2 (segV2, its first byte) write each block with a
-// table of its strings: a block's sources mostly share a few AS names
-// and auth domains, which version 1 (codecVersion) repeated in every
-// entry, and an address takes its 4 or 16 bytes, not its text. Half the
-// bytes per source: the segments were two thirds again of what a commit
-// of 50-record reports wrote beside the records themselves. Version 1
-// segments, written before, are read as they are; a merge rewrites them
-// as version 2.
+// A segment (segVersion, its first byte) is blocks, each with a table of
+// its strings: a block's sources mostly share a few AS names and
+// evidence domains, and an address takes its 4 or 16 bytes, not its text.
 //
-// A version 2 block is the first and last seen times (Unix seconds, the
-// second as a delta), the number of entries n, the number of strings and
-// the strings, then n entries: the address (a tag byte: 0 for the row of
-// other sources, 4 or 16 followed by as many bytes, 0xff followed by the
-// text of one that is not in canonical form), the seven counts, the
-// country code and AS name as string references (0: none, k: the k-th
-// string), the AS number, and the auth results, each a kind symbol, a
-// domain reference, a result symbol and a count.
-const segV2 = 2
+// A block is the first and last seen times (Unix seconds, the second as a
+// delta), the number of entries n, the number of strings and the strings,
+// then n entries: the address (a tag byte: 0 for the row of other
+// sources, 4 or 16 followed by as many bytes, 0xff followed by the text of
+// one that is not in canonical form), the seven counts, the country code
+// and AS name as string references (0: none, k: the k-th string), the AS
+// number, and the evidence, each a kind byte (evKindDKIM, evKindSPF), a
+// domain reference and its messages and passes.
+//
+// Version 3 is schema 8's: versions 1 and 2 kept (kind, domain, result)
+// auth entries, split by result and cut at eight per source and day, so
+// that a source's verified signature could be lost behind its failing
+// SPF results; the migration rebuilt every segment from the records.
+const segVersion = 3
+
+// Evidence kinds as a byte.
+const (
+	evKindDKIM = 1
+	evKindSPF  = 2
+)
+
+func evKindByte(kind string) byte {
+	if kind == EvidenceDKIM {
+		return evKindDKIM
+	}
+	return evKindSPF
+}
 
 // strTable numbers the strings of a block, in the order first used. A
 // block mostly has a handful (a country, an AS name, two auth domains), so
@@ -32,8 +45,8 @@ const segV2 = 2
 type strTable struct {
 	list []string
 	idx  map[string]uint64 // nil until the list grows past strTableScan
-	s    SourceRollup      // appendBlockV2's scratch, which get fills in
-	refs []uint64          // appendBlockV2's references, in the order it makes them
+	s    SourceRollup      // appendSourceBlock's scratch, which get fills in
+	refs []uint64          // appendSourceBlock's references, in the order it makes them
 }
 
 // strTableScan is how many strings are looked up by going through them.
@@ -81,18 +94,18 @@ func (t *strTable) opt(s *string) uint64 {
 	return t.ref(*s)
 }
 
-// appendBlockV2 appends a block of the n sources get gives, seen from
-// first to last. get is called twice for each: for the table, then for
-// the entry; what it fills in must stay the same. The first pass keeps the
-// references it looked up, in order, for the second.
-func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) enc {
+// appendSourceBlock appends a block of the n sources get gives, seen
+// from first to last. get is called twice for each: for the table, then
+// for the entry; what it fills in must stay the same. The first pass keeps
+// the references it looked up, in order, for the second.
+func appendSourceBlock(e enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) enc {
 	t.reset()
 	s := &t.s
 	for i := range n {
 		get(i, s)
 		t.refs = append(t.refs, t.opt(s.CountryCode), t.opt(s.ASOrg))
-		for _, a := range s.Auth {
-			t.refs = append(t.refs, t.ref(a.Domain))
+		for _, ev := range s.Evidence {
+			t.refs = append(t.refs, t.ref(ev.Domain))
 		}
 	}
 	e = appendBlockHeader(e, first, last, n)
@@ -108,9 +121,10 @@ func appendBlockV2(e enc, t *strTable, first, last int64, n int, get func(i int,
 		e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
 		e = e.uvarint(refs[0]).optU32(s.ASN).uvarint(refs[1])
 		refs = refs[2:]
-		e = e.uvarint(uint64(len(s.Auth)))
-		for _, a := range s.Auth {
-			e = e.sym(a.Kind).uvarint(refs[0]).sym(a.Result).varint(a.Messages)
+		e = e.uvarint(uint64(len(s.Evidence)))
+		for _, ev := range s.Evidence {
+			e = append(e, evKindByte(ev.Kind))
+			e = e.uvarint(refs[0]).varint(ev.Messages).varint(ev.Pass)
 			refs = refs[1:]
 		}
 	}
@@ -163,9 +177,9 @@ func (d *dec) addr() string {
 	return ""
 }
 
-// decodeBlockV2 reads one version 2 block and calls fn with each of its
+// decodeSourceBlock reads one block and calls fn with each of its
 // sources, which share their strings (the caller may keep them).
-func decodeBlockV2(d *dec, fn func(*SourceRollup)) error {
+func decodeSourceBlock(d *dec, fn func(*SourceRollup)) error {
 	f := d.varint()
 	first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.varint(), 0).UTC()
 	n := d.count()
@@ -198,21 +212,28 @@ func decodeBlockV2(d *dec, fn func(*SourceRollup)) error {
 		s.CountryCode = ref()
 		s.ASN = d.optU32()
 		s.ASOrg = ref()
-		na := d.count()
-		if na > maxSourceAuth {
+		ne := d.count()
+		if ne > maxSourceEvidence {
 			return errCorrupt
 		}
-		if na > 0 {
-			s.Auth = make([]AuthDomainCount, na)
-			for i := range s.Auth {
-				a := &s.Auth[i]
-				a.Kind = d.sym()
+		if ne > 0 {
+			s.Evidence = make([]Evidence, ne)
+			for i := range s.Evidence {
+				ev := &s.Evidence[i]
+				switch d.byte() {
+				case evKindDKIM:
+					ev.Kind = EvidenceDKIM
+				case evKindSPF:
+					ev.Kind = EvidenceSPF
+				default:
+					d.fail()
+				}
 				if p := ref(); p != nil {
-					a.Domain = *p
+					ev.Domain = *p
 				} else {
 					d.fail()
 				}
-				a.Result, a.Messages = d.sym(), d.varint()
+				ev.Messages, ev.Pass = d.varint(), d.varint()
 			}
 		}
 		if !d.ok() {

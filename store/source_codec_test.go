@@ -6,22 +6,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
-
-// appendSourceEntryV1 writes an entry as version 1 segments had it, for
-// the tests of reading them.
-func appendSourceEntryV1(e enc, s *SourceRollup) enc {
-	e = e.str(s.SourceIP).varint(s.Messages).varint(s.DMARCPass).varint(s.SPFAligned).varint(s.DKIMAligned)
-	e = e.varint(s.Disposition.None).varint(s.Disposition.Quarantine).varint(s.Disposition.Reject)
-	e = e.opt(s.CountryCode).optU32(s.ASN).opt(s.ASOrg)
-	e = e.uvarint(uint64(len(s.Auth)))
-	for _, a := range s.Auth {
-		e = e.sym(a.Kind).str(a.Domain).sym(a.Result).varint(a.Messages)
-	}
-	return e
-}
 
 func codecSources() []*SourceRollup {
 	cc, org, other := "SE", "Example AB", "Other Net"
@@ -39,107 +24,99 @@ func codecSources() []*SourceRollup {
 		switch i % 3 {
 		case 0:
 			s.CountryCode, s.ASN, s.ASOrg = &cc, &asn, &org
-			s.Auth = []AuthDomainCount{{Kind: "spf", Domain: "example.com", Result: "pass", Messages: 3},
-				{Kind: "dkim", Domain: "mail.example.net", Result: "fail", Messages: 2}}
+			s.Evidence = []Evidence{{Kind: EvidenceSPF, Domain: "example.com", Messages: 3, Pass: 3},
+				{Kind: EvidenceDKIM, Domain: "mail.example.net", Messages: 2}}
 		case 1:
 			s.ASOrg = &other
-			s.Auth = []AuthDomainCount{{Kind: "dkim", Domain: "", Result: "weird-result", Messages: 1}}
+			s.Evidence = []Evidence{{Kind: EvidenceDKIM, Domain: "", Messages: 1, Pass: 1}}
 		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// TestSourceSegmentRoundTrip writes sources in a version 2 block and in a
-// version 1 segment and reads both back the same: addresses of every
-// form (v4, v6, mapped, the row of other sources, text that is no
-// canonical address), missing geolocation, an empty auth domain, a
-// result that is no symbol.
+// TestSourceSegmentRoundTrip writes sources in a block and reads them
+// back the same: addresses of every form (v4, v6, mapped, the row of
+// other sources, text that is no canonical address), missing
+// geolocation, evidence of both kinds and an empty domain. Segments of
+// the layouts before (versions 1 and 2, which schema 8 rebuilt) are
+// refused as corrupt, never misread.
 func TestSourceSegmentRoundTrip(t *testing.T) {
 	srcs := codecSources()
 	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
 	var tab strTable
-	v2 := appendBlockV2(enc{segV2}, &tab, first, last, len(srcs), func(i int, s *SourceRollup) { *s = *srcs[i] })
-	v1 := appendBlockHeader(enc{codecVersion}, first, last, len(srcs))
-	for _, s := range srcs {
-		v1 = appendSourceEntryV1(v1, s)
+	raw := appendSourceBlock(enc{segVersion}, &tab, first, last, len(srcs), func(i int, s *SourceRollup) { *s = *srcs[i] })
+	var got []*SourceRollup
+	if err := decodeSourceSegment(raw, func(s *SourceRollup) { got = append(got, s) }); err != nil {
+		t.Fatal(err)
 	}
-	for name, raw := range map[string][]byte{"v2": v2, "v1": v1} {
-		var got []*SourceRollup
-		if err := decodeSourceSegment(raw, func(s *SourceRollup) { got = append(got, s) }); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(got) != len(srcs) {
-			t.Fatalf("%s: %d sources, want %d", name, len(got), len(srcs))
-		}
-		for i := range srcs {
-			if !reflect.DeepEqual(got[i], srcs[i]) {
-				t.Errorf("%s source %d:\n got %+v\nwant %+v", name, i, *got[i], *srcs[i])
-			}
-		}
+	if len(got) != len(srcs) {
+		t.Fatalf("%d sources, want %d", len(got), len(srcs))
 	}
-	if len(v2) >= len(v1) {
-		t.Errorf("version 2 takes %d bytes, version 1 %d: the table should make it smaller", len(v2), len(v1))
+	for i := range srcs {
+		if !reflect.DeepEqual(got[i], srcs[i]) {
+			t.Errorf("source %d:\n got %+v\nwant %+v", i, *got[i], *srcs[i])
+		}
 	}
 	// Cut anywhere, a segment is an error, never a panic or a wrong source.
-	for n := 1; n < len(v2); n++ {
-		err := decodeSourceSegment(v2[:n], func(*SourceRollup) {})
+	for n := 1; n < len(raw); n++ {
+		err := decodeSourceSegment(raw[:n], func(*SourceRollup) {})
 		if err != nil && !errors.Is(err, errCorrupt) {
 			t.Fatalf("cut at %d: %v", n, err)
 		}
 	}
-	if err := decodeSourceSegment([]byte{9}, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
-		t.Errorf("unknown version: %v", err)
+	for _, version := range []byte{1, 2, 9} {
+		old := append([]byte{version}, raw[1:]...)
+		if err := decodeSourceSegment(old, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
+			t.Errorf("version %d: %v", version, err)
+		}
+	}
+	// An evidence kind that is neither DKIM nor SPF is corrupt: one source
+	// whose entry ends with its one piece of evidence (kind, domain
+	// reference, messages 3, passes 3: four bytes).
+	one := appendSourceBlock(enc{segVersion}, &tab, first, last, 1, func(_ int, s *SourceRollup) {
+		*s = SourceRollup{SourceIP: "192.0.2.1", Messages: 3, Evidence: []Evidence{{EvidenceSPF, "example.com", 3, 3}}}
+	})
+	if err := decodeSourceSegment(one, func(*SourceRollup) {}); err != nil || one[len(one)-4] != evKindSPF {
+		t.Fatalf("one source: %v, kind byte %d", err, one[len(one)-4])
+	}
+	one[len(one)-4] = 7
+	if err := decodeSourceSegment(one, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
+		t.Errorf("evidence kind 7: %v", err)
 	}
 }
 
-// TestMergeReadsVersion1 merges a day's segment written in version 1 (as
-// a database from before holds them) with new entries: every source is
-// summed, and the merged segment is written in version 2.
-func TestMergeReadsVersion1(t *testing.T) {
-	db, err := Open(t.TempDir()+"/x.db", nil)
-	if err != nil {
-		t.Fatal(err)
+// TestAddEvidence checks how evidence adds up: a domain twice in one
+// record counts its messages once (passing when either result passed),
+// records and days add up, and past maxSourceEvidence entries a domain
+// with more messages than the smallest entry takes its place.
+func TestAddEvidence(t *testing.T) {
+	var out []Evidence
+	out = addRecordEvidence(out, 0, EvidenceDKIM, "Example.COM", "fail", 5)
+	out = addRecordEvidence(out, 0, EvidenceDKIM, "example.com", "pass", 5)
+	out = addRecordEvidence(out, 0, EvidenceSPF, "example.com", "softfail", 5)
+	out = addRecordEvidence(out, 0, EvidenceSPF, "", "pass", 5)
+	want := []Evidence{{EvidenceDKIM, "example.com", 5, 5}, {EvidenceSPF, "example.com", 5, 0}}
+	if !reflect.DeepEqual(out, want) {
+		t.Fatalf("one record: %+v, want %+v", out, want)
 	}
-	defer db.Close()
-	srcs := codecSources()
-	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
-	old := appendBlockHeader(enc{codecVersion}, first, last, len(srcs))
-	for _, s := range srcs {
-		old = appendSourceEntryV1(old, s)
+	if u := addRecordEvidence(nil, 0, EvidenceDKIM, "BÜCHER.Example", "pass", 1); u[0].Domain != "bücher.example" {
+		t.Errorf("a domain past ASCII: %q", u[0].Domain)
 	}
-	var tab strTable
-	add := appendBlockV2(enc{segV2}, &tab, first, last, 2, func(i int, s *SourceRollup) { *s = *srcs[i] })
-	prefix := rollupKey("00000000-0000-7000-8000-000000000001", 20000)
-	err = db.bolt.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSourceRollups)
-		if err := b.Put(sourceSegKey(prefix, 0), old); err != nil {
-			return err
-		}
-		merged, err := mergeSegments(b, prefix, 0, &sourceEntries{n: 2, body: add})
-		if err != nil {
-			return err
-		}
-		if merged[0] != segV2 {
-			t.Errorf("merged segment of version %d", merged[0])
-		}
-		got := map[string]int64{}
-		if err := decodeSourceSegment(merged, func(s *SourceRollup) { got[s.SourceIP] += s.Messages }); err != nil {
-			return err
-		}
-		for i, s := range srcs {
-			want := s.Messages
-			if i < 2 {
-				want *= 2
-			}
-			if got[s.SourceIP] != want {
-				t.Errorf("%q: %d messages, want %d", s.SourceIP, got[s.SourceIP], want)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "example.com", 3, 0})
+	if out[0] != (Evidence{EvidenceDKIM, "example.com", 8, 5}) {
+		t.Fatalf("two records: %+v", out[0])
+	}
+	for i := range maxSourceEvidence - 2 {
+		out = addEvidence(out, 0, Evidence{EvidenceSPF, fmt.Sprint("d", i, ".example"), int64(10 + i), 1})
+	}
+	if len(out) != maxSourceEvidence {
+		t.Fatalf("%d entries", len(out))
+	}
+	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "small.example", 1, 1})
+	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "sendgrid.net", 6, 6})
+	if len(out) != maxSourceEvidence || out[1] != (Evidence{EvidenceDKIM, "sendgrid.net", 6, 6}) {
+		t.Errorf("full: %+v, want sendgrid.net in the place of the SPF entry of 5 messages, small.example left out", out)
 	}
 }
 
