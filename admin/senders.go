@@ -24,7 +24,10 @@ type SendersView struct {
 	DateFrom     time.Time        `json:"date_from"`
 	DateTo       time.Time        `json:"date_to"`
 	Senders      []*senders.Group `json:"data"`
-	Advice       *senders.Advice  `json:"policy_advice"`
+	// Breakdown sums the groups by category: legitimate, forwarded and
+	// unidentified mail, adding up to the window's messages.
+	Breakdown senders.Breakdown `json:"breakdown"`
+	Advice    *senders.Advice   `json:"policy_advice"`
 }
 
 // Senders answers the sender views of the domain named domain (or with
@@ -46,6 +49,7 @@ func (l *Local) Senders(ctx context.Context, orgRef, domain string, from, to tim
 	if out.Senders == nil {
 		out.Senders = []*senders.Group{}
 	}
+	out.Breakdown = senders.BreakdownOf(out.Senders)
 	if out.Advice, err = v.PolicyAdvice(ctx, dom.OrgID, dom.ID, from, to); err != nil {
 		return nil, err
 	}

@@ -45,12 +45,21 @@ type QuarantineRetrier interface {
 	RetryQuarantine(ctx context.Context, id string) (*ingest.Result, error)
 }
 
+// PublishedCache keeps the published DMARC records it looked up
+// (*senders.Views, for the policy advice of domains without a DNS check).
+type PublishedCache interface {
+	ForgetPublished(name string)
+}
+
 // Config holds what an App is built from. Only Store is required; an
 // operation whose part is missing fails with an Internal error.
 type Config struct {
 	Store *store.DB
 	// DNS verifies domains, suggests their record and answers check-dmarc.
 	DNS DNSChecker
+	// Published forgets a domain's looked-up record when a verification
+	// reads its DNS; nil: nothing to forget.
+	Published PublishedCache
 	// TLS answers check-tls.
 	TLS TLSChecker
 	// ReportingDomain is the domain of every reporting address.

@@ -59,17 +59,15 @@ func (a *App) CreateDomain(ctx context.Context, actor Actor, name string) (*stor
 	if err := a.db.CreateDomain(d); err != nil {
 		return nil, nil, err
 	}
-	return d, append(dnscheck.PublishRecords(d.Name, d.DMARCRecord, a.cfg.ReportingDomain), a.tlsRPTRecord(d)), nil
+	return d, a.DomainRecords(d), nil
 }
 
-// tlsRPTRecord is the TLS-RPT record of a new domain: its reporting
-// address, and the HTTPS URI when the public URL is https.
-func (a *App) tlsRPTRecord(d *store.Domain) dnscheck.DNSRecord {
-	uri := ""
-	if local, _, ok := strings.Cut(d.ReportingEmail, "@"); ok && strings.HasPrefix(a.cfg.PublicURL, "https://") {
-		uri = a.cfg.PublicURL + "/tlsrpt/" + local
-	}
-	return dnscheck.TLSRPTRecordWith(d.Name, d.ReportingEmail, uri)
+// DomainRecords is every DNS record domain d publishes for dmarcd (the
+// dns_records of its creation, a pending domain's page): its DMARC
+// record, the authorization in the reporting domain's zone, and its
+// TLS-RPT record, with the HTTPS URI when the public URL is https.
+func (a *App) DomainRecords(d *store.Domain) []dnscheck.DNSRecord {
+	return dnscheck.DomainRecords(d.Name, d.DMARCRecord, d.ReportingEmail, a.cfg.ReportingDomain, a.cfg.PublicURL)
 }
 
 // VerifyDomain checks that domain id publishes its reporting address and,
@@ -88,6 +86,9 @@ func (a *App) VerifyDomain(ctx context.Context, actor Actor, id string) (*store.
 	}
 	dctx, cancel := a.dnsContext(ctx)
 	defer cancel()
+	if a.cfg.Published != nil {
+		a.cfg.Published.ForgetPublished(d.Name) // this reads the domain's DNS afresh: so does the advice next
+	}
 	if err := a.cfg.DNS.Verify(dctx, d.Name, d.ReportingEmail); err != nil {
 		return nil, err
 	}
@@ -147,4 +148,14 @@ func checkedName(actor Actor, domain string) (string, error) {
 		return "", err
 	}
 	return domainName("domain", domain)
+}
+
+// DMARCResolver is the resolver of the App's DNS checker when it is a
+// *dnscheck.Checker, else nil: sender views built without one read
+// published records through it.
+func (a *App) DMARCResolver() dnscheck.TXTResolver {
+	if c, ok := a.cfg.DNS.(*dnscheck.Checker); ok && c.Resolver != nil {
+		return c.Resolver
+	}
+	return nil
 }

@@ -32,14 +32,21 @@ func newSendersCommand(g *globalOptions) *cobra.Command {
 		Use:   "senders DOMAIN",
 		Short: "Show who sends mail as a domain, what to fix, and how close it is to p=reject",
 		Long: `Show the mail of a registered domain over a window (default: the last 30
-days) grouped by who sends it: a known service (by the forward-confirmed
-reverse DNS name of its sources), else the base domain of those names,
-else the autonomous system. Each group has its DMARC, aligned SPF and
-aligned DKIM pass rates, a status (passing >= 95 %, failing <= 50 %,
-partial in between), a category (authorized, forwarder, unknown) and hints
-naming the record to fix. Below the table: the domain's stage on the way
-p=none -> p=quarantine -> p=reject and the next record to publish. These
-are the API's /senders and /policy-advice views.
+days) grouped by who sends it, named from the reports' own evidence: a
+known service whose DKIM signature verified or whose SPF (MAIL FROM)
+domain passed, or under whose name the address's forward-confirmed
+reverse DNS is; the domain's own mail ("example.com (own servers)",
+"example.com via AS15169 Google LLC", "example.com (forwarded)"); the base
+domain of the reverse DNS name; the autonomous system; else
+"Unidentified". A failing signature or SPF result names nobody. Each
+group has the evidence behind its name, its DMARC, aligned SPF and aligned
+DKIM pass rates, a status (passing >= 95 %, failing <= 50 %, partial in
+between), a category (authorized, forwarder, unknown) and hints naming the
+record to fix. Below the table: the window's mail as legitimate,
+forwarded and unidentified (adding up to its messages), then the domain's
+stage on the way p=none -> p=quarantine -> p=reject, judged on the last
+14 days, and the next record to publish. These are the API's /senders and
+/policy-advice views, with the names of the web interface.
 
 DOMAIN is a domain name (or a domain id). When several organizations
 registered the name, choose one with --org.
@@ -122,7 +129,7 @@ func runSenders(ctx context.Context, g *globalOptions, o sendersCmdOptions, doma
 		if err != nil {
 			return err
 		}
-		l.Views = &senders.Views{DB: l.DB, Known: known, SPF: senders.NewSPFCache(res, 0)}
+		l.Views = &senders.Views{DB: l.DB, Known: known, SPF: senders.NewSPFCache(res, 0), DMARC: res}
 	}
 	v, err := svc.Senders(ctx, o.Org, domain, from, to)
 	if err != nil {
@@ -137,6 +144,14 @@ func runSenders(ctx context.Context, g *globalOptions, o sendersCmdOptions, doma
 // percent formats a rate of 0..1 with one decimal.
 func percent(r float64) string { return strconv.FormatFloat(100*r, 'f', 1, 64) + "%" }
 
+// messagesOf is "n messages, r% passing DMARC", or "none".
+func messagesOf(s senders.Share) string {
+	if s.Messages == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d messages from %s, %s passing DMARC", s.Messages, plural(s.Groups, "sender"), percent(s.PassRate()))
+}
+
 func printSenders(g *globalOptions, v *admin.SendersView) error {
 	w := g.stdout
 	days := int(v.DateTo.Truncate(24*time.Hour).Sub(v.DateFrom.Truncate(24*time.Hour))/(24*time.Hour)) + 1
@@ -145,14 +160,26 @@ func printSenders(g *globalOptions, v *admin.SendersView) error {
 	if len(v.Senders) == 0 {
 		fmt.Fprintln(w, "No reports in this window.")
 	} else {
-		tw := newTable(w, "SENDER", "TYPE", "CATEGORY", "IPS", "MESSAGES", "DMARC", "SPF ALIGNED", "DKIM ALIGNED", "STATUS")
+		tw := newTable(w, "SENDER", "EVIDENCE", "CATEGORY", "IPS", "MESSAGES", "DMARC", "SPF ALIGNED", "DKIM ALIGNED", "STATUS")
 		for _, s := range v.Senders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", oneLine(s.Name, 40), s.Type, s.Category, s.SourceIPs,
+			evidence := "-"
+			if len(s.EvidenceDetails) > 0 {
+				evidence = s.EvidenceDetails[0].String()
+				if n := len(s.EvidenceDetails) - 1; n > 0 {
+					evidence += fmt.Sprintf(" and %d more", n)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", oneLine(s.Name, 50), oneLine(evidence, 60), s.Category, s.SourceIPs,
 				s.Messages, percent(s.DMARCPassRate), percent(s.SPFAlignedRate), percent(s.DKIMAlignedRate), s.Status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		b := v.Breakdown
+		fmt.Fprintf(w, "\n%d messages in these %d days:\n", b.Messages, days)
+		fmt.Fprintf(w, "  legitimate (authorized senders): %s\n", messagesOf(b.Legitimate))
+		fmt.Fprintf(w, "  forwarded (your DKIM, relayed on): %s\n", messagesOf(b.Forwarded))
+		fmt.Fprintf(w, "  unidentified (no evidence it is yours; p=reject stops it): %s\n", messagesOf(b.Unidentified))
 		first := true
 		for _, s := range v.Senders {
 			for _, h := range s.Hints {
@@ -160,7 +187,7 @@ func printSenders(g *globalOptions, v *admin.SendersView) error {
 					fmt.Fprintln(w, "\nWhat to fix:")
 					first = false
 				}
-				fmt.Fprintf(w, "  %s: %s\n", oneLine(s.Name, 40), oneLine(h, 400))
+				fmt.Fprintf(w, "  %s: %s\n", oneLine(s.Name, 50), oneLine(h, 400))
 			}
 		}
 	}
@@ -181,7 +208,8 @@ func printSenders(g *globalOptions, v *admin.SendersView) error {
 	}
 	fmt.Fprintf(w, "Enforcement: %s (published: %s)\n", strings.ReplaceAll(a.Stage, "_", " "), published)
 	if a.LegitimateMessages > 0 {
-		fmt.Fprintf(w, "  legitimate mail passing DMARC: %s of %d messages\n", percent(a.LegitimatePassRate), a.LegitimateMessages)
+		fmt.Fprintf(w, "  over the last %d days, legitimate and forwarded mail passing DMARC: %s of %d messages\n",
+			min(a.WindowDays, senders.DefaultThresholds.ReadyDays), percent(a.LegitimatePassRate), a.LegitimateMessages)
 	}
 	for _, r := range a.Reasons {
 		fmt.Fprintf(w, "  %s\n", oneLine(r, 400))

@@ -78,35 +78,48 @@ func sendersDataDir(t *testing.T) (string, *dnstest.Server) {
 	}
 	srv := dnstest.Start(t)
 	srv.AddTXT("example.com", "v=spf1 ip4:192.0.2.0/24 -all")
+	srv.AddTXT("_dmarc.example.com", "v=DMARC1; p=none; rua=mailto:dmarc@example.com")
 	return dataDir, srv
 }
 
-// checkSendersOutput checks the table and the advice of the test data.
+// checkSendersOutput checks the table, the figures and the advice of the
+// test data: senders named as the web names them, with their evidence,
+// and legitimate, forwarded and unidentified mail adding up to the
+// window's messages.
 func checkSendersOutput(t *testing.T, out string) {
 	t.Helper()
 	for _, want := range []string{
 		"example.com (organization acme), 2026-10-23 to 2026-11-21 (30 days)",
-		"SENDER", "Intuit Mailchimp", "service", "authorized", "failing",
+		"SENDER", "EVIDENCE",
 		"SPF passes for mcsv.net but is not aligned",
+		"400 messages in these 30 days:",
+		"  legitimate (authorized senders): 360 messages from 2 senders, 83.3% passing DMARC",
+		"  forwarded (your DKIM, relayed on): none",
+		"  unidentified (no evidence it is yours; p=reject stops it): 40 messages from 1 sender, 0.0% passing DMARC",
 		"Enforcement: not enough data (published: p=none)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	// The domain's own server is authorized by SPF; the spoofer (no name,
-	// no AS) is unknown and failing.
-	rows := map[string][]string{}
+	// Each group's row: its name, its evidence, its category, its
+	// addresses and messages, its DMARC pass rate and status.
+	rows := map[string]string{}
 	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 9 {
-			rows[f[0]] = f
+		for _, name := range []string{"Intuit Mailchimp", "example.com (own servers)", "Unidentified"} {
+			if strings.HasPrefix(line, name+"  ") {
+				rows[name] = strings.Join(strings.Fields(line), " ")
+			}
 		}
 	}
-	if r := rows["example.com"]; r == nil || r[1] != "domain" || r[2] != "authorized" || r[5] != "100.0%" || r[8] != "passing" {
-		t.Errorf("own server row %q", r)
-	}
-	if r := rows["unknown"]; r == nil || r[2] != "unknown" || r[4] != "40" || r[8] != "failing" {
-		t.Errorf("spoofer row %q", r)
+	for name, want := range map[string]string{
+		"Intuit Mailchimp":          "Intuit Mailchimp SPF mcsv.net, 1 address authorized 1 60 0.0% 0.0% 0.0% failing",
+		"example.com (own servers)": "example.com (own servers) SPF example.com, 1 address authorized 1 300 100.0% 100.0% 0.0% passing",
+		"Unidentified":              "Unidentified no verified DKIM, passing SPF or host name, 1 address unknown 1 40 0.0% 0.0% 0.0% failing",
+	} {
+		if rows[name] != want {
+			t.Errorf("row %q, want %q", rows[name], want)
+		}
 	}
 }
 
@@ -129,11 +142,15 @@ func TestSendersOffline(t *testing.T) {
 	}
 	cats := map[string]string{}
 	for _, g := range v.Senders {
-		cats[g.Name] = g.Category + "/" + g.Status
+		cats[g.Name] = g.Category + "/" + g.Status + "/" + g.Evidence
 	}
-	if len(v.Senders) != 3 || cats["Intuit Mailchimp"] != "authorized/failing" || cats["example.com"] != "authorized/passing" ||
-		cats["unknown"] != "unknown/failing" || v.Advice == nil || v.Advice.Stage != senders.StageNotEnoughData || v.Domain != "example.com" {
+	if len(v.Senders) != 3 || cats["Intuit Mailchimp"] != "authorized/failing/spf" || cats["example.com (own servers)"] != "authorized/passing/own_domain" ||
+		cats["Unidentified"] != "unknown/failing/none" || v.Advice == nil || v.Advice.Stage != senders.StageNotEnoughData || v.Domain != "example.com" {
 		t.Errorf("--json: %d groups %v, advice %+v", len(v.Senders), cats, v.Advice)
+	}
+	if b := v.Breakdown; b.Messages != 400 || b.Legitimate.Messages+b.Forwarded.Messages+b.Unidentified.Messages != b.Messages ||
+		b.Legitimate.DMARCPass != 300 || b.Unidentified.Messages != 40 {
+		t.Errorf("--json breakdown %+v", b)
 	}
 
 	code, out, _ = run(t, nil, dd, "senders", "example.com", "--from", "2026-01-01", "--to", "2026-01-31T12:00:00Z")
@@ -200,7 +217,7 @@ func TestSendersThroughSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	views := &senders.Views{DB: db, Known: senders.DefaultKnownSenders(), SPF: senders.NewSPFCache(res, 0)}
+	views := &senders.Views{DB: db, Known: senders.DefaultKnownSenders(), SPF: senders.NewSPFCache(res, 0), DMARC: res}
 	ln, err := admin.Listen(g.socketPath())
 	if err != nil {
 		t.Fatal(err)

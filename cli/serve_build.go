@@ -149,7 +149,7 @@ func (s *server) openClients() (err error) {
 			return usageError{fmt.Errorf("--sender-map: %w", err)}
 		}
 	}
-	s.views = &senders.Views{DB: s.db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0)}
+	s.views = &senders.Views{DB: s.db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0), DMARC: s.resolver}
 	return nil
 }
 
@@ -207,6 +207,7 @@ func (s *server) buildApp() error {
 	s.app = app.New(app.Config{
 		Store:           s.db,
 		DNS:             s.dns,
+		Published:       s.views,
 		TLS:             &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: fetcher},
 		ReportingDomain: s.reportingDomain,
 		PublicURL:       s.o.PublicURL,
@@ -226,7 +227,8 @@ func (s *server) buildHTTP() error {
 	o, log := s.o, s.log
 	s.api = httpapi.New(httpapi.Config{App: s.app, Store: s.db, Senders: s.views, RateLimit: o.RateLimit,
 		Logger: log, Metrics: s.reg, Version: version(), TLSReports: s.tlsReports, Ready: s.readiness})
-	ui, err := web.New(web.Config{App: s.app, Store: s.db, DNS: s.dns, PublicURL: o.PublicURL, Logger: log, Senders: s.views})
+	ui, err := web.New(web.Config{App: s.app, Store: s.db, DNS: s.dns, PublicURL: o.PublicURL, Logger: log, Senders: s.views,
+		GeoIPCity: o.Geo.City != "", GeoIPASN: o.Geo.ASN != ""})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,7 +148,13 @@ func (c *Checker) dmarcRecords(ctx context.Context, domain string, res *CheckRes
 // txtRecords returns the TXT records at _dmarc.<domain> that claim to be
 // DMARC, and the others. A missing name is no records.
 func (c *Checker) txtRecords(ctx context.Context, domain string) (recs, others []string, err error) {
-	txts, err := c.Resolver.LookupTXT(ctx, recordName(domain))
+	return txtMatching(ctx, c.Resolver, recordName(domain), dmarc.IsDMARCRecord)
+}
+
+// txtMatching returns the TXT records at name that match, and the others.
+// A missing name (ErrNotFound) is no records; other errors are r's.
+func txtMatching(ctx context.Context, r TXTResolver, name string, match func(string) bool) (matching, others []string, err error) {
+	txts, err := r.LookupTXT(ctx, name)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -155,13 +162,13 @@ func (c *Checker) txtRecords(ctx context.Context, domain string) (recs, others [
 		return nil, nil, err
 	}
 	for _, t := range txts {
-		if dmarc.IsDMARCRecord(t) {
-			recs = append(recs, t)
+		if match(t) {
+			matching = append(matching, t)
 		} else {
 			others = append(others, t)
 		}
 	}
-	return recs, others, nil
+	return matching, others, nil
 }
 
 func looksLikeDMARC(txt string) bool {
@@ -203,4 +210,20 @@ func problems(err error) []string {
 		return re.Problems
 	}
 	return []string{err.Error()}
+}
+
+// TXTResolver looks up TXT records, as Resolver does: its errors wrap
+// ErrNotFound for a name without TXT records and ErrTemporary when the DNS
+// could not tell.
+type TXTResolver interface {
+	LookupTXT(ctx context.Context, name string) ([]string, error)
+}
+
+// DMARCRecords returns the DMARC records (TXT records starting with
+// v=DMARC1) published at _dmarc.<domain>, sorted; none when the name has
+// no TXT records. Errors are r's other than ErrNotFound.
+func DMARCRecords(ctx context.Context, r TXTResolver, domain string) ([]string, error) {
+	recs, _, err := txtMatching(ctx, r, recordName(domain), dmarc.IsDMARCRecord)
+	slices.Sort(recs)
+	return recs, err
 }

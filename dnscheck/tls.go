@@ -2,7 +2,6 @@ package dnscheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -128,20 +127,11 @@ func (c *TLSChecker) policyURL(domain string) string {
 // txtWith returns the TXT records at name that start with version (the
 // others are no concern of this check). No such name is no record.
 func (c *TLSChecker) txtWith(ctx context.Context, name, version string) ([]string, error) {
-	txts, err := c.Resolver.LookupTXT(ctx, name)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, t := range txts {
-		if v, _, _ := strings.Cut(t, ";"); strings.TrimSpace(v) == version {
-			out = append(out, t)
-		}
-	}
-	return out, nil
+	out, _, err := txtMatching(ctx, c.Resolver, name, func(t string) bool {
+		v, _, _ := strings.Cut(t, ";")
+		return strings.TrimSpace(v) == version
+	})
+	return out, err
 }
 
 // tagList splits "k=v; k=v" into tags in order; malformed parts are
@@ -363,4 +353,17 @@ func clipText(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// DomainRecords lists every record a registered domain publishes for
+// dmarcd (the dns_records of its creation): the PublishRecords, then its
+// TLS-RPT record at _smtp._tls.<domain>, whose rua also names the HTTPS
+// endpoint <publicURL>/tlsrpt/<local part of reportingEmail> when
+// publicURL is https.
+func DomainRecords(domain, dmarcRecord, reportingEmail, reportingDomain, publicURL string) []DNSRecord {
+	uri := ""
+	if local, _, ok := strings.Cut(reportingEmail, "@"); ok && strings.HasPrefix(publicURL, "https://") {
+		uri = publicURL + "/tlsrpt/" + local
+	}
+	return append(PublishRecords(domain, dmarcRecord, reportingDomain), TLSRPTRecordWith(domain, reportingEmail, uri))
 }

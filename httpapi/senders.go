@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/dmarcd/dmarcd/senders"
@@ -18,12 +19,13 @@ import (
 var defaultKnownSenders = sync.OnceValue(senders.DefaultKnownSenders)
 
 // senderViews returns the configured views, or views over the store with
-// the embedded map and no SPF evaluation.
+// the embedded map, no SPF evaluation, and the app's DNS resolver to read
+// published records.
 func (s *Server) senderViews() *senders.Views {
 	if s.cfg.Senders != nil {
 		return s.cfg.Senders
 	}
-	return &senders.Views{DB: s.store, Known: defaultKnownSenders()}
+	return &senders.Views{DB: s.store, Known: defaultKnownSenders(), DMARC: s.app.DMARCResolver()}
 }
 
 // viewErr turns a store error of the views into the API's.
@@ -37,8 +39,11 @@ func viewErr(err error) error {
 	return err
 }
 
+// maxGroupParam bounds the group query parameter of /sources.
+const maxGroupParam = 300
+
 // domainSources serves GET /domains/{id}/sources: one row per source IP,
-// most messages first, paginated.
+// most messages first, paginated; group=NAME keeps one sender group's.
 func (s *Server) domainSources(w http.ResponseWriter, r *request) error {
 	p, err := parsePage(r)
 	if err != nil {
@@ -48,7 +53,12 @@ func (s *Server) domainSources(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.senderViews().Sources(r.Context(), r.orgID(), r.params.ByName("id"), from, to)
+	group := r.URL.Query().Get("group")
+	if len(group) > maxGroupParam {
+		msg := "must be at most " + strconv.Itoa(maxGroupParam) + " bytes"
+		return errBadRequest("query parameter group "+msg, FieldError{Field: "group", Message: msg})
+	}
+	rows, err := s.senderViews().Sources(r.Context(), r.orgID(), r.params.ByName("id"), from, to, group)
 	if err != nil {
 		return viewErr(err)
 	}

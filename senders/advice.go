@@ -1,12 +1,16 @@
 package senders
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -103,35 +107,90 @@ func (p *Published) next(policy string, ramp bool) string {
 	return strings.Join(parts, "; ")
 }
 
-// published finds the domain's DMARC record: as the last DNS check saw it,
-// or, before any check, as the newest report in the window says.
-func (v *Views) published(dom *store.Domain, from, to time.Time) (*Published, error) {
-	switch rec := dom.LastDNSRecord; {
-	case rec == "(none)":
-		return nil, nil
-	case rec != "":
-		if strings.Contains(rec, "\n") {
-			return nil, nil // several records: none applies (RFC 7489 6.6.3)
+// noRecord is what a DNS check keeps of a name without a DMARC record
+// (alert.NoRecord).
+const noRecord = alert.NoRecord
+
+// How long a looked-up record is used for a domain that has had no DNS
+// check yet: a record found, and none (a person publishing one reloads
+// the page to see it).
+const (
+	publishedTTL = 5 * time.Minute
+	noRecordTTL  = time.Minute
+)
+
+// lookupCache keeps the records looked up for domains without a DNS check.
+type lookupCache struct {
+	mu sync.Mutex
+	m  map[string]lookupEntry
+}
+
+type lookupEntry struct {
+	record string // as Domain.LastDNSRecord keeps it
+	at     time.Time
+}
+
+// published finds the domain's DMARC record as DNS publishes it: as its
+// last DNS check saw it, or, for a domain that has had none yet (a
+// pending domain, one just verified), as DMARC answers now. Never a
+// report's policy_published: reports say what receivers saw, and a
+// pending domain's reports are imported ones. nil when there is no record
+// or several (none applies, RFC 7489 6.6.3). Errors: the lookup's (they
+// wrap dnscheck.ErrTemporary when the DNS could not tell).
+func (v *Views) published(ctx context.Context, dom *store.Domain) (*Published, error) {
+	rec := dom.LastDNSRecord
+	if rec == "" {
+		var err error
+		if rec, err = v.lookupRecord(ctx, dom.Name); err != nil {
+			return nil, err
 		}
-		return ParseDMARCTags(rec), nil
 	}
-	reps, _, err := v.DB.ListReports(dom.OrgID, store.ReportFilter{DomainID: dom.ID, DateFrom: &from, DateTo: &to,
-		Page: store.Page{Page: 1, Limit: 1}})
-	if err != nil || len(reps) == 0 {
-		return nil, err
-	}
-	pp := reps[0].PolicyPublished
-	if pp.P == "" {
+	if rec == "" || rec == noRecord || strings.Contains(rec, "\n") {
 		return nil, nil
-	}
-	rec := "v=DMARC1; p=" + pp.P
-	if pp.SP != nil {
-		rec += "; sp=" + *pp.SP
-	}
-	if pp.PCT != 100 && pp.PCT > 0 {
-		rec += "; pct=" + strconv.Itoa(pp.PCT)
 	}
 	return ParseDMARCTags(rec), nil
+}
+
+// ForgetPublished drops the record looked up for domain name, so that the
+// next advice looks again: a verification just read the domain's DNS.
+func (v *Views) ForgetPublished(name string) {
+	v.lookups.mu.Lock()
+	delete(v.lookups.m, name)
+	v.lookups.mu.Unlock()
+}
+
+// lookupRecord returns the DMARC records of name as a DNS check keeps them
+// (one per line, or noRecord), from the cache while fresh; "" without a
+// resolver.
+func (v *Views) lookupRecord(ctx context.Context, name string) (string, error) {
+	if v.DMARC == nil {
+		return "", nil
+	}
+	now := time.Now()
+	c := &v.lookups
+	c.mu.Lock()
+	e, ok := c.m[name]
+	c.mu.Unlock()
+	if ok && (now.Sub(e.at) < noRecordTTL || e.record != noRecord && now.Sub(e.at) < publishedTTL) {
+		return e.record, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(v.DNSTimeout, 3*time.Second))
+	defer cancel()
+	recs, err := dnscheck.DMARCRecords(ctx, v.DMARC, name)
+	if err != nil {
+		return "", fmt.Errorf("senders: the published DMARC record of %s: %w", name, err)
+	}
+	rec := noRecord
+	if len(recs) > 0 {
+		rec = strings.Join(recs, "\n")
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]lookupEntry{}
+	}
+	c.m[name] = lookupEntry{record: rec, at: now}
+	c.mu.Unlock()
+	return rec, nil
 }
 
 // PolicyAdvice says where the domain stands on the way to p=reject, from
@@ -141,16 +200,16 @@ func (v *Views) PolicyAdvice(ctx context.Context, orgID, domainID string, from, 
 	if err != nil {
 		return nil, err
 	}
-	return v.advice(w, from, to)
+	return v.advice(ctx, w, from, to)
 }
 
 // advice is PolicyAdvice over a loaded window.
-func (v *Views) advice(w *window, from, to time.Time) (*Advice, error) {
+func (v *Views) advice(ctx context.Context, w *window, from, to time.Time) (*Advice, error) {
 	var err error
 	th := v.thresholds()
 	a := &Advice{BlockingSenders: []*Group{}, Reasons: []string{},
 		WindowDays: int(to.UTC().Truncate(24*time.Hour).Sub(from.UTC().Truncate(24*time.Hour))/(24*time.Hour)) + 1}
-	if a.Published, err = v.published(w.domain, from, to); err != nil {
+	if a.Published, err = v.published(ctx, w.domain); err != nil {
 		return nil, err
 	}
 	for _, s := range w.sources {
@@ -203,6 +262,12 @@ func (v *Views) advice(w *window, from, to time.Time) (*Advice, error) {
 			a.BlockingSenders = append(a.BlockingSenders, g)
 		}
 	}
+	unknownReason := func() {
+		if a.UnknownFailingMessages > 0 {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("%d failing messages come from senders that show no evidence of being yours (no verified DKIM signature or passing SPF for %s, and no known service): an enforcing policy is what stops them, they do not hold it back.",
+				a.UnknownFailingMessages, w.domain.Name))
+		}
+	}
 	if a.LegitimatePassRate < th.Ready || len(a.BlockingSenders) > 0 {
 		a.Stage = StageFixSenders
 		if a.LegitimatePassRate < th.Ready {
@@ -212,6 +277,7 @@ func (v *Views) advice(w *window, from, to time.Time) (*Advice, error) {
 		for _, g := range a.BlockingSenders {
 			a.Reasons = append(a.Reasons, fmt.Sprintf("%s sends %d messages and passes DMARC for %.1f%% of them.", g.Name, g.Messages, 100*g.DMARCPassRate))
 		}
+		unknownReason()
 		return a, nil
 	}
 	var next string
@@ -229,9 +295,7 @@ func (v *Views) advice(w *window, from, to time.Time) (*Advice, error) {
 		a.Stage, next = StageReadyForReject, pub.next("reject", false)
 		a.Reasons = append(a.Reasons, "Legitimate mail passes under p=reject in test mode: apply it to all mail.")
 	}
-	if a.UnknownFailingMessages > 0 {
-		a.Reasons = append(a.Reasons, fmt.Sprintf("%d failing messages come from unknown senders: enforcement is what stops them.", a.UnknownFailingMessages))
-	}
+	unknownReason()
 	a.NextRecord = &next
 	return a, nil
 }

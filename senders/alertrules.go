@@ -11,8 +11,10 @@ import (
 // alert, sender.go); worker.SenderWatch runs them.
 
 // SenderVolume is the mail of one sender group in a window. Key names the
-// group the same way in every window ("s:" and the service name, "d:" and
-// the base domain, "a:" and the AS number, "u:" for no name and no AS).
+// group the same way in every window ("s:" and the service name, "o:" and
+// "f:" the domain's own and forwarded mail (with "h:" and a base domain or
+// "a:" and an AS number after them), "d:" and the base domain, "a:" and
+// the AS number, "u:" for Unidentified).
 type SenderVolume struct {
 	Key      string `json:"key"`
 	Name     string `json:"name"`

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/net/publicsuffix"
 
+	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -49,6 +50,14 @@ type Views struct {
 	// the view is served without SPF authorization.
 	SPFTimeout time.Duration
 	Thresholds Thresholds
+	// DMARC looks up the published DMARC record of a domain that has had
+	// no DNS check yet (a pending domain, one just verified); nil: such a
+	// domain publishes none as far as the views know.
+	DMARC dnscheck.TXTResolver
+	// DNSTimeout bounds that lookup (default 3s).
+	DNSTimeout time.Duration
+
+	lookups lookupCache
 }
 
 // Categories of a sender group.
@@ -61,10 +70,37 @@ const (
 // Group types: who names the group.
 const (
 	GroupService = "service" // a row of the known-sender map
+	GroupOwn     = "own"     // the domain's own mail (its DKIM or SPF passes)
 	GroupDomain  = "domain"  // the base domain of the sources' names
 	GroupAS      = "as"      // the autonomous system of sources without name
-	GroupUnknown = "unknown" // neither name nor AS known
+	GroupUnknown = "unknown" // no evidence, name or AS: "Unidentified"
 )
+
+// Evidence: how a source or group was identified, strongest first (API.md
+// "Senders by evidence").
+const (
+	EvidenceDKIM      = "dkim"       // a verified DKIM signature of a known service's domain
+	EvidenceSPF       = "spf"        // a passing SPF (MAIL FROM) result for a known service's domain
+	EvidenceRDNS      = "rdns"       // the forward-confirmed reverse DNS name
+	EvidenceOwnDomain = "own_domain" // a verified signature or passing SPF within the domain, or its SPF record
+	EvidenceASN       = "asn"        // only the autonomous system is known
+	EvidenceNone      = "none"       // nothing: Unidentified
+)
+
+// Kinds of an EvidenceDetail beyond the Evidence values: the domain's own
+// SPF record lists the address.
+const EvidenceSPFRecord = "spf_record"
+
+// Unidentified names the group of mail with no evidence, name or AS.
+const Unidentified = "Unidentified"
+
+// DomainCount is a domain of a source's DKIM signatures or SPF results:
+// the messages that carried it and those on which it passed.
+type DomainCount struct {
+	Domain   string `json:"domain"`
+	Messages int64  `json:"messages"`
+	Pass     int64  `json:"pass"`
+}
 
 // Source is one row of /sources.
 type Source struct {
@@ -82,9 +118,53 @@ type Source struct {
 	Disposition     store.DispositionCount `json:"disposition"`
 	FirstSeen       time.Time              `json:"first_seen"`
 	LastSeen        time.Time              `json:"last_seen"`
+	// Group is the name of the sender group of the source.
+	Group string `json:"group"`
+	// DKIMDomains and SPFDomains are the evidence of the reports: the
+	// domains of the source's DKIM signatures and SPF results, most
+	// messages first.
+	DKIMDomains []DomainCount `json:"dkim_domains"`
+	SPFDomains  []DomainCount `json:"spf_domains"`
 
 	category string
-	auth     []store.AuthDomainCount
+	evidence []store.Evidence
+	id       *identity // shared by the sources of one name and fact
+}
+
+// EvidenceDetail is one fact that named a group, with how many of its
+// addresses and messages it named: Kind is EvidenceDKIM ("DKIM
+// d=sendgrid.net"), EvidenceSPF, EvidenceRDNS, EvidenceSPFRecord,
+// EvidenceASN or EvidenceNone, Value the domain or AS ("AS1221").
+type EvidenceDetail struct {
+	Kind      string `json:"kind"`
+	Value     string `json:"value"`
+	SourceIPs int    `json:"source_ips"`
+	Messages  int64  `json:"messages"`
+}
+
+// String says the detail as people read it: "DKIM d=sendgrid.net, 2
+// addresses".
+func (d EvidenceDetail) String() string {
+	var what string
+	switch d.Kind {
+	case EvidenceDKIM:
+		what = "DKIM d=" + d.Value
+	case EvidenceSPF:
+		what = "SPF " + d.Value
+	case EvidenceRDNS:
+		what = "reverse DNS " + d.Value
+	case EvidenceSPFRecord:
+		what = "in the SPF record of " + d.Value
+	case EvidenceASN:
+		what = d.Value + " only"
+	default:
+		what = "no verified DKIM, passing SPF or host name"
+	}
+	n := strconv.Itoa(d.SourceIPs) + " addresses"
+	if d.SourceIPs == 1 {
+		n = "1 address"
+	}
+	return what + ", " + n
 }
 
 // Group is one sender group of /senders.
@@ -100,11 +180,32 @@ type Group struct {
 	DKIMAlignedRate float64  `json:"dkim_aligned_rate"`
 	Status          string   `json:"status"`
 	Hints           []string `json:"hints"`
+	// Evidence is how the group was identified (the strongest of its
+	// sources' ways): EvidenceDKIM ... EvidenceNone.
+	Evidence string `json:"evidence"`
+	// EvidenceDetails are the facts behind the name, most addresses first.
+	EvidenceDetails []EvidenceDetail `json:"evidence_details"`
 
 	key                                string // groupKey: the same sender in every window
 	dmarcPass, spfAligned, dkimAligned int64
 	byCategory                         map[string]int64
 	auth                               map[authKey]int64
+	details                            map[*identity]*EvidenceDetail // interned identities: one per fact
+}
+
+// EvidenceText is the group's evidence as people read it: its details,
+// most addresses first, the first few of them.
+func (g *Group) EvidenceText() string {
+	const shown = 3
+	var parts []string
+	for i, d := range g.EvidenceDetails {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(g.EvidenceDetails)-shown))
+			break
+		}
+		parts = append(parts, d.String())
+	}
+	return strings.Join(parts, "; ")
 }
 
 type authKey struct{ kind, domain, result string }
@@ -148,7 +249,7 @@ func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.
 		}
 		if shared {
 			c := *s
-			c.Auth = slices.Clone(s.Auth)
+			c.Evidence = slices.Clone(s.Evidence)
 			s = &c
 		}
 		m[s.SourceIP] = s
@@ -179,8 +280,9 @@ func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.
 		spf, _ = v.SPF.Policy(sctx, dom.Name)
 		cancel()
 	}
+	id := v.newIdentifier(dom.Name)
 	for ip, r := range all {
-		src := v.source(r, names[ip], spf)
+		src := v.source(r, names[ip], spf, id)
 		w.sources = append(w.sources, src)
 		if rr := recent[ip]; rr != nil {
 			rs := *src
@@ -198,11 +300,11 @@ func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.
 func fill(s *Source, r *store.SourceRollup) {
 	s.Messages, s.DMARCPass, s.SPFAlignedPass, s.DKIMAlignedPass = r.Messages, r.DMARCPass, r.SPFAligned, r.DKIMAligned
 	s.Disposition, s.FirstSeen, s.LastSeen = r.Disposition, r.FirstSeen, r.LastSeen
-	s.auth = r.Auth
+	s.evidence = r.Evidence
 }
 
-// source builds a source row and decides its category.
-func (v *Views) source(r *store.SourceRollup, name store.RDNSEntry, spf *SPFPolicy) *Source {
+// source builds a source row: its name, its identity and its category.
+func (v *Views) source(r *store.SourceRollup, name store.RDNSEntry, spf *SPFPolicy, id *identifier) *Source {
 	s := &Source{SourceIP: r.SourceIP, CountryCode: r.CountryCode, ASN: r.ASN, ASOrg: r.ASOrg}
 	fill(s, r)
 	if name.Status == store.RDNSConfirmed && name.Hostname != "" {
@@ -210,18 +312,19 @@ func (v *Views) source(r *store.SourceRollup, name store.RDNSEntry, spf *SPFPoli
 		s.Hostname = &h
 		if base := v.Known.BaseDomain(h); base != "" {
 			s.BaseDomain = &base
-			if snd, ok := v.Known.Lookup(base); ok {
-				s.Sender = &snd
-			}
 		}
 	}
 	ip, err := netip.ParseAddr(r.SourceIP)
+	spfAuthorized := err == nil && spf != nil && spf.Authorizes(ip)
+	var own ownEvidence
+	s.id, own = id.identify(s, r, spfAuthorized)
+	s.Group, s.Sender = s.id.name, s.id.sender
 	switch {
-	case s.Sender != nil && s.Sender.IsService(), err == nil && spf != nil && spf.Authorizes(ip):
+	case spfAuthorized || s.id.typ == GroupService && s.Sender.IsService():
 		s.category = CategoryAuthorized
-	case r.DKIMAligned > 0 && r.SPFAligned == 0:
+	case own.dkim && !own.spf:
 		s.category = CategoryForwarder
-	case r.DKIMAligned > 0:
+	case own.dkim || own.spf:
 		s.category = CategoryAuthorized
 	default:
 		s.category = CategoryUnknown
@@ -229,13 +332,46 @@ func (v *Views) source(r *store.SourceRollup, name store.RDNSEntry, spf *SPFPoli
 	return s
 }
 
-// Sources returns the domain's sources over from..to, most messages first.
-func (v *Views) Sources(ctx context.Context, orgID, domainID string, from, to time.Time) ([]*Source, error) {
+// withDomains sets the DKIMDomains and SPFDomains of the sources from
+// their evidence, most messages first.
+func withDomains(sources []*Source) {
+	for _, s := range sources {
+		s.DKIMDomains, s.SPFDomains = []DomainCount{}, []DomainCount{}
+		for _, e := range s.evidence {
+			c := DomainCount{Domain: e.Domain, Messages: e.Messages, Pass: e.Pass}
+			if e.Kind == store.EvidenceDKIM {
+				s.DKIMDomains = append(s.DKIMDomains, c)
+			} else {
+				s.SPFDomains = append(s.SPFDomains, c)
+			}
+		}
+		for _, l := range [][]DomainCount{s.DKIMDomains, s.SPFDomains} {
+			slices.SortFunc(l, func(a, b DomainCount) int {
+				return cmp.Or(cmp.Compare(b.Messages, a.Messages), cmp.Compare(a.Domain, b.Domain))
+			})
+		}
+	}
+}
+
+// Sources returns the domain's sources over from..to, most messages
+// first; with group set, only the sources of the sender group of that name
+// (none when no group has it).
+func (v *Views) Sources(ctx context.Context, orgID, domainID string, from, to time.Time, group string) ([]*Source, error) {
 	w, err := v.load(ctx, orgID, domainID, from, to)
 	if err != nil {
 		return nil, err
 	}
-	return w.sources, nil
+	out := w.sources
+	if group != "" {
+		out = nil
+		for _, s := range w.sources {
+			if s.Group == group {
+				out = append(out, s)
+			}
+		}
+	}
+	withDomains(out)
+	return out, nil
 }
 
 // Senders returns the domain's mail over from..to grouped by sender, most
@@ -248,45 +384,43 @@ func (v *Views) Senders(ctx context.Context, orgID, domainID string, from, to ti
 	return v.group(w.domain.Name, w.sources), nil
 }
 
-// groupKey names the group of a source.
-func groupKey(s *Source) (key, name, typ string, serviceType *string) {
-	switch {
-	case s.Sender != nil:
-		t := s.Sender.Type
-		return "s:" + s.Sender.Name, s.Sender.Name, GroupService, &t
-	case s.BaseDomain != nil:
-		return "d:" + *s.BaseDomain, *s.BaseDomain, GroupDomain, nil
-	case s.ASN != nil:
-		name := "AS" + strconv.FormatUint(uint64(*s.ASN), 10)
-		if s.ASOrg != nil && *s.ASOrg != "" {
-			name += " " + *s.ASOrg
-		}
-		return "a:" + strconv.FormatUint(uint64(*s.ASN), 10), name, GroupAS, nil
-	}
-	return "u:", "unknown", GroupUnknown, nil
-}
-
 // group groups sources by sender.
 func (v *Views) group(domain string, sources []*Source) []*Group {
 	th := v.thresholds()
 	byKey := map[string]*Group{}
 	var out []*Group
 	for _, s := range sources {
-		key, name, typ, st := groupKey(s)
-		g := byKey[key]
+		id := s.id
+		g := byKey[id.key]
 		if g == nil {
-			g = &Group{Name: name, Type: typ, ServiceType: st, key: key, byCategory: map[string]int64{}, auth: map[authKey]int64{}}
-			byKey[key] = g
+			g = &Group{Name: id.name, Type: id.typ, key: id.key, Evidence: id.evidence,
+				byCategory: map[string]int64{}, auth: map[authKey]int64{}, details: map[*identity]*EvidenceDetail{}}
+			if id.sender != nil {
+				t := id.sender.Type
+				g.ServiceType = &t
+			}
+			byKey[id.key] = g
 			out = append(out, g)
 		}
+		if evidenceRank[id.evidence] < evidenceRank[g.Evidence] {
+			g.Evidence = id.evidence
+		}
+		d := g.details[id]
+		if d == nil {
+			d = &EvidenceDetail{Kind: id.detailKind, Value: id.detail}
+			g.details[id] = d
+		}
+		d.SourceIPs++
+		d.Messages += s.Messages
 		g.SourceIPs++
 		g.Messages += s.Messages
 		g.dmarcPass += s.DMARCPass
 		g.spfAligned += s.SPFAlignedPass
 		g.dkimAligned += s.DKIMAlignedPass
 		g.byCategory[s.category] += s.Messages
-		for _, a := range s.auth {
-			g.auth[authKey{a.Kind, strings.ToLower(a.Domain), a.Result}] += a.Messages
+		for _, e := range s.evidence {
+			g.auth[authKey{e.Kind, e.Domain, "pass"}] += e.Pass
+			g.auth[authKey{e.Kind, e.Domain, "fail"}] += e.Messages - e.Pass
 		}
 	}
 	for _, g := range out {
@@ -309,6 +443,14 @@ func (v *Views) group(domain string, sources []*Source) []*Group {
 			g.Status = "partial"
 		}
 		g.Hints = hints(domain, g, th)
+		g.EvidenceDetails = make([]EvidenceDetail, 0, len(g.details))
+		for _, d := range g.details {
+			g.EvidenceDetails = append(g.EvidenceDetails, *d)
+		}
+		slices.SortFunc(g.EvidenceDetails, func(a, b EvidenceDetail) int {
+			return cmp.Or(cmp.Compare(b.SourceIPs, a.SourceIPs), cmp.Compare(b.Messages, a.Messages),
+				cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Value, b.Value))
+		})
 	}
 	slices.SortStableFunc(out, func(a, b *Group) int {
 		return cmp.Or(cmp.Compare(b.Messages, a.Messages), cmp.Compare(a.Name, b.Name))
@@ -366,9 +508,12 @@ func hints(domain string, g *Group, th Thresholds) []string {
 		return h
 	}
 	who, is := g.Name, "is"
-	if g.Type == GroupUnknown {
-		// No host name and no AS: the hints speak of the sources.
-		who, is = "these sources (no host name or AS known)", "are"
+	switch g.Type {
+	case GroupUnknown:
+		// No evidence, host name or AS: the hints speak of the sources.
+		who, is = "these unidentified sources", "are"
+	case GroupOwn:
+		who, is = "these servers ("+g.Name+")", "are"
 	}
 	switch g.Category {
 	case CategoryForwarder:
@@ -400,4 +545,44 @@ func hints(domain string, g *Group, th Thresholds) []string {
 		h = append(h, fmt.Sprintf("Only %.0f%% of the mail from %s passes DMARC: check its SPF and DKIM set-up for %s.", 100*g.DMARCPassRate, who, domain))
 	}
 	return h
+}
+
+// Breakdown is a window's mail by whose it is, as the sender groups'
+// categories say: legitimate (authorized senders), forwarded, and
+// unidentified (no evidence that it is the domain's: what an enforcing
+// policy stops). The three add up to Messages.
+type Breakdown struct {
+	Messages     int64 `json:"messages"`
+	Legitimate   Share `json:"legitimate"`
+	Forwarded    Share `json:"forwarded"`
+	Unidentified Share `json:"unidentified"`
+}
+
+// Share is the mail of the sender groups of one category.
+type Share struct {
+	Groups    int   `json:"groups"`
+	Messages  int64 `json:"messages"`
+	DMARCPass int64 `json:"dmarc_pass"`
+}
+
+// PassRate is the share's DMARC pass rate, 0 without messages.
+func (s Share) PassRate() float64 { return rate(s.DMARCPass, s.Messages) }
+
+// BreakdownOf sums groups (as Senders returns them) by category.
+func BreakdownOf(groups []*Group) Breakdown {
+	var b Breakdown
+	for _, g := range groups {
+		s := &b.Unidentified
+		switch g.Category {
+		case CategoryAuthorized:
+			s = &b.Legitimate
+		case CategoryForwarder:
+			s = &b.Forwarded
+		}
+		s.Groups++
+		s.Messages += g.Messages
+		s.DMARCPass += g.dmarcPass
+		b.Messages += g.Messages
+	}
+	return b
 }

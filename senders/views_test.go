@@ -85,9 +85,10 @@ func (e *viewEnv) groups(t *testing.T) map[string]*Group {
 	return out
 }
 
-// TestSendersGrouping groups a known service (by its confirmed name), an
-// unknown host (by base domain), a source without name (by AS), a
-// forwarder, and an SPF-authorized IP, with hints naming what to change.
+// TestSendersGrouping groups a known service (by its passing SPF
+// domain), an unknown host (by base domain), a source without name (by
+// AS), a forwarder, and an SPF-authorized IP, with hints naming what to
+// change.
 func TestSendersGrouping(t *testing.T) {
 	srv := dnstest.Start(t)
 	srv.AddTXT("example.com", "v=spf1 ip4:192.0.2.0/28 -all")
@@ -109,7 +110,8 @@ func TestSendersGrouping(t *testing.T) {
 		spoof)
 	g := e.groups(t)
 	mc := g["Intuit Mailchimp"]
-	if mc == nil || mc.Type != GroupService || mc.Category != CategoryAuthorized || mc.SourceIPs != 2 || mc.Messages != 100 || mc.Status != "failing" {
+	if mc == nil || mc.Type != GroupService || mc.Category != CategoryAuthorized || mc.SourceIPs != 2 || mc.Messages != 100 || mc.Status != "failing" ||
+		mc.Evidence != EvidenceSPF || mc.EvidenceText() != "SPF mcsv.net, 2 addresses" {
 		t.Fatalf("mailchimp group %+v", mc)
 	}
 	if !strings.Contains(strings.Join(mc.Hints, " "), "SPF passes for mcsv.net but is not aligned") ||
@@ -119,16 +121,17 @@ func TestSendersGrouping(t *testing.T) {
 	if u := g["example.org"]; u == nil || u.Type != GroupDomain || u.Category != CategoryUnknown || len(u.Hints) == 0 {
 		t.Errorf("unknown host group %+v", u)
 	}
-	if f := g["example.net"]; f == nil || f.Category != CategoryForwarder || f.Status != "passing" {
+	if f := g["example.com forwarded via example.net"]; f == nil || f.Category != CategoryForwarder || f.Status != "passing" ||
+		f.Type != GroupOwn || f.Evidence != EvidenceOwnDomain {
 		t.Errorf("forwarder group %+v", f)
 	}
 	if a := g["AS64496 Spoof Net"]; a == nil || a.Type != GroupAS || a.Category != CategoryUnknown || !strings.Contains(a.Hints[0], "spoofing") {
 		t.Errorf("AS group %+v", a)
 	}
-	if own := g["unknown"]; own == nil || own.Category != CategoryAuthorized || own.Status != "passing" || len(own.Hints) != 0 {
+	if own := g["example.com (own servers)"]; own == nil || own.Category != CategoryAuthorized || own.Status != "passing" || len(own.Hints) != 0 {
 		t.Errorf("SPF-authorized group without name %+v", own)
 	}
-	srcs, err := e.v.Sources(context.Background(), e.org.ID, e.dom.ID, t0, e.to())
+	srcs, err := e.v.Sources(context.Background(), e.org.ID, e.dom.ID, t0, e.to(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +164,7 @@ func TestStatusBands(t *testing.T) {
 	}
 	g := e.groups(t)
 	for i, want := range []string{"passing", "partial", "partial", "failing"} {
-		name := fmt.Sprintf("band%d.example", i)
+		name := fmt.Sprintf("example.com forwarded via band%d.example", i)
 		if g[name] == nil || g[name].Status != want {
 			t.Errorf("%s: %+v, want %s", name, g[name], want)
 		}
@@ -319,7 +322,7 @@ func TestDomainView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcs, err1 := e.v.Sources(ctx, e.org.ID, e.dom.ID, from, e.to())
+	srcs, err1 := e.v.Sources(ctx, e.org.ID, e.dom.ID, from, e.to(), "")
 	groups, err2 := e.v.Senders(ctx, e.org.ID, e.dom.ID, from, e.to())
 	adv, err3 := e.v.PolicyAdvice(ctx, e.org.ID, e.dom.ID, from, e.to())
 	if err := errors.Join(err1, err2, err3); err != nil {
@@ -346,19 +349,19 @@ func jsonOf(t *testing.T, v any) string {
 	return string(b)
 }
 
-// TestHintsOfUnnamedSources ensures the hints of a group without host
-// name or AS speak of "these sources", in a sentence that reads.
+// TestHintsOfUnnamedSources ensures the hints of the Unidentified group
+// speak of "these unidentified sources", in a sentence that reads.
 func TestHintsOfUnnamedSources(t *testing.T) {
 	th := DefaultThresholds
-	g := &Group{Name: "unknown", Type: GroupUnknown, Category: CategoryUnknown, DMARCPassRate: 0.2}
+	g := &Group{Name: Unidentified, Type: GroupUnknown, Category: CategoryUnknown, DMARCPassRate: 0.2}
 	h := hints("example.com", g, th)
-	if len(h) != 1 || !strings.HasPrefix(h[0], "These sources (no host name or AS known) are neither in the SPF record of example.com") {
+	if len(h) != 1 || !strings.HasPrefix(h[0], "These unidentified sources are neither in the SPF record of example.com") {
 		t.Errorf("unknown category: %q", h)
 	}
 	g.Category = CategoryAuthorized
 	g.DKIMAlignedRate, g.SPFAlignedRate = 0, 1
 	h = hints("example.com", g, th)
-	if len(h) != 1 || !strings.Contains(h[0], "turn on DKIM signing at these sources (no host name or AS known)") {
+	if len(h) != 1 || !strings.Contains(h[0], "turn on DKIM signing at these unidentified sources") {
 		t.Errorf("authorized, no DKIM: %q", h)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -45,6 +45,10 @@ var migrations = []migration{
 	// 6 cannot read; version 1 values stay as they are and read as before.
 	// Nothing to rewrite: the bump makes an older dmarcd refuse the file.
 	func(*bolt.Tx) error { return nil },
+	// 7 -> 8: per-source evidence (source_codec.go, version 3): the DKIM
+	// and SPF domains of each source with their messages and passes, which
+	// name senders; rebuilt from the records by the backfill of 1 -> 2.
+	migrateSourceRollups,
 }
 
 // dropIdentityIndex deletes schema 5's dedup index, whose inserts, one

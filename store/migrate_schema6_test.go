@@ -1,9 +1,6 @@
 package store_test
 
 import (
-	"compress/gzip"
-	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -17,27 +14,7 @@ import (
 // without, and testdata/legacy/aol-2012.xml), and opens the copy.
 func openSchema6(t *testing.T) *store.DB {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "schema6.db.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "dmarcd.db")
-	out, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, zr); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(path, nil)
+	db, err := store.Open(copyOldFile(t, filepath.Join("testdata", "schema6.db.gz")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

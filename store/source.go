@@ -275,10 +275,17 @@ func deleteDomainSources(tx *bolt.Tx, domainID string) error {
 
 // The per-source roll-ups are package reports' values.
 type (
-	// AuthDomainCount counts a source's messages with one auth result.
-	AuthDomainCount = reports.AuthDomainCount
+	// Evidence counts the messages of a source that carried one domain in
+	// one kind of authentication result, and how many passed for it.
+	Evidence = reports.Evidence
 	// SourceRollup is the mail of one source IP for one domain.
 	SourceRollup = reports.SourceRollup
+)
+
+// Kinds of Evidence.
+const (
+	EvidenceDKIM = reports.EvidenceDKIM // the d= domain of a DKIM signature
+	EvidenceSPF  = reports.EvidenceSPF  // the domain SPF checked: the MAIL FROM's (or HELO's)
 )
 
 // OtherSources is the SourceIP of the row that sums the sources a report

@@ -12,10 +12,11 @@ import (
 )
 
 // Backfill of the per-source roll-ups (source.go) for reports
-// stored before they existed. Schema migration 1 -> 2 (migrateSourceRollups)
+// stored before they existed (schema migration 1 -> 2) or before they kept
+// the evidence of who sends (7 -> 8). The migration (migrateSourceRollups)
 // empties the source roll-ups, which a development version may have kept
-// for part of the reports only, and records in the meta bucket the last
-// report stored; Open then reads every report up to it, in transactions
+// for part of the reports only, or kept in an older layout, and records in
+// the meta bucket the last report stored; Open then reads every report up to it, in transactions
 // of about backfillRecords records, and writes their roll-ups exactly as
 // ingest would (queuing their sources for reverse DNS too). The position
 // reached is saved with each transaction, so an interrupted backfill
@@ -33,7 +34,8 @@ var (
 // (a report is never split).
 const backfillRecords = 50_000
 
-// migrateSourceRollups is migration 1 -> 2: it schedules the backfill.
+// migrateSourceRollups is migrations 1 -> 2 and 7 -> 8: it schedules the
+// backfill.
 func migrateSourceRollups(tx *bolt.Tx) error {
 	for _, name := range [][]byte{bucketSourceRollups, bucketRDNSPending} {
 		if err := tx.DeleteBucket(name); err != nil {

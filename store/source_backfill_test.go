@@ -66,14 +66,14 @@ func (e *backfillEnv) reopen(t *testing.T) {
 	}
 }
 
-// sources sums the roll-ups by IP (Auth sorted, to compare).
+// sources sums the roll-ups by IP (Evidence sorted, to compare).
 func (e *backfillEnv) sources(t *testing.T) (map[string]store.SourceRollup, map[time.Time]bool) {
 	t.Helper()
 	got, days := sumSources(t, e.db, e.org.ID, e.dom.ID, reportDay(1), reportDay(10))
 	out := map[string]store.SourceRollup{}
 	for ip, s := range got {
-		slices.SortFunc(s.Auth, func(a, b store.AuthDomainCount) int {
-			return cmpStrings(a.Kind+a.Domain+a.Result, b.Kind+b.Domain+b.Result)
+		slices.SortFunc(s.Evidence, func(a, b store.Evidence) int {
+			return cmpStrings(a.Kind+" "+a.Domain, b.Kind+" "+b.Domain)
 		})
 		out[ip] = *s
 	}

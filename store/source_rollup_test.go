@@ -46,7 +46,8 @@ func TestSourceRollupCounts(t *testing.T) {
 		Geo:         &store.Geo{CountryCode: &cc, ASN: &asn},
 		AuthResults: store.AuthResults{SPF: []store.SPFAuth{{Domain: "mcsv.net", Result: "pass"}}, DKIM: []store.DKIMAuth{{Domain: "example.com", Result: "pass"}}}})
 	d.Add(&store.Record{SourceIP: "192.0.2.1", Count: 5, Disposition: "quarantine", DKIM: "fail", SPF: "fail",
-		AuthResults: store.AuthResults{SPF: []store.SPFAuth{{Domain: "mcsv.net", Result: "pass"}}}})
+		AuthResults: store.AuthResults{SPF: []store.SPFAuth{{Domain: "MCSV.net", Result: "pass"}},
+			DKIM: []store.DKIMAuth{{Domain: "example.com", Result: "fail"}, {Domain: "example.com", Result: "fail"}}}})
 	d.Add(&store.Record{SourceIP: "198.51.100.7", Count: 3, Disposition: "reject", DKIM: "fail", SPF: "pass"})
 	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d, mustDraft(t, e.db, e.dom, "b", reportDay(10), 4)}})
 
@@ -68,13 +69,15 @@ func TestSourceRollupCounts(t *testing.T) {
 	if a.CountryCode == nil || *a.CountryCode != "US" || a.ASN == nil || *a.ASN != 64500 {
 		t.Errorf("geo %v %v", a.CountryCode, a.ASN)
 	}
-	want := map[string]int64{"spf mcsv.net pass": 15, "dkim example.com pass": 10}
-	if len(a.Auth) != len(want) {
-		t.Errorf("auth %+v", a.Auth)
+	// Domains in lower case, a domain signing twice counted once, the
+	// failing signature in Messages but not in Pass.
+	want := map[string][2]int64{"spf mcsv.net": {15, 15}, "dkim example.com": {15, 10}}
+	if len(a.Evidence) != len(want) {
+		t.Errorf("evidence %+v", a.Evidence)
 	}
-	for _, x := range a.Auth {
-		if want[x.Kind+" "+x.Domain+" "+x.Result] != x.Messages {
-			t.Errorf("auth %+v, want %v", x, want)
+	for _, x := range a.Evidence {
+		if want[x.Kind+" "+x.Domain] != [2]int64{x.Messages, x.Pass} {
+			t.Errorf("evidence %+v, want %v", x, want)
 		}
 	}
 	b := got["198.51.100.7"]

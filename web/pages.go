@@ -289,7 +289,7 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 	if err != nil {
 		return err
 	}
-	snd, err := h.domainSenders(r.Context(), d, from, to)
+	snd, err := h.domainSenders(r.Context(), d, from, to, r.URL.Query().Get("senders") == "failing")
 	if err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func (h *Handler) domain(w http.ResponseWriter, r *req, status int, verifyErr st
 		OpenAlerts: openN, VerifyError: verifyErr,
 		Verified: r.URL.Query().Get("verified") == "1", ReportingDomain: h.app.ReportingDomain(),
 		Published: recordTags(d.LastDNSRecord),
-		Records:   dnscheck.PublishRecords(d.Name, d.DMARCRecord, h.app.ReportingDomain())}
+		Records:   h.app.DomainRecords(d)}
 	p.Disposition = shares(sharePart{Label: "none", Class: "none", N: st.Disposition.None},
 		sharePart{Label: "quarantine", Class: "quarantine", N: st.Disposition.Quarantine},
 		sharePart{Label: "reject", Class: "reject", N: st.Disposition.Reject})
@@ -362,6 +362,7 @@ func (h *Handler) verifyDomain(w http.ResponseWriter, r *req) error {
 		return err
 	}
 	h.checks.forget(d.Name)
+	h.views.ForgetPublished(d.Name)
 	if _, err := h.app.VerifyDomain(r.Context(), r.actor, d.ID); err != nil {
 		switch e := app.AsError(err); {
 		case e.Kind == app.Unverified:

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,12 +105,19 @@ func (h *Handler) reports(w http.ResponseWriter, r *req) error {
 type reportPage struct {
 	Report  *store.Report
 	Stats   *store.ReportStats
-	Records []*store.Record
+	Records []*store.Record // the most messages first
 	More    int
+	GeoNote string
 }
 
-// maxPageRecords bounds the records one report page shows.
+// maxPageRecords bounds the records one report page shows: those with the
+// most messages.
 const maxPageRecords = 500
+
+// byCount orders records by messages, most first, then by source.
+func byCount(a, b *store.Record) int {
+	return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.SourceIP, b.SourceIP))
+}
 
 func (h *Handler) report(w http.ResponseWriter, r *req) error {
 	id := strings.ToLower(r.params.ByName("id"))
@@ -121,17 +130,31 @@ func (h *Handler) report(w http.ResponseWriter, r *req) error {
 		return err
 	}
 	p := reportPage{Report: rep, Stats: st}
+	// The records with the most messages, in memory for twice the page
+	// at most: past that, the list is sorted and cut back to the page.
+	total := 0
 	err = h.db.ReportRecords(r.orgID(), id, func(rec *store.Record) error {
-		if len(p.Records) < maxPageRecords {
-			p.Records = append(p.Records, rec)
-		} else {
-			p.More++
+		total++
+		p.Records = append(p.Records, rec)
+		if len(p.Records) == 2*maxPageRecords {
+			slices.SortFunc(p.Records, byCount)
+			clear(p.Records[maxPageRecords:])
+			p.Records = p.Records[:maxPageRecords]
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	slices.SortFunc(p.Records, byCount)
+	p.Records = p.Records[:min(len(p.Records), maxPageRecords)]
+	p.More = total - len(p.Records)
+	var cc, as bool
+	for _, rec := range p.Records {
+		cc = cc || rec.Geo == nil || rec.Geo.CountryCode == nil
+		as = as || rec.Geo == nil || rec.Geo.ASN == nil
+	}
+	p.GeoNote = h.geoNote(cc, as)
 	h.render(w, r, http.StatusOK, "report", "Report from "+cmpOr(rep.OrgName, "an unnamed reporter"), p)
 	return nil
 }

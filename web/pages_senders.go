@@ -3,7 +3,9 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,24 +145,84 @@ const topSourceRows = 10
 
 // sendersCard is the domain page's "who sends" table and enforcement card.
 type sendersCard struct {
-	Groups     []*senders.Group
-	Sources    []*senders.Source // the top ones
-	AllSources int
-	Advice     *senders.Advice
+	Groups      []*senders.Group // all, or those with failing mail when FailingOnly
+	AllGroups   int
+	FailingOnly bool
+	Sources     []*senders.Source // the top ones
+	AllSources  int
+	GeoNote     string
+	Advice      *senders.Advice // nil when the published record could not be read
+	AdviceError string
 }
 
 // domainSenders computes the domain page's sender parts and caches the
-// stage for the overview.
-func (h *Handler) domainSenders(ctx context.Context, d *store.Domain, from, to time.Time) (*sendersCard, error) {
+// stage for the overview; failingOnly keeps the groups with failing mail.
+func (h *Handler) domainSenders(ctx context.Context, d *store.Domain, from, to time.Time, failingOnly bool) (*sendersCard, error) {
 	dv, err := h.views.Domain(ctx, d.OrgID, d.ID, from, to)
 	if err != nil {
 		return nil, err
 	}
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && dv.Advice != nil {
 		h.stages.put(d, h.now(), dv.Advice.Stage)
 	}
-	return &sendersCard{Groups: dv.Groups, Sources: dv.Sources[:min(len(dv.Sources), topSourceRows)],
-		AllSources: len(dv.Sources), Advice: dv.Advice}, nil
+	top := dv.Sources[:min(len(dv.Sources), topSourceRows)]
+	c := &sendersCard{Groups: dv.Groups, AllGroups: len(dv.Groups), FailingOnly: failingOnly, Sources: top,
+		AllSources: len(dv.Sources), GeoNote: h.sourcesGeoNote(top), Advice: dv.Advice, AdviceError: dv.AdviceError}
+	if failingOnly {
+		c.Groups = nil
+		for _, g := range dv.Groups {
+			if g.Status != "passing" {
+				c.Groups = append(c.Groups, g)
+			}
+		}
+	}
+	return c, nil
+}
+
+// geoNote says why geolocation columns are blank: no database configured
+// (and the flag that sets one), or no answer for some addresses.
+func (h *Handler) geoNote(blankCountry, blankAS bool) string {
+	var parts []string
+	if blankCountry && !h.cfg.GeoIPCity {
+		parts = append(parts, "Country and city are blank: no GeoIP database: see --geoip-city.")
+	}
+	if blankAS && !h.cfg.GeoIPASN {
+		parts = append(parts, "AS is blank: no GeoIP ASN database: see --geoip-asn.")
+	}
+	if blankCountry && h.cfg.GeoIPCity || blankAS && h.cfg.GeoIPASN {
+		parts = append(parts, "A blank country or AS: the GeoIP database has no answer for that address, or the report was stored before the database was set up.")
+	}
+	return strings.Join(parts, " ")
+}
+
+// sourcesGeoNote is geoNote for rows of sources.
+func (h *Handler) sourcesGeoNote(rows []*senders.Source) string {
+	var cc, as bool
+	for _, s := range rows {
+		cc = cc || s.CountryCode == nil
+		as = as || s.ASN == nil
+	}
+	return h.geoNote(cc, as)
+}
+
+// maxEvidenceLines is how many of a source's DKIM and SPF domains a row
+// shows (the most messages first; the API has them all).
+const maxEvidenceLines = 4
+
+// evidenceLines are the DKIM and SPF domains of s as a row shows them:
+// "DKIM d=sendgrid.net: 25 of 25 verified", "SPF mcsv.net: 0 of 9 passed".
+func evidenceLines(s *senders.Source) []string {
+	var out []string
+	for _, d := range s.DKIMDomains {
+		out = append(out, fmt.Sprintf("DKIM d=%s: %s of %s verified", d.Domain, formatNum(d.Pass), formatNum(d.Messages)))
+	}
+	for _, d := range s.SPFDomains {
+		out = append(out, fmt.Sprintf("SPF %s: %s of %s passed", d.Domain, formatNum(d.Pass), formatNum(d.Messages)))
+	}
+	if len(out) > maxEvidenceLines {
+		out = append(out[:maxEvidenceLines-1], fmt.Sprintf("and %d more", len(out)-maxEvidenceLines+1))
+	}
+	return out
 }
 
 // sourcesPage is the sources drill-down of one domain.
@@ -169,6 +231,8 @@ type sourcesPage struct {
 	Sources          []*senders.Source
 	Total            int
 	DateFrom, DateTo string
+	Group, IP        string // the filters
+	GeoNote          string
 	Error            string
 	Pager            pager
 	// Failing lists only the sources with failing mail; Matching is
@@ -187,7 +251,8 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 	}
 	q := r.URL.Query()
 	from, to := h.window()
-	p := sourcesPage{Domain: d, DateFrom: from.Format(time.DateOnly), DateTo: to.Format(time.DateOnly), Failing: q.Get("failing") == "1"}
+	p := sourcesPage{Domain: d, DateFrom: from.Format(time.DateOnly), DateTo: to.Format(time.DateOnly),
+		Group: q.Get("group"), IP: strings.TrimSpace(q.Get("ip")), Failing: q.Get("failing") == "1"}
 	f, fv, err1 := dateParam(q, "from")
 	t, tv, err2 := dateParam(q, "to")
 	if fv != "" {
@@ -210,13 +275,29 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 	case to.Sub(from) >= maxRangeDays*day:
 		p.Error = "The range is longer than " + strconv.Itoa(maxRangeDays) + " days."
 	}
+	if p.IP != "" {
+		if a, err := netip.ParseAddr(p.IP); err != nil {
+			p.Error = "Not an IP address: " + p.IP
+		} else {
+			p.IP = a.String()
+		}
+	}
 	if p.Error != "" {
 		h.render(w, r, http.StatusBadRequest, "sources", "Sources of "+d.Name, p)
 		return nil
 	}
-	rows, err := h.views.Sources(r.Context(), r.orgID(), d.ID, from, to)
+	rows, err := h.views.Sources(r.Context(), r.orgID(), d.ID, from, to, p.Group)
 	if err != nil {
 		return err
+	}
+	if p.IP != "" {
+		var one []*senders.Source
+		for _, s := range rows {
+			if s.SourceIP == p.IP {
+				one = append(one, s)
+			}
+		}
+		rows = one
 	}
 	p.Total = len(rows)
 	if p.Failing {
@@ -226,6 +307,7 @@ func (h *Handler) sources(w http.ResponseWriter, r *req) error {
 	p.Matching, p.Pager = len(rows), newPager(r, page, len(rows), listLimit).ranked()
 	lo := min((page-1)*listLimit, len(rows))
 	p.Sources = rows[lo:min(lo+listLimit, len(rows))]
+	p.GeoNote = h.sourcesGeoNote(p.Sources)
 	h.render(w, r, http.StatusOK, "sources", "Sources of "+d.Name, p)
 	return nil
 }

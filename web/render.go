@@ -172,6 +172,10 @@ var funcs = template.FuncMap{
 		return *n
 	},
 	"list": func(v ...string) []string { return v },
+	// alertLinks are where an alert's cause is seen.
+	"alertLinks": linksOf,
+	// evidenceLines are a source's DKIM and SPF domains as people read them.
+	"evidenceLines": evidenceLines,
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {
 			return nil, fmt.Errorf("dict: odd number of arguments")

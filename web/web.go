@@ -58,6 +58,10 @@ type Config struct {
 	// CheckBudget bounds the live check-dmarc of a domain page; 0 means
 	// 1.5s. When it runs out the page shows the last DNS check's record.
 	CheckBudget time.Duration
+	// GeoIPCity and GeoIPASN report whether the server geolocates the
+	// reports it stores (--geoip-city, --geoip-asn): blank geolocation
+	// columns say why.
+	GeoIPCity, GeoIPASN bool
 }
 
 // Handler is the web interface. Create it with New.
@@ -100,7 +104,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.App = app.New(app.Config{Store: cfg.Store, Now: cfg.Now})
 	}
 	if cfg.Senders == nil {
-		cfg.Senders = &senders.Views{DB: cfg.Store, Known: senders.DefaultKnownSenders()}
+		cfg.Senders = &senders.Views{DB: cfg.Store, Known: senders.DefaultKnownSenders(), DMARC: cfg.App.DMARCResolver()}
 	}
 	h := &Handler{cfg: cfg, app: cfg.App, db: cfg.Store, log: cfg.Logger,
 		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Second) },

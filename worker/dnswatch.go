@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dmarcd/dmarcd/alert"
-	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -229,22 +227,12 @@ func (w *DNSWatch) Check(ctx context.Context, id string) error {
 
 // observe returns the state of _dmarc.<name> as LastDNSRecord keeps it.
 func (w *DNSWatch) observe(ctx context.Context, name string) (string, error) {
-	txts, err := w.Resolver.LookupTXT(ctx, "_dmarc."+name)
-	if errors.Is(err, dnscheck.ErrNotFound) {
-		return alert.NoRecord, nil
-	}
+	recs, err := dnscheck.DMARCRecords(ctx, w.Resolver, name)
 	if err != nil {
 		return "", err
-	}
-	var recs []string
-	for _, t := range txts {
-		if dmarc.IsDMARCRecord(t) {
-			recs = append(recs, t)
-		}
 	}
 	if len(recs) == 0 {
 		return alert.NoRecord, nil
 	}
-	slices.Sort(recs)
 	return strings.Join(recs, "\n"), nil
 }

@@ -33,6 +33,13 @@ func newSenderEnv(t *testing.T) *senderEnv {
 	e := &senderEnv{db: db, clock: clock, views: &senders.Views{DB: db, Known: senders.DefaultKnownSenders()}}
 	e.org = storetest.MustOrganization(t, db, "acme", store.PlanUnlimited)
 	e.dom = storetest.MustDomain(t, db, e.org.ID, "example.com")
+	// The domain publishes p=none, as its DNS check saw (the advice reads
+	// the policy from DNS, not from the reports).
+	dom, err := db.UpdateDomain(e.org.ID, e.dom.ID, func(d *store.Domain) error { d.LastDNSRecord = "v=DMARC1; p=none"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.dom = dom
 	e.hook = &store.Webhook{OrgID: e.org.ID, URL: "https://hooks.example.net/dmarc", Name: "ops"}
 	if err := db.CreateWebhook(e.hook, store.WebhookSecret("whsec_"+strings.Repeat("ab", 32))); err != nil {
 		t.Fatal(err)

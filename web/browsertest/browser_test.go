@@ -333,7 +333,8 @@ func TestBrowser(t *testing.T) {
 		sendKeys(`#name`, "example.com"), submit(`#name`),
 		visible(`table.records`))
 	body := b.body()
-	for _, want := range []string{"Publish these DNS records", "_dmarc.example.com", "example.com._report._dmarc.reports.dmarcd.test"} {
+	for _, want := range []string{"Publish these DNS records", "_dmarc.example.com", "example.com._report._dmarc.reports.dmarcd.test",
+		"_smtp._tls.example.com", "v=TLSRPTv1; rua=mailto:"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("domain page lacks %q", want)
 		}
@@ -356,8 +357,11 @@ func TestBrowser(t *testing.T) {
 	b.run("verify again", click(`form[action$="/verify"] button`), visible(`p.ok`))
 
 	// Reports by SMTP; the pages must show the API's numbers.
+	// Eight days of them: enough for the policy advice to judge (it needs
+	// seven), so the enforcement card names what blocks p=quarantine.
 	now := time.Now().UTC()
-	for i := range 5 {
+	const reports = 8
+	for i := range reports {
 		xml := reportgen.Generate(int64(i+1), 40, reportgen.Options{Domain: "example.com", OrgName: []string{"google.com", "yahoo.com"}[i%2],
 			Begin: now.Truncate(24*time.Hour).AddDate(0, 0, -(i + 1))})
 		if err := smtp.SendMail(s.smtp, nil, "noreply-dmarc@google.com", []string{email}, reportMail(email, xml)); err != nil {
@@ -367,7 +371,7 @@ func TestBrowser(t *testing.T) {
 	var stats map[string]any
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		_, list := s.api(t, "GET", "/api/v1/reports?domain_id="+domainID, s.key)
-		if p, _ := list["pagination"].(map[string]any); p != nil && p["total"] == 5.0 {
+		if p, _ := list["pagination"].(map[string]any); p != nil && p["total"] == float64(reports) {
 			_, stats = s.api(t, "GET", "/api/v1/domains/"+domainID+"/statistics", s.key)
 			break
 		}
@@ -395,6 +399,19 @@ func TestBrowser(t *testing.T) {
 	}
 	if n := get(b, "sender rows", chromedp.Evaluate[int](`document.querySelectorAll("table.senders tbody tr").length`)); n == 0 {
 		t.Error("the who-sends table is empty")
+	}
+	// The reports name the services by their DKIM and SPF domains (the DNS
+	// server has no PTR records), and the evidence is shown beside them.
+	who := b.text("table.senders")
+	for _, want := range []string{"Twilio SendGrid", "Amazon SES", "Intuit Mailchimp", "example.com (own servers)", "Unidentified",
+		"DKIM d=sendgrid.net", "SPF amazonses.com"} {
+		if !strings.Contains(who, want) {
+			t.Errorf("who sends lacks %q", want)
+		}
+	}
+	if enf := b.text("#enforcement"); !strings.Contains(enf, "What blocks it: ") || !strings.Contains(enf, "Intuit Mailchimp (") ||
+		strings.Contains(enf, "Unidentified (") || !strings.Contains(enf, "will stop:") {
+		t.Errorf("the enforcement card: %s", enf)
 	}
 	b.screenshot("domain-senders")
 	b.run("enforcement", chromedp.Navigate(s.url+"/domains/"+domainID+"#enforcement"), visible(`#enforcement`))

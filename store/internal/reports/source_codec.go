@@ -6,24 +6,37 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
-// Segments of version 2 (segV2, its first byte) write each block with a
-// table of its strings: a block's sources mostly share a few AS names
-// and auth domains, which version 1 (codecVersion) repeated in every
-// entry, and an address takes its 4 or 16 bytes, not its text. Half the
-// bytes per source: the segments were two thirds again of what a commit
-// of 50-record reports wrote beside the records themselves. Version 1
-// segments, written before, are read as they are; a merge rewrites them
-// as version 2.
+// A segment (segVersion, its first byte) is blocks, each with a table of
+// its strings: a block's sources mostly share a few AS names and
+// evidence domains, and an address takes its 4 or 16 bytes, not its text.
 //
-// A version 2 block is the first and last seen times (Unix seconds, the
-// second as a delta), the number of entries n, the number of strings and
-// the strings, then n entries: the address (a tag byte: 0 for the row of
-// other sources, 4 or 16 followed by as many bytes, 0xff followed by the
-// text of one that is not in canonical form), the seven counts, the
-// country code and AS name as string references (0: none, k: the k-th
-// string), the AS number, and the auth results, each a kind symbol, a
-// domain reference, a result symbol and a count.
-const segV2 = 2
+// A block is the first and last seen times (Unix seconds, the second as a
+// delta), the number of entries n, the number of strings and the strings,
+// then n entries: the address (a tag byte: 0 for the row of other
+// sources, 4 or 16 followed by as many bytes, 0xff followed by the text of
+// one that is not in canonical form), the seven counts, the country code
+// and AS name as string references (0: none, k: the k-th string), the AS
+// number, and the evidence, each a kind byte (evKindDKIM, evKindSPF), a
+// domain reference and its messages and passes.
+//
+// Version 3 is schema 8's: versions 1 and 2 kept (kind, domain, result)
+// auth entries, split by result and cut at eight per source and day, so
+// that a source's verified signature could be lost behind its failing
+// SPF results; the migration rebuilt every segment from the records.
+const segVersion = 3
+
+// Evidence kinds as a byte.
+const (
+	evKindDKIM = 1
+	evKindSPF  = 2
+)
+
+func evKindByte(kind string) byte {
+	if kind == EvidenceDKIM {
+		return evKindDKIM
+	}
+	return evKindSPF
+}
 
 // strTable numbers the strings of a block, in the order first used. A
 // block mostly has a handful (a country, an AS name, two auth domains), so
@@ -33,8 +46,8 @@ const segV2 = 2
 type strTable struct {
 	list []string
 	idx  map[string]uint64 // nil until the list grows past strTableScan
-	s    SourceRollup      // appendBlockV2's scratch, which get fills in
-	refs []uint64          // appendBlockV2's references, in the order it makes them
+	s    SourceRollup      // appendSourceBlock's scratch, which get fills in
+	refs []uint64          // appendSourceBlock's references, in the order it makes them
 }
 
 // strTableScan is how many strings are looked up by going through them.
@@ -82,18 +95,18 @@ func (t *strTable) opt(s *string) uint64 {
 	return t.ref(*s)
 }
 
-// appendBlockV2 appends a block of the n sources get gives, seen from
-// first to last. get is called twice for each: for the table, then for
-// the entry; what it fills in must stay the same. The first pass keeps the
-// references it looked up, in order, for the second.
-func appendBlockV2(e codec.Enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) codec.Enc {
+// appendSourceBlock appends a block of the n sources get gives, seen
+// from first to last. get is called twice for each: for the table, then
+// for the entry; what it fills in must stay the same. The first pass keeps
+// the references it looked up, in order, for the second.
+func appendSourceBlock(e codec.Enc, t *strTable, first, last int64, n int, get func(i int, s *SourceRollup)) codec.Enc {
 	t.reset()
 	s := &t.s
 	for i := range n {
 		get(i, s)
 		t.refs = append(t.refs, t.opt(s.CountryCode), t.opt(s.ASOrg))
-		for _, a := range s.Auth {
-			t.refs = append(t.refs, t.ref(a.Domain))
+		for _, ev := range s.Evidence {
+			t.refs = append(t.refs, t.ref(ev.Domain))
 		}
 	}
 	e = appendBlockHeader(e, first, last, n)
@@ -109,18 +122,19 @@ func appendBlockV2(e codec.Enc, t *strTable, first, last int64, n int, get func(
 		e = e.Varint(s.Disposition.None).Varint(s.Disposition.Quarantine).Varint(s.Disposition.Reject)
 		e = e.Uvarint(refs[0]).OptU32(s.ASN).Uvarint(refs[1])
 		refs = refs[2:]
-		e = e.Uvarint(uint64(len(s.Auth)))
-		for _, a := range s.Auth {
-			e = e.Sym(a.Kind).Uvarint(refs[0]).Sym(a.Result).Varint(a.Messages)
+		e = e.Uvarint(uint64(len(s.Evidence)))
+		for _, ev := range s.Evidence {
+			e = append(e, evKindByte(ev.Kind))
+			e = e.Uvarint(refs[0]).Varint(ev.Messages).Varint(ev.Pass)
 			refs = refs[1:]
 		}
 	}
 	return e
 }
 
-// decodeBlockV2 reads one version 2 block and calls fn with each of its
+// decodeSourceBlock reads one block and calls fn with each of its
 // sources, which share their strings (the caller may keep them).
-func decodeBlockV2(d *codec.Dec, fn func(*SourceRollup)) error {
+func decodeSourceBlock(d *codec.Dec, fn func(*SourceRollup)) error {
 	f := d.Varint()
 	first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.Varint(), 0).UTC()
 	n := d.Count()
@@ -153,21 +167,28 @@ func decodeBlockV2(d *codec.Dec, fn func(*SourceRollup)) error {
 		s.CountryCode = ref()
 		s.ASN = d.OptU32()
 		s.ASOrg = ref()
-		na := d.Count()
-		if na > maxSourceAuth {
+		ne := d.Count()
+		if ne > maxSourceEvidence {
 			return errCorrupt
 		}
-		if na > 0 {
-			s.Auth = make([]AuthDomainCount, na)
-			for i := range s.Auth {
-				a := &s.Auth[i]
-				a.Kind = d.Sym()
+		if ne > 0 {
+			s.Evidence = make([]Evidence, ne)
+			for i := range s.Evidence {
+				ev := &s.Evidence[i]
+				switch d.Byte() {
+				case evKindDKIM:
+					ev.Kind = EvidenceDKIM
+				case evKindSPF:
+					ev.Kind = EvidenceSPF
+				default:
+					d.Fail()
+				}
 				if p := ref(); p != nil {
-					a.Domain = *p
+					ev.Domain = *p
 				} else {
 					d.Fail()
 				}
-				a.Result, a.Messages = d.Sym(), d.Varint()
+				ev.Messages, ev.Pass = d.Varint(), d.Varint()
 			}
 		}
 		if !d.Ok() {

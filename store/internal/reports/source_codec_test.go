@@ -10,19 +10,6 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
-// appendSourceEntryV1 writes an entry as version 1 segments had it, for
-// the tests of reading them.
-func appendSourceEntryV1(e codec.Enc, s *SourceRollup) codec.Enc {
-	e = e.Str(s.SourceIP).Varint(s.Messages).Varint(s.DMARCPass).Varint(s.SPFAligned).Varint(s.DKIMAligned)
-	e = e.Varint(s.Disposition.None).Varint(s.Disposition.Quarantine).Varint(s.Disposition.Reject)
-	e = e.Opt(s.CountryCode).OptU32(s.ASN).Opt(s.ASOrg)
-	e = e.Uvarint(uint64(len(s.Auth)))
-	for _, a := range s.Auth {
-		e = e.Sym(a.Kind).Str(a.Domain).Sym(a.Result).Varint(a.Messages)
-	}
-	return e
-}
-
 func codecSources() []*SourceRollup {
 	cc, org, other := "SE", "Example AB", "Other Net"
 	asn := uint32(64500)
@@ -39,96 +26,99 @@ func codecSources() []*SourceRollup {
 		switch i % 3 {
 		case 0:
 			s.CountryCode, s.ASN, s.ASOrg = &cc, &asn, &org
-			s.Auth = []AuthDomainCount{{Kind: "spf", Domain: "example.com", Result: "pass", Messages: 3},
-				{Kind: "dkim", Domain: "mail.example.net", Result: "fail", Messages: 2}}
+			s.Evidence = []Evidence{{Kind: EvidenceSPF, Domain: "example.com", Messages: 3, Pass: 3},
+				{Kind: EvidenceDKIM, Domain: "mail.example.net", Messages: 2}}
 		case 1:
 			s.ASOrg = &other
-			s.Auth = []AuthDomainCount{{Kind: "dkim", Domain: "", Result: "weird-result", Messages: 1}}
+			s.Evidence = []Evidence{{Kind: EvidenceDKIM, Domain: "", Messages: 1, Pass: 1}}
 		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// TestSourceSegmentRoundTrip writes sources in a version 2 block and in a
-// version 1 segment and reads both back the same: addresses of every
-// form (v4, v6, mapped, the row of other sources, text that is no
-// canonical address), missing geolocation, an empty auth domain, a
-// result that is no symbol.
+// TestSourceSegmentRoundTrip writes sources in a block and reads them
+// back the same: addresses of every form (v4, v6, mapped, the row of
+// other sources, text that is no canonical address), missing
+// geolocation, evidence of both kinds and an empty domain. Segments of
+// the layouts before (versions 1 and 2, which schema 8 rebuilt) are
+// refused as corrupt, never misread.
 func TestSourceSegmentRoundTrip(t *testing.T) {
 	srcs := codecSources()
 	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
 	var tab strTable
-	v2 := appendBlockV2(codec.Enc{segV2}, &tab, first, last, len(srcs), func(i int, s *SourceRollup) { *s = *srcs[i] })
-	v1 := appendBlockHeader(codec.Enc{codecVersion}, first, last, len(srcs))
-	for _, s := range srcs {
-		v1 = appendSourceEntryV1(v1, s)
+	raw := appendSourceBlock(codec.Enc{segVersion}, &tab, first, last, len(srcs), func(i int, s *SourceRollup) { *s = *srcs[i] })
+	var got []*SourceRollup
+	if err := DecodeSourceSegment(raw, func(s *SourceRollup) { got = append(got, s) }); err != nil {
+		t.Fatal(err)
 	}
-	for name, raw := range map[string][]byte{"v2": v2, "v1": v1} {
-		var got []*SourceRollup
-		if err := DecodeSourceSegment(raw, func(s *SourceRollup) { got = append(got, s) }); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(got) != len(srcs) {
-			t.Fatalf("%s: %d sources, want %d", name, len(got), len(srcs))
-		}
-		for i := range srcs {
-			if !reflect.DeepEqual(got[i], srcs[i]) {
-				t.Errorf("%s source %d:\n got %+v\nwant %+v", name, i, *got[i], *srcs[i])
-			}
-		}
+	if len(got) != len(srcs) {
+		t.Fatalf("%d sources, want %d", len(got), len(srcs))
 	}
-	if len(v2) >= len(v1) {
-		t.Errorf("version 2 takes %d bytes, version 1 %d: the table should make it smaller", len(v2), len(v1))
+	for i := range srcs {
+		if !reflect.DeepEqual(got[i], srcs[i]) {
+			t.Errorf("source %d:\n got %+v\nwant %+v", i, *got[i], *srcs[i])
+		}
 	}
 	// Cut anywhere, a segment is an error, never a panic or a wrong source.
-	for n := 1; n < len(v2); n++ {
-		err := DecodeSourceSegment(v2[:n], func(*SourceRollup) {})
+	for n := 1; n < len(raw); n++ {
+		err := DecodeSourceSegment(raw[:n], func(*SourceRollup) {})
 		if err != nil && !errors.Is(err, errCorrupt) {
 			t.Fatalf("cut at %d: %v", n, err)
 		}
 	}
-	if err := DecodeSourceSegment([]byte{9}, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
-		t.Errorf("unknown version: %v", err)
+	for _, version := range []byte{1, 2, 9} {
+		old := append([]byte{version}, raw[1:]...)
+		if err := DecodeSourceSegment(old, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
+			t.Errorf("version %d: %v", version, err)
+		}
+	}
+	// An evidence kind that is neither DKIM nor SPF is corrupt: one source
+	// whose entry ends with its one piece of evidence (kind, domain
+	// reference, messages 3, passes 3: four bytes).
+	one := appendSourceBlock(codec.Enc{segVersion}, &tab, first, last, 1, func(_ int, s *SourceRollup) {
+		*s = SourceRollup{SourceIP: "192.0.2.1", Messages: 3, Evidence: []Evidence{{EvidenceSPF, "example.com", 3, 3}}}
+	})
+	if err := DecodeSourceSegment(one, func(*SourceRollup) {}); err != nil || one[len(one)-4] != evKindSPF {
+		t.Fatalf("one source: %v, kind byte %d", err, one[len(one)-4])
+	}
+	one[len(one)-4] = 7
+	if err := DecodeSourceSegment(one, func(*SourceRollup) {}); !errors.Is(err, errCorrupt) {
+		t.Errorf("evidence kind 7: %v", err)
 	}
 }
 
-// TestMergeReadsVersion1 merges a day's segment written in version 1 (as
-// a database from before holds them) with new entries, as the commit that
-// merges a day's segments does: every source is summed, and the merged
-// segment is written in version 2.
-func TestMergeReadsVersion1(t *testing.T) {
-	srcs := codecSources()
-	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
-	old := appendBlockHeader(codec.Enc{codecVersion}, first, last, len(srcs))
-	for _, s := range srcs {
-		old = appendSourceEntryV1(old, s)
+// TestAddEvidence checks how evidence adds up: a domain twice in one
+// record counts its messages once (passing when either result passed),
+// records and days add up, and past maxSourceEvidence entries a domain
+// with more messages than the smallest entry takes its place.
+func TestAddEvidence(t *testing.T) {
+	var out []Evidence
+	out = addRecordEvidence(out, 0, EvidenceDKIM, "Example.COM", "fail", 5)
+	out = addRecordEvidence(out, 0, EvidenceDKIM, "example.com", "pass", 5)
+	out = addRecordEvidence(out, 0, EvidenceSPF, "example.com", "softfail", 5)
+	out = addRecordEvidence(out, 0, EvidenceSPF, "", "pass", 5)
+	want := []Evidence{{EvidenceDKIM, "example.com", 5, 5}, {EvidenceSPF, "example.com", 5, 0}}
+	if !reflect.DeepEqual(out, want) {
+		t.Fatalf("one record: %+v, want %+v", out, want)
 	}
-	var tab strTable
-	add := SourceEntries{n: 2, body: appendBlockV2(codec.Enc{segV2}, &tab, first, last, 2, func(i int, s *SourceRollup) { *s = *srcs[i] })}
-	day := DaySources{}
-	if err := DecodeSourceSegment(old, day.Add); err != nil {
-		t.Fatal(err)
+	if u := addRecordEvidence(nil, 0, EvidenceDKIM, "BÜCHER.Example", "pass", 1); u[0].Domain != "bücher.example" {
+		t.Errorf("a domain past ASCII: %q", u[0].Domain)
 	}
-	if err := DecodeSourceSegment(add.Frame(), day.Add); err != nil {
-		t.Fatal(err)
+	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "example.com", 3, 0})
+	if out[0] != (Evidence{EvidenceDKIM, "example.com", 8, 5}) {
+		t.Fatalf("two records: %+v", out[0])
 	}
-	merged := AppendSourceSegment(nil, day)
-	if merged[0] != segV2 {
-		t.Errorf("merged segment of version %d", merged[0])
+	for i := range maxSourceEvidence - 2 {
+		out = addEvidence(out, 0, Evidence{EvidenceSPF, fmt.Sprint("d", i, ".example"), int64(10 + i), 1})
 	}
-	got := map[string]int64{}
-	if err := DecodeSourceSegment(merged, func(s *SourceRollup) { got[s.SourceIP] += s.Messages }); err != nil {
-		t.Fatal(err)
+	if len(out) != maxSourceEvidence {
+		t.Fatalf("%d entries", len(out))
 	}
-	for i, s := range srcs {
-		want := s.Messages
-		if i < 2 {
-			want *= 2
-		}
-		if got[s.SourceIP] != want {
-			t.Errorf("%q: %d messages, want %d", s.SourceIP, got[s.SourceIP], want)
-		}
+	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "small.example", 1, 1})
+	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "sendgrid.net", 6, 6})
+	if len(out) != maxSourceEvidence || out[1] != (Evidence{EvidenceDKIM, "sendgrid.net", 6, 6}) {
+		t.Errorf("full: %+v, want sendgrid.net in the place of the SPF entry of 5 messages, small.example left out", out)
 	}
 }
 
@@ -159,24 +149,17 @@ func TestStrTableRefs(t *testing.T) {
 	}
 }
 
-// FuzzSourceSegment ensures the decoder of per-source segments (version 1
-// and 2) never panics or allocates without bound on damaged bytes, and
-// that the sources it accepts, merged by IP as a commit merges a day,
-// encode to a segment that decodes to the same sums.
+// FuzzSourceSegment ensures the decoder of per-source segments never
+// panics or allocates without bound on damaged bytes, and that the sources
+// it accepts, merged by IP as a commit merges a day, encode to a segment
+// that decodes to the same sums.
 func FuzzSourceSegment(f *testing.F) {
-	srcs := codecSources()
 	day := DaySources{}
-	for _, s := range srcs {
+	for _, s := range codecSources() {
 		cp := *s
 		day.Add(&cp)
 	}
 	f.Add([]byte(AppendSourceSegment(nil, day)))
-	first, last := srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix()
-	old := appendBlockHeader(codec.Enc{codecVersion}, first, last, len(srcs))
-	for _, s := range srcs {
-		old = appendSourceEntryV1(old, s)
-	}
-	f.Add([]byte(old))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		day := DaySources{}
 		if err := DecodeSourceSegment(raw, day.Add); err != nil {

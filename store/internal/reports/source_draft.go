@@ -22,14 +22,14 @@ import (
 // once, through a scratch hash table of row numbers, is cheaper than that.
 //
 // Summing keeps what the incremental roll-up kept: a source's geolocation
-// is its first record's, its auth results are counted in the order they
-// first appear (at most maxSourceAuth of them), and past
+// is its first record's, its evidence is counted in the order it first
+// appears (at most maxSourceEvidence entries, see addEvidence), and past
 // maxDraftSourceIPs distinct sources the ones with the fewest messages are
 // folded into the row of OtherSources, down to keepDraftSourceIPs.
 type Sources struct {
 	rows []srcRow
-	// auths holds the rows' auth results: row i's are auths[a0:a1].
-	auths []AuthDomainCount
+	// auths holds the rows' evidence: row i's are auths[a0:a1].
+	auths []Evidence
 	// summed is how many leading rows are summed: one per source, in no
 	// particular order (the encoding and the counts need none).
 	summed int
@@ -40,7 +40,7 @@ type Sources struct {
 	// then swaps them with rows and auths, so that a report whose sources
 	// repeat sums them without new slices.
 	spare      []srcRow
-	spareAuths []AuthDomainCount
+	spareAuths []Evidence
 	grp, first []int32 // scratch of sum
 	// Pool is the DB's, which hands the slices on from report to report;
 	// nil: new slices, sized for 4 sources.
@@ -88,7 +88,7 @@ func (p *SourcePool) rows() int {
 // the bytes the store allocated per record.
 type sourceBufs struct {
 	rows, spare           []srcRow
-	auths, spareAuths     []AuthDomainCount
+	auths, spareAuths     []Evidence
 	perm, tab, grp, first []int32
 	strs                  strTable
 }
@@ -98,7 +98,7 @@ type sourceBufs struct {
 func (s *Sources) take() {
 	n := s.Pool.rows()
 	if s.Pool == nil {
-		s.rows, s.auths = make([]srcRow, 0, n), make([]AuthDomainCount, 0, 2*n)
+		s.rows, s.auths = make([]srcRow, 0, n), make([]Evidence, 0, 2*n)
 		return
 	}
 	if b, _ := s.Pool.bufs.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
@@ -108,7 +108,7 @@ func (s *Sources) take() {
 		s.Pool.bufs.Put(b)
 		return
 	}
-	s.rows, s.auths = make([]srcRow, 0, n), make([]AuthDomainCount, 0, 2*n)
+	s.rows, s.auths = make([]srcRow, 0, n), make([]Evidence, 0, 2*n)
 }
 
 // Release hands s's slices to the next report and empties s. Nothing may
@@ -160,16 +160,16 @@ func (s *Sources) Add(r *Record) {
 			row.asOrg, row.hasASOrg = *g.ASOrg, true
 		}
 	}
-	// A row alone is a summed source: its auth results are distinct and
-	// at most maxSourceAuth, as the sum of several would be.
+	// A row alone is a summed source: its evidence is distinct and at
+	// most maxSourceEvidence entries, as the sum of several would be.
 	row.a0 = int32(len(s.auths))
-	for i := range r.AuthResults.SPF {
-		a := &r.AuthResults.SPF[i]
-		s.auths = addAuth(s.auths, row.a0, AuthDomainCount{Kind: "spf", Domain: a.Domain, Result: a.Result, Messages: n})
-	}
 	for i := range r.AuthResults.DKIM {
 		a := &r.AuthResults.DKIM[i]
-		s.auths = addAuth(s.auths, row.a0, AuthDomainCount{Kind: "dkim", Domain: a.Domain, Result: a.Result, Messages: n})
+		s.auths = addRecordEvidence(s.auths, row.a0, EvidenceDKIM, a.Domain, a.Result, n)
+	}
+	for i := range r.AuthResults.SPF {
+		a := &r.AuthResults.SPF[i]
+		s.auths = addRecordEvidence(s.auths, row.a0, EvidenceSPF, a.Domain, a.Result, n)
 	}
 	row.a1 = int32(len(s.auths))
 	s.rows = append(s.rows, row)
@@ -255,7 +255,7 @@ func (s *Sources) sum() {
 				out.sum(&s.rows[k])
 			}
 			for _, a := range s.auths[s.rows[k].a0:s.rows[k].a1] {
-				auths = addAuth(auths, out.a0, a)
+				auths = addEvidence(auths, out.a0, a)
 			}
 		}
 		out.a1 = int32(len(auths))
@@ -303,20 +303,43 @@ func (s *Sources) distinct() bool {
 
 var sourceSeed = maphash.MakeSeed()
 
-// addAuth counts a in the auth results of a summed row, which start at
-// out[a0], keeping at most maxSourceAuth distinct ones.
-func addAuth(out []AuthDomainCount, a0 int32, a AuthDomainCount) []AuthDomainCount {
-	have := out[a0:]
+// addRecordEvidence counts the n messages of one record with one auth
+// result in the evidence of its row, which starts at out[e0]: a domain
+// the record names twice (two signatures) counts its messages once,
+// passing when either result passed. An empty domain is no evidence.
+func addRecordEvidence(out []Evidence, e0 int32, kind, domain, result string, n int64) []Evidence {
+	if domain == "" {
+		return out
+	}
+	if needsLower(domain) {
+		domain = strings.ToLower(domain)
+	}
+	pass := ifPass(result == "pass", n)
+	have := out[e0:]
 	for i := range have {
-		if have[i].Kind == a.Kind && have[i].Domain == a.Domain && have[i].Result == a.Result {
-			have[i].Messages += a.Messages
+		if h := &have[i]; h.Domain == domain && h.Kind == kind {
+			h.Pass = max(h.Pass, pass)
 			return out
 		}
 	}
-	if len(have) < maxSourceAuth {
-		out = append(out, a)
+	e := Evidence{Kind: kind, Domain: domain, Messages: n, Pass: pass}
+	if len(have) < maxSourceEvidence {
+		return append(out, e)
 	}
-	return out
+	return addEvidence(out, e0, e)
+}
+
+// needsLower reports whether s has a byte strings.ToLower may change: an
+// upper-case ASCII letter, or any byte past ASCII. Reports' domains are
+// mostly lower case already, and this is cheaper than ToLower's own scan
+// on the ingest path.
+func needsLower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c-'A' < 26 || c >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // sum adds o's counts into r (not its auth results, nor its geolocation
@@ -360,13 +383,13 @@ func (s *Sources) prune(keep int) {
 	})
 	auths := s.spareAuths[:0]
 	for _, a := range s.auths[other.a0:other.a1] {
-		auths = addAuth(auths, 0, a)
+		auths = addEvidence(auths, 0, a)
 	}
 	k := min(keep, len(rest))
 	for _, o := range rest[k:] {
 		other.sum(&o)
 		for _, a := range s.auths[o.a0:o.a1] {
-			auths = addAuth(auths, 0, a)
+			auths = addEvidence(auths, 0, a)
 		}
 	}
 	other.ip, other.cc, other.asOrg, other.asn = OtherSources, "", "", 0
@@ -394,7 +417,7 @@ func (s *Sources) prune(keep int) {
 func (s *Sources) rollup(r *srcRow, out *SourceRollup) {
 	*out = SourceRollup{SourceIP: r.ip, Messages: r.messages, DMARCPass: r.pass, SPFAligned: r.spf, DKIMAligned: r.dkim,
 		Disposition: DispositionCount{None: r.none, Quarantine: r.quarantine, Reject: r.reject},
-		Auth:        s.auths[r.a0:r.a1]}
+		Evidence:    s.auths[r.a0:r.a1]}
 	if r.hasCC {
 		out.CountryCode = &r.cc
 	}
@@ -487,7 +510,7 @@ func (s *Sources) Encode(begin, end time.Time) SourceEntries {
 		return SourceEntries{}
 	}
 	e := make(codec.Enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
-	e = append(e, segV2)
-	e = appendBlockV2(e, &s.strs, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
+	e = append(e, segVersion)
+	e = appendSourceBlock(e, &s.strs, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
 	return SourceEntries{n: len(s.rows), body: e}
 }

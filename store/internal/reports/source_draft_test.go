@@ -69,11 +69,11 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 					if r.Geo != nil {
 						one.CountryCode, one.ASN, one.ASOrg = r.Geo.CountryCode, r.Geo.ASN, r.Geo.ASOrg
 					}
-					for _, a := range r.AuthResults.SPF {
-						one.addAuth("spf", a.Domain, a.Result, n)
-					}
 					for _, a := range r.AuthResults.DKIM {
-						one.addAuth("dkim", a.Domain, a.Result, n)
+						one.Evidence = addRecordEvidence(one.Evidence, 0, EvidenceDKIM, a.Domain, a.Result, n)
+					}
+					for _, a := range r.AuthResults.SPF {
+						one.Evidence = addRecordEvidence(one.Evidence, 0, EvidenceSPF, a.Domain, a.Result, n)
 					}
 					if g := want[ip]; g != nil {
 						g.Merge(one)
@@ -196,14 +196,14 @@ func pruneReference(s *Sources, keep int) {
 	slices.SortFunc(rest, func(a, b srcRow) int {
 		return cmp.Or(cmp.Compare(b.messages, a.messages), strings.Compare(a.ip, b.ip))
 	})
-	auths := make([]AuthDomainCount, 0, len(s.auths))
+	auths := make([]Evidence, 0, len(s.auths))
 	for _, a := range s.auths[other.a0:other.a1] {
-		auths = addAuth(auths, 0, a)
+		auths = addEvidence(auths, 0, a)
 	}
 	for _, o := range rest[min(keep, len(rest)):] {
 		other.sum(&o)
 		for _, a := range s.auths[o.a0:o.a1] {
-			auths = addAuth(auths, 0, a)
+			auths = addEvidence(auths, 0, a)
 		}
 	}
 	other.ip, other.cc, other.asOrg, other.asn = OtherSources, "", "", 0

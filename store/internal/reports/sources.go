@@ -9,24 +9,35 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
-// maxSourceAuth is how many distinct (kind, domain, result) entries a
-// source keeps per day; the rest count in the totals only.
-const maxSourceAuth = 8
+// maxSourceEvidence is how many distinct (kind, domain) entries of
+// evidence a source keeps per day and per window read: a source mostly has
+// two to four. Past it, a domain with more messages than the entry with the
+// fewest takes that entry's place (addEvidence).
+const maxSourceEvidence = 8
 
-// AuthDomainCount counts a source's messages with one auth result: Kind
-// "spf" (the SPF-checked domain, usually the envelope sender's) or "dkim"
-// (the signing domain), the domain and its result as reported.
-type AuthDomainCount struct {
-	Kind     string `json:"kind"`
-	Domain   string `json:"domain"`
-	Result   string `json:"result"`
-	Messages int64  `json:"messages"`
+// Kinds of Evidence.
+const (
+	EvidenceDKIM = "dkim" // the d= domain of a DKIM signature
+	EvidenceSPF  = "spf"  // the domain SPF checked: the MAIL FROM's (or HELO's)
+)
+
+// Evidence counts the messages of a source that carried one domain in one
+// kind of authentication result (EvidenceDKIM or EvidenceSPF): Messages
+// had it, Pass of them passed for it (a message signed twice by the domain
+// counts once, passing when either signature did). Domain is in lower
+// case. A verified signature or a passing SPF result names who sent the
+// mail; a failing one names nobody (anyone can claim a domain).
+type Evidence struct {
+	Kind     string
+	Domain   string
+	Messages int64
+	Pass     int64
 }
 
 // SourceRollup is the mail of one source IP for one domain: on one day as
 // stored, or summed over days by a reader. SPFAligned and DKIMAligned are
-// the DMARC-evaluated (aligned) results; Auth the raw results with their
-// domains, most messages first. FirstSeen is the earliest date_begin and
+// the DMARC-evaluated (aligned) results; Evidence the domains of the raw
+// auth results with their counts. FirstSeen is the earliest date_begin and
 // LastSeen the latest date_end of the reports that carried the source.
 type SourceRollup struct {
 	SourceIP    string
@@ -40,7 +51,7 @@ type SourceRollup struct {
 	CountryCode *string
 	ASN         *uint32
 	ASOrg       *string
-	Auth        []AuthDomainCount
+	Evidence    []Evidence
 }
 
 // Merge adds o (the same source on another day or report) into s.
@@ -64,25 +75,36 @@ func (s *SourceRollup) Merge(o *SourceRollup) {
 	if s.ASN == nil {
 		s.ASN, s.ASOrg = o.ASN, o.ASOrg
 	}
-	for _, a := range o.Auth {
-		s.addAuth(a.Kind, a.Domain, a.Result, a.Messages)
+	for _, e := range o.Evidence {
+		s.Evidence = addEvidence(s.Evidence, 0, e)
 	}
 }
 
-// addAuth counts n messages with one auth result, keeping at most
-// maxSourceAuth distinct entries.
-func (s *SourceRollup) addAuth(kind, domain, result string, n int64) {
-	for i := range s.Auth {
-		a := &s.Auth[i]
-		if a.Kind == kind && a.Domain == domain && a.Result == result {
-			a.Messages += n
-			return
+// addEvidence counts e in the evidence that starts at out[e0] (the
+// messages of another record or day add up), keeping at most
+// maxSourceEvidence entries: past them e takes the place of the entry
+// with the fewest messages when it has more.
+func addEvidence(out []Evidence, e0 int32, e Evidence) []Evidence {
+	have := out[e0:]
+	least := -1
+	for i := range have {
+		h := &have[i]
+		if h.Kind == e.Kind && h.Domain == e.Domain {
+			h.Messages += e.Messages
+			h.Pass += e.Pass
+			return out
+		}
+		if least < 0 || h.Messages < have[least].Messages {
+			least = i
 		}
 	}
-	if len(s.Auth) >= maxSourceAuth {
-		return
+	switch {
+	case len(have) < maxSourceEvidence:
+		out = append(out, e)
+	case e.Messages > have[least].Messages:
+		have[least] = e
 	}
-	s.Auth = append(s.Auth, AuthDomainCount{Kind: kind, Domain: domain, Result: result, Messages: n})
+	return out
 }
 
 // maxDraftSourceIPs is how many distinct sources a report being ingested
@@ -113,13 +135,13 @@ func (d DaySources) Add(s *SourceRollup) {
 }
 
 // SourceEntries is the per-source roll-up of one or more reports,
-// encoded as a segment's blocks (appendBlockV2). body starts with its
-// version byte (segV2), so that a domain-day with one report in a commit
+// encoded as a segment's blocks (appendSourceBlock). body starts with its
+// version byte (segVersion), so that a domain-day with one report in a commit
 // (as when reports arrive one by one) stores body as its segment without
 // a copy.
 type SourceEntries struct {
 	n    int
-	body []byte   // segV2, then a block
+	body []byte   // segVersion, then a block
 	more [][]byte // the bodies of further reports of the same day
 }
 
@@ -171,8 +193,7 @@ func (s *SourceEntries) Frame() []byte {
 // A segment is its version and then blocks until its end: a block is
 // the first and last seen times (Unix seconds, the second as a delta),
 // the number of entries, and the entries, which share those times (see
-// source_codec.go for version 2, which every segment is written in now;
-// version 1, codecVersion, is still read).
+// source_codec.go).
 
 // appendBlockHeader starts a block of n entries seen from first to last.
 func appendBlockHeader(e codec.Enc, first, last int64, n int) codec.Enc {
@@ -189,7 +210,7 @@ func AppendSourceSegment(e codec.Enc, day DaySources) codec.Enc {
 	slices.SortFunc(srcs, func(a, b *SourceRollup) int {
 		return cmp.Or(a.FirstSeen.Compare(b.FirstSeen), a.LastSeen.Compare(b.LastSeen), strings.Compare(a.SourceIP, b.SourceIP))
 	})
-	e = append(e, segV2)
+	e = append(e, segVersion)
 	var t strTable
 	for len(srcs) > 0 {
 		n := 1
@@ -197,54 +218,23 @@ func AppendSourceSegment(e codec.Enc, day DaySources) codec.Enc {
 			n++
 		}
 		block := srcs[:n]
-		e = appendBlockV2(e, &t, srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix(), n, func(i int, s *SourceRollup) { *s = *block[i] })
+		e = appendSourceBlock(e, &t, srcs[0].FirstSeen.Unix(), srcs[0].LastSeen.Unix(), n, func(i int, s *SourceRollup) { *s = *block[i] })
 		srcs = srcs[n:]
 	}
 	return e
 }
 
 // DecodeSourceSegment calls fn with each source of a segment; each call
-// gets a new SourceRollup the caller may keep.
+// gets a new SourceRollup the caller may keep. Segments of the versions
+// before segVersion are gone: the migration to schema 8 rebuilt them.
 func DecodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 	d := codec.NewDec(raw)
-	switch d.Byte() {
-	case segV2:
-		for d.Ok() && d.Len() > 0 {
-			if err := decodeBlockV2(&d, fn); err != nil {
-				return err
-			}
-		}
-		if !d.Ok() {
-			return errCorrupt
-		}
-		return nil
-	case codecVersion:
-	default:
+	if d.Byte() != segVersion {
 		return errCorrupt
 	}
 	for d.Ok() && d.Len() > 0 {
-		f := d.Varint()
-		first, last := time.Unix(f, 0).UTC(), time.Unix(f+d.Varint(), 0).UTC()
-		n := d.Count()
-		for range n {
-			s := &SourceRollup{SourceIP: d.Str(), Messages: d.Varint(), DMARCPass: d.Varint(),
-				SPFAligned: d.Varint(), DKIMAligned: d.Varint(), FirstSeen: first, LastSeen: last}
-			s.Disposition = DispositionCount{None: d.Varint(), Quarantine: d.Varint(), Reject: d.Varint()}
-			s.CountryCode, s.ASN, s.ASOrg = d.Opt(), d.OptU32(), d.Opt()
-			na := d.Count()
-			if na > maxSourceAuth {
-				return errCorrupt
-			}
-			if na > 0 {
-				s.Auth = make([]AuthDomainCount, na)
-				for i := range s.Auth {
-					s.Auth[i] = AuthDomainCount{Kind: d.Sym(), Domain: d.Str(), Result: d.Sym(), Messages: d.Varint()}
-				}
-			}
-			if !d.Ok() {
-				return errCorrupt
-			}
-			fn(s)
+		if err := decodeSourceBlock(&d, fn); err != nil {
+			return err
 		}
 	}
 	if !d.Ok() {
