@@ -240,7 +240,7 @@ func TestSendersThroughSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Senders(context.Background(), "", "example.com", sendersDay, sendersDay.AddDate(-2, 0, 0)); !strings.Contains(fmt.Sprint(err), "before") {
+	if _, err := c.Senders(context.Background(), "", "example.com", sendersDay, sendersDay.AddDate(-2, 0, 0)); !strings.Contains(fmt.Sprint(err), "start is after its end") {
 		t.Errorf("reversed range over the socket: %v", err)
 	}
 }

@@ -652,10 +652,7 @@ func TestKeyUsageIsFlushed(t *testing.T) {
 	if err := e.api.app.FlushKeyUsage(); err != nil {
 		t.Fatal(err)
 	}
-	k, err := e.db.FindAPIKey(e.keyAID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := storetest.APIKey(t, e.db, e.orgA.ID, e.keyAID)
 	if k.LastUsedAt == nil || !k.LastUsedAt.Equal(e.clock.Now()) {
 		t.Errorf("last_used_at = %v, want %v", k.LastUsedAt, e.clock.Now())
 	}

@@ -91,6 +91,10 @@ func apiError(err error) *Error {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}
+	// A date range the store refused: the API names its own parameters.
+	if errors.Is(err, store.ErrRangeReversed) {
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "validation_failed", Message: "date_to is before date_from"}
+	}
 	ae := app.AsError(err)
 	switch ae.Kind {
 	case app.Unauthenticated:

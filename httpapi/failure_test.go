@@ -37,7 +37,7 @@ func mustFailure(tb testing.TB, db *store.DB, d *store.Domain, arrival time.Time
 	if _, err := db.NewIngester().Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil || !f.Outcome().Stored {
 		tb.Fatalf("storing a failure report: %v %+v", err, f.Outcome())
 	}
-	return f.ID()
+	return f.Report().ID
 }
 
 // failureEnv is the API env with failure reports in organization A

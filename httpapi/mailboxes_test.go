@@ -1,9 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -237,10 +237,11 @@ func TestMailboxSecretSealed(t *testing.T) {
 	if r := e.do("POST", "/api/v1/mailboxes", e.keyA, mailboxBody(srv)); r.status != http.StatusCreated {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	raw, err := os.ReadFile(e.db.Path())
-	if err != nil {
+	var file bytes.Buffer
+	if _, err := e.db.Backup(&file); err != nil {
 		t.Fatal(err)
 	}
+	raw := file.Bytes()
 	if strings.Contains(string(raw), imaptest.Pass) {
 		t.Error("the database file holds the password in clear")
 	}

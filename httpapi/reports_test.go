@@ -65,7 +65,7 @@ type reportFixture struct {
 // and lasting a day, through the store's write API, as ingest does.
 func mustReport(tb testing.TB, db *store.DB, d *store.Domain, begin time.Time, reporter string, records []*store.Record) reportFixture {
 	tb.Helper()
-	draft, err := store.NewReportDraft(store.Report{
+	draft, err := db.NewReportDraft(store.Report{
 		DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
 		OrgName: reporter, OrgEmail: "noreply-dmarc@" + reporter, ExternalReportID: store.NewID(),
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: begin.Add(30 * time.Hour),

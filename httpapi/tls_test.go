@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -22,11 +21,8 @@ func mustTLS(tb testing.TB, db *store.DB, d *store.Domain, reportID string, day 
 	r := &tlsrpt.Report{OrganizationName: "Google Inc.", ReportID: reportID, DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second),
 		Policies: []tlsrpt.Policy{{Type: tlsrpt.PolicySTS, Domain: d.Name, SuccessfulSessions: 100, FailedSessions: 2,
 			Failures: []tlsrpt.FailureDetail{{ResultType: "certificate-expired", ReceivingMXHostname: "mx." + d.Name, SendingMTAIP: "192.0.2.1", FailedSessions: 2}}}}}
-	out, err := db.StoreTLSReport(context.Background(), d.OrgID, d.ID, r, begin.Add(25*time.Hour))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out.ID
+	id, _ := storetest.MustTLSReport(tb, db, d, r, begin.Add(25*time.Hour))
+	return id
 }
 
 type tlsEnv struct {

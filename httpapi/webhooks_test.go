@@ -381,7 +381,7 @@ func (e *env) raiseWebhookAlert(name string) {
 	e.t.Helper()
 	d := storetest.MustDomain(e.t, e.db, e.orgA.ID, name)
 	now := e.clock.Now()
-	draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
+	draft, err := e.db.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
 		OrgName: "reporter.example", ExternalReportID: store.NewID(), ReceivedAt: now,
 		DateBegin: now.Add(-24 * time.Hour), DateEnd: now})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
-	bolt "go.etcd.io/bbolt"
 )
 
 // env is a running pipeline over a real store in the test's directory.
@@ -117,18 +115,7 @@ func allRecords(t *testing.T, db *store.DB, orgID, id string) []*store.Record {
 // after a cascade or a crash (the names are the store's schema).
 func countKeys(t testing.TB, db *store.DB, bucket string) int {
 	t.Helper()
-	n := 0
-	err := db.Bolt().View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucket))
-		if b == nil {
-			return errors.New("no bucket " + bucket)
-		}
-		return b.ForEach(func(_, _ []byte) error { n++; return nil })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return len(storetest.Keys(t, db, bucket))
 }
 
 // reportBuckets are the store's buckets that hold report data.
@@ -165,16 +152,10 @@ func storedRecords(t testing.TB, db *store.DB) (records, orphans int) {
 			}
 		}
 	}
-	err = db.Bolt().View(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("report_records")).ForEach(func(k, _ []byte) error {
-			if len(k) < 16 || !visible[[16]byte(k[:16])] {
-				orphans++
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
+	for _, k := range storetest.Keys(t, db, "report_records") {
+		if len(k) < 16 || !visible[[16]byte(k[:16])] {
+			orphans++
+		}
 	}
 	return records, orphans
 }

@@ -229,7 +229,7 @@ func (j *job) payload(pl container.Payload) error {
 			expired = true
 			return nil
 		}
-		if draft, draftErr = store.NewReportDraft(reportOf(h, dom, j.d)); draftErr != nil {
+		if draft, draftErr = j.p.db.NewReportDraft(reportOf(h, dom, j.d)); draftErr != nil {
 			return nil
 		}
 		var err error

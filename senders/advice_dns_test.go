@@ -30,7 +30,7 @@ func TestAdvicePublishedByDNS(t *testing.T) {
 	e.v.DMARC = testResolver(t, srv)
 	for d := range 14 {
 		e.n++
-		dr, err := store.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
+		dr, err := e.db.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
 			OrgName: "google.com", ExternalReportID: "imported-" + string(rune('a'+d)), DateBegin: t0.AddDate(0, 0, d),
 			DateEnd: t0.AddDate(0, 0, d+1).Add(-1), ReceivedAt: t0.AddDate(0, 0, d+1),
 			PolicyPublished: store.PolicyPublished{Domain: "example.com", P: "reject", PCT: 100, ADKIM: "r", ASPF: "r"}})

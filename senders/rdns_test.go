@@ -40,7 +40,7 @@ func (c *fakeClock) Advance(d time.Duration) { _ = c.Sleep(context.Background(),
 // ingestSources commits one report for dom whose records come from ips.
 func ingestSources(t testing.TB, db *store.DB, dom *store.Domain, extID string, begin time.Time, recs []*store.Record) {
 	t.Helper()
-	d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
+	d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
 		OrgName: "google.com", ExternalReportID: extID, DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second),
 		ReceivedAt: begin.Add(25 * time.Hour)})
 	if err != nil {

@@ -2,13 +2,14 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // The alert types and severities are package alert's (alert.Type...,
@@ -50,22 +51,6 @@ type Alert struct {
 	DismissedAt *time.Time      `json:"dismissed_at"`
 }
 
-// alertRecord is how an alert is stored.
-type alertRecord struct {
-	ID          string          `json:"id"`
-	OrgID       string          `json:"org_id"`
-	DomainID    string          `json:"domain_id,omitempty"`
-	Type        string          `json:"type"`
-	Severity    string          `json:"severity"`
-	Status      string          `json:"status"`
-	Title       string          `json:"title"`
-	Message     string          `json:"message"`
-	Details     json.RawMessage `json:"details"`
-	CreatedAt   time.Time       `json:"created_at"`
-	SentAt      *time.Time      `json:"sent_at,omitempty"`
-	DismissedAt *time.Time      `json:"dismissed_at,omitempty"`
-}
-
 // AlertFilter selects alerts for ListAlerts; empty fields select all.
 type AlertFilter struct {
 	Severity string
@@ -74,39 +59,11 @@ type AlertFilter struct {
 	Page     Page
 }
 
-func errAlertNotFound() error { return errorf(ErrNotFound, "alert not found") }
-
 // ValidAlertSeverity reports whether s is info, warning or critical.
 func ValidAlertSeverity(s string) bool { return alert.Rank(s) > 0 }
 
 // ValidAlertStatus reports whether s is pending, sent or dismissed.
 func ValidAlertStatus(s string) bool { return statusCode(s) != 0 }
-
-// severityRank is a severity as stored (index values, dedup entries):
-// alert.Rank, 0 for no severity.
-func severityRank(s string) byte { return byte(alert.Rank(s)) }
-
-// severityOfRank is the severity of a stored rank, "" for none.
-func severityOfRank(r byte) string {
-	for _, s := range []string{alert.SeverityInfo, alert.SeverityWarning, alert.SeverityCritical} {
-		if severityRank(s) == r {
-			return s
-		}
-	}
-	return ""
-}
-
-func statusCode(s string) byte {
-	switch s {
-	case AlertPending:
-		return 'p'
-	case AlertSent:
-		return 's'
-	case AlertDismissed:
-		return 'd'
-	}
-	return 0
-}
 
 // ListAlerts returns one page of the alerts of organization orgID that
 // pass f, newest first, and how many pass in all. A page past the end is
@@ -167,24 +124,10 @@ func (f *AlertFilter) matches(v []byte) bool {
 		(f.DomainID == "" || domain == f.DomainID)
 }
 
-// FindAlert returns alert id of organization orgID. ErrNotFound also when
-// it belongs to another organization or id is malformed.
-func (db *DB) FindAlert(orgID, id string) (*Alert, error) {
-	var rec *alertRecord
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		rec, err = getOrgAlert(tx, orgID, id)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("find alert", err)
-	}
-	return rec.alert(), nil
-}
-
 // DismissAlert sets alert id of organization orgID to dismissed, stamping
 // dismissed_at, and returns it. Dismissing a dismissed alert changes
-// nothing and returns it again. ErrNotFound as FindAlert.
+// nothing and returns it again. ErrNotFound also when it belongs to another
+// organization or id is malformed.
 func (db *DB) DismissAlert(orgID, id string) (*Alert, error) {
 	var rec *alertRecord
 	now := db.now()
@@ -205,205 +148,358 @@ func (db *DB) DismissAlert(orgID, id string) (*Alert, error) {
 	return rec.alert(), nil
 }
 
-// MarkAlertSent records that alert alertID reached every active webhook of
-// its organization at time at: a pending alert becomes sent; a dismissed
-// one stays dismissed. sent_at keeps the first delivery time. ErrNotFound
-// when there is no such alert (it may have gone with its domain).
-func (db *DB) MarkAlertSent(alertID string, at time.Time) error {
-	return wrap("mark alert sent", db.bolt.Update(func(tx *bolt.Tx) error {
-		return markAlertSent(tx, alertID, at)
-	}))
-}
-
-// markAlertSent is MarkAlertSent inside the caller's transaction.
-func markAlertSent(tx *bolt.Tx, alertID string, at time.Time) error {
-	rec, err := getAlert(tx, alertID)
-	if err != nil {
-		return err
-	}
-	if rec.SentAt != nil {
-		return nil
-	}
-	rec.SentAt = new(at.UTC().Truncate(time.Second))
-	if rec.Status == AlertPending {
-		rec.Status = AlertSent
-	}
-	return putAlert(tx, rec)
-}
-
-// insertAlert is the one place alerts are created: it completes a (id,
-// pending status, "{}" details when none), checks it, stores it with its
-// index entries, and queues its webhook deliveries, all in tx. a.OrgID and
-// a.CreatedAt must be set. ErrInvalid for an unknown type or severity, a
-// malformed organization or domain id, or details that are not a JSON
-// object.
-func insertAlert(tx *bolt.Tx, a *Alert) error {
-	if a.ID == "" {
-		a.ID = NewID()
-	}
-	a.Status, a.SentAt, a.DismissedAt = AlertPending, nil, nil
-	a.CreatedAt = a.CreatedAt.UTC().Truncate(time.Second)
-	if len(a.Details) == 0 {
-		a.Details = json.RawMessage("{}")
-	}
-	rec := alertRecordOf(a)
-	if err := rec.validate(); err != nil {
-		return err
-	}
-	if err := putAlert(tx, rec); err != nil {
-		return err
-	}
-	if rec.DomainID != "" {
-		if err := tx.Bucket(bucketAlertsByDomain).Put(alertDomainKey(rec.DomainID, rec.ID), nil); err != nil {
-			return err
+// DeleteAlertsBefore deletes the alerts created before t, whatever their
+// status, in transactions of bounded size, and returns how many it
+// deleted.
+func (db *DB) DeleteAlertsBefore(t time.Time) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			var old []*alertRecord
+			err := tx.Bucket(bucketOrgs).ForEach(func(org, _ []byte) error {
+				prefix := orgPrefix(string(org))
+				end := orgTimeIDKey(string(org), t, "")
+				c := tx.Bucket(bucketAlertsByOrg).Cursor()
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && bytes.Compare(k, end) < 0 && len(old) < retentionStep; k, _ = c.Next() {
+					rec, err := getAlert(tx, idFromOrgTimeIDKey(k))
+					if err != nil {
+						return err
+					}
+					old = append(old, rec)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, rec := range old {
+				if err := removeAlert(tx, rec); err != nil {
+					return err
+				}
+			}
+			n = len(old)
+			return nil
+		})
+		total += n
+		if err != nil {
+			return total, wrap("delete old alerts", err)
+		}
+		if n < retentionStep {
+			return total, nil
 		}
 	}
-	return enqueueAlertDeliveries(tx, a, a.CreatedAt)
 }
 
-func (rec *alertRecord) validate() error {
-	switch {
-	case !ValidID(rec.ID) || !ValidID(rec.OrgID):
-		return errorf(ErrInvalid, "alert needs an id and an organization")
-	case rec.DomainID != "" && !ValidID(rec.DomainID):
-		return errorf(ErrInvalid, "malformed domain id of alert")
-	case !alert.ValidType(rec.Type):
-		return errorf(ErrInvalid, "unknown alert type %q", rec.Type)
-	case !ValidAlertSeverity(rec.Severity):
-		return errorf(ErrInvalid, "unknown alert severity %q", rec.Severity)
-	case rec.CreatedAt.IsZero():
-		return errorf(ErrInvalid, "alert needs a creation time")
-	case !json.Valid(rec.Details) || bytes.TrimSpace(rec.Details)[0] != '{':
-		return errorf(ErrInvalid, "alert details must be a JSON object")
+// PruneAlertState forgets what the rules no longer need: dedup entries of
+// days before yesterday (a day's dedup matters only that day), and the
+// source sets of days no report's window reaches any more. It works in
+// transactions of bounded size and returns how many entries it deleted.
+func (db *DB) PruneAlertState(now time.Time) (int, error) {
+	const step = retentionStep
+	today := days.Of(now)
+	total := 0
+	// Dedup keys start with their day: delete from the first key up to
+	// yesterday's.
+	limit := dedupKey(today-min(today, 1), "", "", "")[:4]
+	for {
+		n := 0
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketAlertDedup).Cursor()
+			for k, _ := c.First(); k != nil && bytes.Compare(k[:min(len(k), 4)], limit) < 0 && n < step; k, _ = c.First() {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		total += n
+		if err != nil || n < step {
+			if err != nil {
+				return total, wrap("prune alert dedup", err)
+			}
+			break
+		}
 	}
+	// A report of day D looks at the sets of D-window .. D, and reports
+	// are of yesterday or today: older sets serve no one.
+	window := uint32(db.AlertRules().NewSourceDays) + 1
+	if today <= window {
+		return total, nil
+	}
+	oldest := today - window
+	var after []byte
+	for {
+		// Look in a read transaction, so that a large index is scanned
+		// without holding the writer; delete in a short write.
+		var stale [][]byte
+		var next []byte
+		err := db.bolt.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketAlertSources).Cursor()
+			k, _ := c.First()
+			if after != nil {
+				k, _ = c.Seek(after)
+			}
+			for ; k != nil; k, _ = c.Next() {
+				if len(stale) == step {
+					next = bytes.Clone(k)
+					break
+				}
+				if len(k) != idLen+4 || binary.BigEndian.Uint32(k[idLen:]) < oldest {
+					stale = append(stale, bytes.Clone(k))
+				}
+			}
+			return nil
+		})
+		n := 0
+		if err == nil && len(stale) > 0 {
+			err = db.bolt.Update(func(tx *bolt.Tx) error {
+				b := tx.Bucket(bucketAlertSources)
+				for _, k := range stale {
+					if b.Get(k) == nil {
+						continue
+					}
+					if err := b.Delete(k); err != nil {
+						return err
+					}
+					n++
+				}
+				return nil
+			})
+		}
+		total += n
+		if err != nil {
+			return total, wrap("prune alert sources", err)
+		}
+		if next == nil {
+			return total, nil
+		}
+		after = next
+	}
+}
+
+// SetAlertRules replaces the rules used by the next commits. ErrInvalid as
+// alert.Rules.Validate.
+func (db *DB) SetAlertRules(r alert.Rules) error {
+	if !r.Disabled {
+		if err := r.Validate(); err != nil {
+			return errorf(ErrInvalid, "%v", err)
+		}
+	}
+	db.alerts.rules.Store(&r)
 	return nil
 }
 
-// getAlert reads alert id; ErrNotFound when absent or id malformed.
-func getAlert(tx *bolt.Tx, id string) (*alertRecord, error) {
-	if !ValidID(id) {
-		return nil, errAlertNotFound()
+// AlertRules returns the rules in use.
+func (db *DB) AlertRules() alert.Rules {
+	if r := db.alerts.rules.Load(); r != nil {
+		return *r
 	}
-	raw := tx.Bucket(bucketAlerts).Get(idKey(id))
-	if raw == nil {
-		return nil, errAlertNotFound()
-	}
-	rec := new(alertRecord)
-	if err := json.Unmarshal(raw, rec); err != nil {
-		return nil, fmt.Errorf("decode alert %s: %w", id, err)
-	}
-	return rec, nil
+	return alert.DefaultRules()
 }
 
-// getOrgAlert is getAlert that also hides other organizations' alerts.
-func getOrgAlert(tx *bolt.Tx, orgID, id string) (*alertRecord, error) {
-	rec, err := getAlert(tx, id)
+// OnAlert sets fn to be called with every alert created from now on, after
+// the transaction that created it committed (for metrics). fn must return
+// quickly and must not write to the database; nil removes it.
+func (db *DB) OnAlert(fn func(*Alert)) {
+	if fn == nil {
+		db.alerts.hook.Store(nil)
+		return
+	}
+	db.alerts.hook.Store(&fn)
+}
+
+// DNSCheck is the outcome of one DNS change check of a domain, as package
+// worker saw it and package alert judged it (alert.ClassifyDNSChange).
+type DNSCheck struct {
+	DomainID string
+	// Seen is the Domain.LastDNSRecord the check compared with: the write
+	// happens only while the domain still has it.
+	Seen string
+	// Record is what to remember as the domain's LastDNSRecord.
+	Record string
+	// Alert, when set, is raised for the domain, created now.
+	Alert *alert.Candidate
+	// Deactivate sets an active domain inactive (the reporting address is
+	// no longer published).
+	Deactivate bool
+}
+
+// RecordDNSCheck stores the outcome of a DNS change check in one
+// transaction: the domain's LastDNSRecord, its status, and the alert, and
+// returns the alert as stored (nil when none). Errors: ErrNotFound when the
+// domain is gone; ErrConflict when its LastDNSRecord is no longer c.Seen (a
+// concurrent check got there first: nothing is written); ErrInvalid for a
+// malformed alert.
+func (db *DB) RecordDNSCheck(c DNSCheck) (*Alert, error) {
+	dom, err := db.FindDomainByID(c.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	if rec.OrgID != orgID {
-		return nil, errAlertNotFound()
-	}
-	return rec, nil
-}
-
-// putAlert writes an alert and its organization index entry, whose value
-// carries what the list filters on.
-func putAlert(tx *bolt.Tx, rec *alertRecord) error {
-	raw, err := json.Marshal(rec)
+	var raised *Alert
+	now := db.now()
+	err = db.domainVersions.changing(dom.OrgID, func() error {
+		return db.bolt.Update(func(tx *bolt.Tx) error {
+			rec, err := getDomain(tx, c.DomainID)
+			if err != nil {
+				return err
+			}
+			if rec.LastDNSRecord != c.Seen {
+				return errorf(ErrConflict, "the domain's DNS record changed during the check")
+			}
+			rec.LastDNSRecord = c.Record
+			if c.Deactivate && rec.Status == DomainActive {
+				rec.Status = DomainInactive
+			}
+			if err := putDomain(tx, rec); err != nil {
+				return err
+			}
+			if c.Alert == nil {
+				return nil
+			}
+			a, err := alertOf(c.Alert, rec.OrgID, rec.ID, now)
+			if err != nil {
+				return err
+			}
+			if err := db.raiseAlert(tx, a); err != nil {
+				return err
+			}
+			raised = a
+			return nil
+		})
+	})
 	if err != nil {
-		return fmt.Errorf("encode alert %s: %w", rec.ID, err)
+		return nil, wrap("record DNS check", err)
 	}
-	if err := tx.Bucket(bucketAlerts).Put(idKey(rec.ID), raw); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketAlertsByOrg).Put(orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID), alertIndexValue(rec))
+	return raised, nil
 }
 
-// removeAlert deletes an alert and its index entries.
-func removeAlert(tx *bolt.Tx, rec *alertRecord) error {
-	if err := tx.Bucket(bucketAlerts).Delete(idKey(rec.ID)); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketAlertsByOrg).Delete(orgTimeIDKey(rec.OrgID, rec.CreatedAt, rec.ID)); err != nil {
-		return err
-	}
-	if rec.DomainID == "" {
+// What the sender rules (alert/sender.go: new_sender, policy_ready)
+// remember of a domain between evaluations, and how their alerts are
+// raised. The rules run in a scheduler job (worker.SenderWatch), not in
+// the ingest commit; the job reads the state here, asks the rules, and
+// hands back the alerts with the next state, which RecordSenderCheck
+// writes in one transaction: a restart between two evaluations neither
+// loses an alert nor raises one twice.
+
+// SenderAlertState returns what the sender rules remember of domain id:
+// the zero state when it was never evaluated. A damaged entry reads as
+// the zero state (it is a hint: the next evaluation is then a first one
+// and raises nothing).
+func (db *DB) SenderAlertState(domainID string) (alert.SenderState, error) {
+	var st alert.SenderState
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		st = decodeSenderState(tx.Bucket(bucketAlertSenders).Get(idKey(domainID)))
 		return nil
+	})
+	if err != nil {
+		return st, wrap("read sender alert state", err)
 	}
-	return tx.Bucket(bucketAlertsByDomain).Delete(alertDomainKey(rec.DomainID, rec.ID))
+	return st, nil
 }
 
-// deleteDomainAlerts removes a deleted domain's alerts and what the rules
-// remember of it. It runs inside DeleteDomain. Dedup entries of the domain
-// are left to expire (see deleteAlertStateBefore): their keys start with
-// the day.
-func deleteDomainAlerts(tx *bolt.Tx, domainID string) error {
-	prefix := []byte(domainID)
-	var ids []string
-	c := tx.Bucket(bucketAlertsByDomain).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		ids = append(ids, string(k[len(prefix):]))
+func decodeSenderState(raw []byte) alert.SenderState {
+	var st alert.SenderState
+	if raw != nil && json.Unmarshal(raw, &st) != nil {
+		return alert.SenderState{}
 	}
-	for _, id := range ids {
-		rec, err := getAlert(tx, id)
-		if isKind(err, ErrNotFound) {
-			continue
-		}
+	return st
+}
+
+// SenderCheck is the outcome of one evaluation of the sender rules for a
+// domain (alert.Rules.EvaluateSenders).
+type SenderCheck struct {
+	DomainID string
+	// Seen is the state the evaluation started from: the write happens
+	// only while the domain still has it.
+	Seen alert.SenderState
+	// Next is the state to remember.
+	Next alert.SenderState
+	// Alerts are raised for the domain, created now.
+	Alerts []alert.Candidate
+}
+
+// RecordSenderCheck stores the outcome of an evaluation of the sender
+// rules in one transaction: the next state, and the alerts (each with its
+// dedup entry and its webhook deliveries, as every rule's), and returns
+// the alerts as stored. Errors: ErrNotFound when the domain is gone;
+// ErrConflict when its state is no longer c.Seen (another evaluation got
+// there first: nothing is written); ErrInvalid for a malformed alert.
+func (db *DB) RecordSenderCheck(c SenderCheck) ([]*Alert, error) {
+	seen, err := json.Marshal(c.Seen)
+	if err != nil {
+		return nil, wrap("record sender check", err)
+	}
+	next, err := json.Marshal(c.Next)
+	if err != nil {
+		return nil, wrap("record sender check", err)
+	}
+	var raised []*Alert
+	now := db.now()
+	err = db.bolt.Update(func(tx *bolt.Tx) error {
+		raised = nil
+		dom, err := getDomain(tx, c.DomainID)
 		if err != nil {
 			return err
 		}
-		if err := removeAlert(tx, rec); err != nil {
+		b := tx.Bucket(bucketAlertSenders)
+		cur, err := json.Marshal(decodeSenderState(b.Get(idKey(dom.ID))))
+		if err != nil {
 			return err
 		}
-	}
-	for _, b := range [][]byte{bucketAlertsByDomain, bucketAlertSources, bucketAlertSenders} {
-		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
+		if !bytes.Equal(cur, seen) {
+			return errorf(ErrConflict, "the domain's sender alert state changed during the check")
+		}
+		if err := b.Put(idKey(dom.ID), next); err != nil {
 			return err
 		}
+		e := &ruleEval{db: db, tx: tx, rules: db.AlertRules(), now: now, today: days.Of(now),
+			dedup: tx.Bucket(bucketAlertDedup), counts: map[string]int{}}
+		for i := range c.Alerts {
+			cand := &c.Alerts[i]
+			if cand.Dedup.DomainID != "" && cand.Dedup.DomainID != dom.ID {
+				return errorf(ErrInvalid, "a %s alert of another domain", cand.Type)
+			}
+			a, err := e.raiseAlert(cand, dom.OrgID, dom.ID)
+			if err != nil {
+				return err
+			}
+			raised = append(raised, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("record sender check", err)
 	}
-	return nil
+	return raised, nil
 }
 
-func alertRecordOf(a *Alert) *alertRecord {
-	rec := &alertRecord{ID: a.ID, OrgID: a.OrgID, Type: a.Type, Severity: a.Severity, Status: a.Status,
-		Title: a.Title, Message: a.Message, Details: a.Details, CreatedAt: a.CreatedAt,
-		SentAt: secondUTC(a.SentAt), DismissedAt: secondUTC(a.DismissedAt)}
-	if a.DomainID != nil {
-		rec.DomainID = *a.DomainID
+// SenderStages returns the advice stage the sender-watch job
+// (worker.SenderWatch) last stored for each of domainIDs, in one read
+// transaction: the overview shows these instead of computing an advice per
+// domain. A domain never evaluated, or whose entry is damaged, is absent.
+func (db *DB) SenderStages(domainIDs []string) (map[string]string, error) {
+	out := make(map[string]string, len(domainIDs))
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAlertSenders)
+		for _, id := range domainIDs {
+			raw := b.Get(idKey(id))
+			if raw == nil {
+				continue
+			}
+			// Only the stage: the rest of the state is the rules' memory.
+			var st struct {
+				Stage string `json:"stage"`
+			}
+			if json.Unmarshal(raw, &st) == nil && st.Stage != "" {
+				out[id] = st.Stage
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("read sender stages", err)
 	}
-	return rec
-}
-
-func (rec *alertRecord) alert() *Alert {
-	a := &Alert{ID: rec.ID, OrgID: rec.OrgID, Type: rec.Type, Severity: rec.Severity, Status: rec.Status,
-		Title: rec.Title, Message: rec.Message, Details: rec.Details, CreatedAt: rec.CreatedAt,
-		SentAt: rec.SentAt, DismissedAt: rec.DismissedAt}
-	if rec.DomainID != "" {
-		a.DomainID = new(rec.DomainID)
-	}
-	if len(a.Details) == 0 {
-		a.Details = json.RawMessage("{}")
-	}
-	return a
-}
-
-// alertIndexValue is status code | severity rank | domain id (or nothing).
-func alertIndexValue(rec *alertRecord) []byte {
-	v := make([]byte, 0, 2+idLen)
-	v = append(v, statusCode(rec.Status), severityRank(rec.Severity))
-	return append(v, rec.DomainID...)
-}
-
-func decodeAlertIndex(v []byte) (status, severity byte, domainID string) {
-	if len(v) < 2 {
-		return 0, 0, ""
-	}
-	return v[0], v[1], string(v[2:])
-}
-
-// alertDomainKey is domain id | alert id.
-func alertDomainKey(domainID, alertID string) []byte {
-	k := make([]byte, 0, 2*idLen)
-	return append(append(k, domainID...), alertID...)
+	return out, nil
 }

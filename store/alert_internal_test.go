@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // TestSourceIndexForgetsRolledBackCommits ensures sources learnt in a
@@ -21,7 +22,7 @@ func TestSourceIndexForgetsRolledBackCommits(t *testing.T) {
 	}
 	defer db.Close()
 	domain := NewID()
-	day := dayNumber(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC))
+	day := days.Of(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC))
 	learn := func(ip string, keep bool) error {
 		return db.bolt.Update(func(tx *bolt.Tx) error {
 			x := newSourceIndex(db, tx)

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/alert"
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // Running the alert rules. Package alert decides (thresholds, evaluation,
@@ -27,37 +28,6 @@ type alertSettings struct {
 	rules   atomic.Pointer[alert.Rules]
 	hook    atomic.Pointer[func(*Alert)]
 	sources sourceCache
-}
-
-// SetAlertRules replaces the rules used by the next commits. ErrInvalid as
-// alert.Rules.Validate.
-func (db *DB) SetAlertRules(r alert.Rules) error {
-	if !r.Disabled {
-		if err := r.Validate(); err != nil {
-			return errorf(ErrInvalid, "%v", err)
-		}
-	}
-	db.alerts.rules.Store(&r)
-	return nil
-}
-
-// AlertRules returns the rules in use.
-func (db *DB) AlertRules() alert.Rules {
-	if r := db.alerts.rules.Load(); r != nil {
-		return *r
-	}
-	return alert.DefaultRules()
-}
-
-// OnAlert sets fn to be called with every alert created from now on, after
-// the transaction that created it committed (for metrics). fn must return
-// quickly and must not write to the database; nil removes it.
-func (db *DB) OnAlert(fn func(*Alert)) {
-	if fn == nil {
-		db.alerts.hook.Store(nil)
-		return
-	}
-	db.alerts.hook.Store(&fn)
 }
 
 // raiseAlert inserts a and arranges for the hook to see it once tx commits.
@@ -106,7 +76,7 @@ func (in *Ingester) raiseAlerts(tx *bolt.Tx, stored []*ReportDraft, failures []F
 	if rules.Disabled || len(stored) == 0 && len(failures) == 0 {
 		return nil
 	}
-	e := &ruleEval{db: in.db, tx: tx, rules: rules, now: now, today: dayNumber(now),
+	e := &ruleEval{db: in.db, tx: tx, rules: rules, now: now, today: days.Of(now),
 		dedup: tx.Bucket(bucketAlertDedup), idx: newSourceIndex(in.db, tx),
 		counts: map[string]int{}}
 	for _, d := range stored {
@@ -136,7 +106,7 @@ func (e *ruleEval) report(d *ReportDraft) error {
 	if e.rules.KeepsSources(d.day, e.today) {
 		hs := make([]uint64, 0, len(d.src))
 		for i := range d.src {
-			hs = append(hs, hashIP(d.src[i].ip))
+			hs = append(hs, hashIP(d.src[i].IP))
 		}
 		e.idx.learn(d.rep.DomainID, d.day, hs)
 	}
@@ -156,9 +126,9 @@ func ruleReport(d *ReportDraft) alert.Report {
 		Messages: r.MessageCount, DMARCPass: r.DMARCPassCount, DMARCFail: r.DMARCFailCount}
 	for i := range d.src {
 		c := &d.src[i]
-		if c.fail > 0 {
-			rep.FailingSources = append(rep.FailingSources, alert.Source{IP: c.ip, Messages: c.messages,
-				DMARCPass: c.pass, DMARCFail: c.fail, Origin: alert.Origin{CountryCode: c.cc, ASN: c.asn, ASOrg: c.asOrg}})
+		if c.Fail > 0 {
+			rep.FailingSources = append(rep.FailingSources, alert.Source{IP: c.IP, Messages: c.Messages,
+				DMARCPass: c.Pass, DMARCFail: c.Fail, Origin: alert.Origin{CountryCode: c.CC, ASN: c.ASN, ASOrg: c.ASOrg}})
 		}
 	}
 	return rep
@@ -261,4 +231,70 @@ func dedupKey(day uint32, domainID, typ, cause string) []byte {
 	k = binary.BigEndian.AppendUint32(k, day)
 	k = append(append(k, domainID...), typ...)
 	return append(append(k, 0), cause...)
+}
+
+// raiseMailboxAlert runs the mailbox rule (mailbox_failing) for rec after
+// a failed poll at at, in the transaction that records the poll, and
+// marks the run of failures alerted when it raises the alert. The alert
+// names no domain.
+func (db *DB) raiseMailboxAlert(tx *bolt.Tx, rec *mailboxRecord, at time.Time) error {
+	m := alert.Mailbox{ID: rec.ID, Host: rec.Host, Username: rec.Username, Folder: rec.Folder,
+		FailingSince: *rec.FailStart, Alerted: rec.FailAlerted}
+	if rec.LastError != nil {
+		m.LastError = *rec.LastError
+	}
+	c := db.AlertRules().EvaluateMailbox(&m, at)
+	if c == nil {
+		return nil
+	}
+	a, err := alertOf(c, rec.OrgID, "", db.now())
+	if err != nil {
+		return err
+	}
+	a.DomainID = nil
+	if err := db.raiseAlert(tx, a); err != nil {
+		return fmt.Errorf("mailbox_failing alert of mailbox %s: %w", rec.ID, err)
+	}
+	rec.FailAlerted = true
+	return nil
+}
+
+// raiseTLSAlerts runs the TLS rule (tls_failure_rate) for the TLS reports
+// just stored, in the transaction that stores them, so an alert exists
+// exactly when its report does.
+func (db *DB) raiseTLSAlerts(tx *bolt.Tx, stored []*TLSReportDetail) error {
+	rules := db.AlertRules()
+	if rules.Disabled || len(stored) == 0 {
+		return nil
+	}
+	now := db.now()
+	e := &ruleEval{db: db, tx: tx, rules: rules, now: now, today: days.Of(now),
+		dedup: tx.Bucket(bucketAlertDedup), counts: map[string]int{}}
+	names := map[string]string{}
+	for _, d := range stored {
+		r := d.TLSReport
+		name, ok := names[r.DomainID]
+		if !ok {
+			dom, err := getDomain(tx, r.DomainID)
+			if err != nil {
+				return err
+			}
+			name = dom.Name
+			names[r.DomainID] = name
+		}
+		rep := alert.TLSReport{ID: r.ID, DomainID: r.DomainID, Domain: name, Reporter: r.OrganizationName,
+			ReportID: r.ReportID, DateBegin: r.DateBegin, DateEnd: r.DateEnd,
+			Successful: r.SuccessfulSessions, Failed: r.FailedSessions, ResultTypes: map[string]int64{}}
+		for _, p := range d.Policies {
+			for _, f := range p.FailureDetails {
+				rep.ResultTypes[f.ResultType] += f.FailedSessions
+			}
+		}
+		if c := rules.EvaluateTLS(&rep, e, now); c != nil {
+			if err := e.raise(c, r.OrgID, r.DomainID); err != nil {
+				return fmt.Errorf("alert rules for TLS report %s: %w", r.ID, err)
+			}
+		}
+	}
+	return nil
 }

@@ -53,11 +53,11 @@ func TestSenderCheckPersists(t *testing.T) {
 		a.Status != store.AlertPending || !a.CreatedAt.Equal(e.clock.Now()) || string(a.Details) != `{"sender":"s:Intuit Mailchimp"}` {
 		t.Errorf("alert %+v", a)
 	}
-	if got, err := e.db.FindAlert(e.orgA.ID, a.ID); err != nil || got.Title != a.Title {
-		t.Errorf("stored alert %+v, %v", got, err)
+	if got := storetest.Alert(t, e.db, e.orgA.ID, a.ID); got == nil || got.Title != a.Title {
+		t.Errorf("stored alert %+v", got)
 	}
-	if _, err := e.db.FindAlert(e.orgB.ID, a.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("another organization sees the alert: %v", err)
+	if got := storetest.Alert(t, e.db, e.orgB.ID, a.ID); got != nil {
+		t.Errorf("another organization sees the alert: %+v", got)
 	}
 	if n := store.DedupEntries(e.db); n != dedup+1 {
 		t.Errorf("dedup entries %d, want %d", n, dedup+1)

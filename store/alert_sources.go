@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/bloom"
 )
 
 // The source index of new_failing_source: for each domain and UTC day, the
@@ -20,9 +22,9 @@ import (
 // the ingest path: a commit rewrites the small values of the days it
 // stores instead of inserting a key per source all over the B+tree (which
 // tripled the pages an ingest commit writes). The sets are kept decoded in
-// memory, each with a small Bloom filter so that looking a new source up
-// in the 31 sets of a window is 31 bit tests, and are checked against the
-// stored bytes once per commit.
+// memory, each with a small Bloom filter (package bloom) so that looking a
+// new source up in the 31 sets of a window is 31 bit tests, and are
+// checked against the stored bytes once per commit.
 
 // maxDaySetIPs caps the sources remembered per domain and day; beyond it a
 // source goes unremembered and may later count as new (the alerts it could
@@ -59,9 +61,21 @@ func hashIP(ip string) uint64 {
 type daySet struct {
 	raw    []byte // the stored bytes it was read from or written as
 	sorted []uint64
-	bloom  []uint64 // 16 bits per hash, a power of two; nil when empty
-	added  *hashSet // nil unless the set is being changed
+	bloom  *bloom.Filter // of sorted; nil when empty
+	added  *hashSet      // nil unless the set is being changed
 }
+
+// Bloom filter settings of a set: 16 bits a hash and two probes, about
+// 1.5 % false positives, which only cost a binary search.
+const (
+	daySetBits   = 16
+	daySetProbes = 2
+)
+
+// bloomKey is the filter's two hashes of a source hash: the hash itself
+// picks the block, its middle bits (FNV-1a mixes its low bits least) the
+// bits in it.
+func bloomKey(h uint64) (uint64, uint64) { return h, bits.RotateLeft64(h, 32) }
 
 // noSet stands for every day without a stored set; it is never changed.
 var noSet = &daySet{}
@@ -85,37 +99,23 @@ func decodeDaySet(raw []byte) *daySet {
 	return s
 }
 
-// buildBloom sizes the filter at 16 bits per hash (two probes: about 1.4 %
-// false positives, which only cost a binary search).
+// buildBloom makes the filter of the sorted hashes.
 func (s *daySet) buildBloom() {
 	if len(s.sorted) == 0 {
 		s.bloom = nil
 		return
 	}
-	words := 1 << bits.Len(uint(len(s.sorted)*16/64))
-	s.bloom = make([]uint64, words)
+	s.bloom = bloom.New(int64(len(s.sorted)), daySetBits, daySetProbes)
 	for _, h := range s.sorted {
-		a, b := s.probes(h)
-		s.bloom[a>>6] |= 1 << (a & 63)
-		s.bloom[b>>6] |= 1 << (b & 63)
+		s.bloom.Add(bloomKey(h))
 	}
-}
-
-// probes are the two bit positions of h: its halves, the hash being good.
-func (s *daySet) probes(h uint64) (uint64, uint64) {
-	mask := uint64(len(s.bloom))*64 - 1
-	return h & mask, (h >> 32) & mask
 }
 
 func (s *daySet) has(h uint64) bool {
 	if s.added != nil && s.added.has(h) {
 		return true
 	}
-	if s.bloom == nil {
-		return false
-	}
-	a, b := s.probes(h)
-	if s.bloom[a>>6]&(1<<(a&63)) == 0 || s.bloom[b>>6]&(1<<(b&63)) == 0 {
+	if s.bloom == nil || !s.bloom.Has(bloomKey(h)) {
 		return false
 	}
 	_, ok := slices.BinarySearch(s.sorted, h)

@@ -54,7 +54,7 @@ func (e *alertEnv) yesterday() time.Time {
 func (e *alertEnv) ingest(t *testing.T, dom *store.Domain, begin time.Time, sources ...src) *store.Report {
 	t.Helper()
 	e.seq++
-	d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
+	d, err := e.db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID,
 		OrgName: "google.com", OrgEmail: "noreply-dmarc-support@google.com", ExternalReportID: fmt.Sprintf("r%d", e.seq),
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: e.clock.Now(),
 		PolicyPublished: store.PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
@@ -426,9 +426,9 @@ func TestDismissAndMarkSent(t *testing.T) {
 	if err := e.db.MarkAlertSent(warn.ID, sentAt.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.db.FindAlert(e.orgA.ID, warn.ID)
-	if err != nil || got.Status != store.AlertSent || got.SentAt == nil || !got.SentAt.Equal(sentAt) {
-		t.Fatalf("after MarkAlertSent: %+v %v", got, err)
+	got := storetest.Alert(t, e.db, e.orgA.ID, warn.ID)
+	if got == nil || got.Status != store.AlertSent || got.SentAt == nil || !got.SentAt.Equal(sentAt) {
+		t.Fatalf("after MarkAlertSent: %+v", got)
 	}
 
 	e.clock.Advance(time.Minute)
@@ -444,14 +444,14 @@ func TestDismissAndMarkSent(t *testing.T) {
 	if err := e.db.MarkAlertSent(crit.ID, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := e.db.FindAlert(e.orgA.ID, crit.ID); got.Status != store.AlertDismissed || got.SentAt == nil {
+	if got := storetest.Alert(t, e.db, e.orgA.ID, crit.ID); got.Status != store.AlertDismissed || got.SentAt == nil {
 		t.Errorf("a dismissed alert delivered: %+v", got)
 	}
 	if _, err := e.db.DismissAlert(e.orgB.ID, warn.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("dismissing another organization's alert: %v", err)
 	}
-	if _, err := e.db.FindAlert(e.orgB.ID, warn.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("finding another organization's alert: %v", err)
+	if got := storetest.Alert(t, e.db, e.orgB.ID, warn.ID); got != nil {
+		t.Errorf("another organization lists the alert: %+v", got)
 	}
 	for _, id := range []string{"", "nope", store.NewID()} {
 		if err := e.db.MarkAlertSent(id, e.clock.Now()); !errors.Is(err, store.ErrNotFound) {

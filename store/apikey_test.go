@@ -151,26 +151,6 @@ func TestListAPIKeys(t *testing.T) {
 	})
 }
 
-// TestFindAPIKey ensures a key is found by id and unknown or malformed ids are ErrNotFound.
-func TestFindAPIKey(t *testing.T) {
-	db := storetest.Open(t)
-	org := storetest.MustOrganization(t, db, "acme", store.PlanStarter)
-	key, _ := storetest.MustAPIKey(t, db, org.ID, store.ScopeRead)
-	t.Run("OK", func(t *testing.T) {
-		got, err := db.FindAPIKey(key.ID)
-		wantKind(t, err, nil)
-		if got.ID != key.ID || got.Prefix != key.Prefix || got.Scope != store.ScopeRead {
-			t.Errorf("got %+v, want %+v", got, key)
-		}
-	})
-	for _, id := range []string{store.NewID(), "x", ""} {
-		t.Run("ErrNotFound", func(t *testing.T) {
-			_, err := db.FindAPIKey(id)
-			wantKind(t, err, store.ErrNotFound)
-		})
-	}
-}
-
 // TestRevokeAPIKey ensures revocation stamps the time once and is idempotent.
 func TestRevokeAPIKey(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch())
@@ -249,9 +229,9 @@ func TestTouchAPIKeys(t *testing.T) {
 	b, _ := storetest.MustAPIKey(t, db, org.ID, store.ScopeFull)
 	t0 := storetest.Epoch().Add(time.Hour)
 	lastUsed := func(id string) *time.Time {
-		k, err := db.FindAPIKey(id)
-		if err != nil {
-			t.Fatal(err)
+		k := storetest.APIKey(t, db, org.ID, id)
+		if k == nil {
+			t.Fatalf("no key %s", id)
 		}
 		return k.LastUsedAt
 	}

@@ -4,13 +4,15 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // The compact per-domain-day totals the overview reads.
 //
 // bucketDayTotals: rollupKey(domain id, UTC day) -> the head of that day's
 // roll-up (version, reports, messages, DMARC pass, DMARC fail; the bytes
-// appendDayRollup writes first), so eachRollupTotals reads a few bytes per
+// reports.AppendDayRollup writes first), so eachRollupTotals reads a few bytes per
 // day from densely packed pages instead of the start of every large roll-up
 // (a cold overview of 1,000 domains x 30 days at 333 records a report paid
 // one page fault per roll-up). It is written with the roll-up (putRollup),
@@ -20,17 +22,17 @@ import (
 // rollupHead returns the head of an encoded roll-up: its version byte and
 // the four totals that follow it.
 func rollupHead(raw []byte) ([]byte, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
 		return nil, errCorrupt
 	}
 	for range 4 {
-		d.varint()
+		d.Varint()
 	}
-	if !d.ok() {
+	if !d.Ok() {
 		return nil, errCorrupt
 	}
-	return append([]byte(nil), raw[:len(raw)-len(d.b)]...), nil
+	return append([]byte(nil), raw[:len(raw)-d.Len()]...), nil
 }
 
 // putDayTotals stores the totals of the roll-up raw stored under key.

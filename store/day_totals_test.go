@@ -14,9 +14,9 @@ import (
 )
 
 // dayDraft returns a finished draft of dom over day d of reportDay with n records.
-func dayDraft(t *testing.T, dom *store.Domain, ext string, d, n int) *store.ReportDraft {
+func dayDraft(t *testing.T, db *store.DB, dom *store.Domain, ext string, d, n int) *store.ReportDraft {
 	t.Helper()
-	return draftOf(t, dom, ext, reportDay(d), reportDay(d).Add(24*time.Hour-time.Second), n)
+	return draftOf(t, db, dom, ext, reportDay(d), reportDay(d).Add(24*time.Hour-time.Second), n)
 }
 
 // mustDayTotals fails t unless the day totals are the heads of the
@@ -36,9 +36,9 @@ func mustDayTotals(t *testing.T, db *store.DB, when string) int {
 func TestDayTotalsFollowRollups(t *testing.T) {
 	e := newReportEnv(t)
 	second := storetest.MustDomain(t, e.db, e.org.ID, "second.example")
-	commitAll(t, e.ing, dayDraft(t, e.dom, "a", 2, 40), dayDraft(t, e.dom, "b", 3, 7),
-		dayDraft(t, second, "c", 3, 3))
-	commitAll(t, e.ing, dayDraft(t, e.dom, "a2", 2, 5), dayDraft(t, second, "d", 12, 9))
+	commitAll(t, e.ing, dayDraft(t, e.db, e.dom, "a", 2, 40), dayDraft(t, e.db, e.dom, "b", 3, 7),
+		dayDraft(t, e.db, second, "c", 3, 3))
+	commitAll(t, e.ing, dayDraft(t, e.db, e.dom, "a2", 2, 5), dayDraft(t, e.db, second, "d", 12, 9))
 	if n := mustDayTotals(t, e.db, "after ingest"); n != 4 {
 		t.Fatalf("%d day totals after ingest, want 4", n)
 	}
@@ -75,7 +75,7 @@ func TestDayTotalsMigration(t *testing.T) {
 	}
 	org := storetest.MustOrganization(t, db, "acme", store.PlanUnlimited)
 	dom := storetest.MustDomain(t, db, org.ID, "example.com")
-	commitAll(t, db.NewIngester(), dayDraft(t, dom, "a", 2, 40), dayDraft(t, dom, "b", 3, 7))
+	commitAll(t, db.NewIngester(), dayDraft(t, db, dom, "a", 2, 40), dayDraft(t, db, dom, "b", 3, 7))
 	from, to := reportDay(1), reportDay(5)
 	want, err := db.DomainDays(org.ID, from, to)
 	if err != nil {
@@ -116,7 +116,7 @@ func TestDayTotalsMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := db.SchemaVersion(); err != nil || v != store.SchemaVersion {
+	if v, err := store.SchemaVersionOf(db); err != nil || v != store.SchemaVersion {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	if n := mustDayTotals(t, db, "after migration"); n != 2 {

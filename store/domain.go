@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -99,7 +100,7 @@ func (db *DB) CreateDomain(d *Domain) error {
 			if tx.Bucket(bucketDomainsByEmail).Get(emailKey(rec.ReportingEmail)) != nil {
 				return errorf(ErrConflict, "reporting email already in use")
 			}
-			return insertDomain(tx, rec)
+			return db.insertDomain(tx, rec)
 		})
 	})
 	if err != nil {
@@ -303,7 +304,7 @@ func (db *DB) DeleteDomain(orgID, id string) error {
 			if err != nil {
 				return err
 			}
-			if err := removeDomain(tx, rec); err != nil {
+			if err := db.removeDomain(tx, rec); err != nil {
 				return err
 			}
 			// What else is keyed by the domain. A new bucket keyed by
@@ -329,6 +330,160 @@ func (db *DB) DeleteDomain(orgID, id string) error {
 		})
 	})
 	return wrap("delete domain", err)
+}
+
+// DomainRef names a domain: what routing a report needs of it.
+type DomainRef struct {
+	ID, OrgID, Name string
+}
+
+// DomainsNamed returns the domains called name (lower case, no trailing
+// dot) of organization orgID, or of every organization when orgID is "",
+// in organization order. It reads index entries only, so it is cheap enough
+// to call for every report.
+func (db *DB) DomainsNamed(orgID, name string) ([]DomainRef, error) {
+	var refs []DomainRef
+	names := db.names.ver.Load()
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		refs, err = db.names.domainsNamed(tx, names, orgID, name)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("find domains by name", err)
+	}
+	return refs, nil
+}
+
+// maxLocalMatches bounds DomainsByReportingLocal: reporting addresses are
+// unique random local parts, so more than one match is already an
+// anomaly (an address kept from an earlier --reporting-domain).
+const maxLocalMatches = 8
+
+// DomainsByReportingLocal returns the domains whose reporting address has
+// the local part local (case-insensitive), whatever its domain part: the
+// HTTPS way in for TLS reports (/tlsrpt/<local part>) knows only that.
+// At most a few are returned, in address order; none is no error.
+func (db *DB) DomainsByReportingLocal(local string) ([]*Domain, error) {
+	local = strings.TrimSpace(local)
+	if local == "" || strings.ContainsAny(local, "@") {
+		return nil, nil
+	}
+	prefix := emailKey(local + "@")
+	var out []*Domain
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDomainsByEmail).Cursor()
+		for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < maxLocalMatches; k, id = c.Next() {
+			rec, err := getDomain(tx, string(id))
+			if err != nil {
+				return err
+			}
+			out = append(out, rec.domain())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("find domains by reporting local part", err)
+	}
+	return out, nil
+}
+
+// Rehomed is one domain whose reporting address RehomeUnverified moved.
+type Rehomed struct {
+	DomainID string
+	OrgID    string
+	Name     string
+	From, To string
+}
+
+// RehomeUnverified moves the reporting address of every domain never
+// verified (no verified_at) to reportingDomain, keeping its local part: until
+// a domain's DNS publishes its address, that address follows the current
+// --reporting-domain, so a first start on a host with an unusable name hands
+// out nothing that must stay. A verified domain keeps its address, since
+// that is what its DNS publishes. The suggested record (dmarc_record) is
+// rewritten with the new address. A domain whose new address another domain
+// already has keeps its old one and is left out of the result. All in one
+// transaction.
+func (db *DB) RehomeUnverified(reportingDomain string) ([]Rehomed, error) {
+	reportingDomain = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(reportingDomain), "."))
+	if reportingDomain == "" || strings.IndexFunc(reportingDomain, isSpaceOrControl) >= 0 || strings.Contains(reportingDomain, "@") {
+		return nil, errorf(ErrInvalid, "reporting domain %q is not a domain name", reportingDomain)
+	}
+	var moved []Rehomed
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		moved = nil
+		var recs []*domainRecord
+		err := tx.Bucket(bucketDomains).ForEach(func(k, v []byte) error {
+			rec, err := decodeDomain(string(k), v)
+			if err != nil {
+				return err
+			}
+			_, host, ok := strings.Cut(rec.ReportingEmail, "@")
+			if ok && rec.VerifiedAt == nil && !strings.EqualFold(host, reportingDomain) {
+				recs = append(recs, rec)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		byEmail := tx.Bucket(bucketDomainsByEmail)
+		for _, rec := range recs {
+			local, _, _ := strings.Cut(rec.ReportingEmail, "@")
+			to := local + "@" + reportingDomain
+			if byEmail.Get(emailKey(to)) != nil {
+				continue
+			}
+			from := rec.ReportingEmail
+			if err := byEmail.Delete(emailKey(from)); err != nil {
+				return err
+			}
+			rec.ReportingEmail = to
+			rec.DMARCRecord = strings.ReplaceAll(rec.DMARCRecord, from, to)
+			if err := putDomain(tx, rec); err != nil {
+				return err
+			}
+			if err := byEmail.Put(emailKey(to), idKey(rec.ID)); err != nil {
+				return err
+			}
+			moved = append(moved, Rehomed{DomainID: rec.ID, OrgID: rec.OrgID, Name: rec.Name, From: from, To: to})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("rehome unverified domains", err)
+	}
+	for _, m := range moved {
+		db.domainVersions.counter(m.OrgID).Add(2) // caches of the organization's domains are stale
+	}
+	return moved, nil
+}
+
+// DomainIDs returns the id of every domain of every organization, in id
+// order (creation order). It reads keys only, so it stays cheap with many
+// domains: the DNS change detection spreads its checks by this order.
+func (db *DB) DomainIDs() ([]string, error) {
+	var ids []string
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDomains).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			ids = append(ids, string(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("list domain ids", err)
+	}
+	return ids, nil
+}
+
+// DomainsVersion returns a number that changes whenever a domain of the
+// organization is created, changed or deleted. Read it before reading the
+// domains: data derived from that read is current while DomainsVersion
+// still returns the same number.
+func (db *DB) DomainsVersion(orgID string) uint64 {
+	return db.domainVersions.counter(orgID).Load()
 }
 
 func errDomainNotFound() error { return errorf(ErrNotFound, "domain not found") }
@@ -373,15 +528,9 @@ func putDomain(tx *bolt.Tx, rec *domainRecord) error {
 	return tx.Bucket(bucketDomains).Put(idKey(rec.ID), raw)
 }
 
-// namesChanging marks the domain names changing in tx (see nameCache).
-func namesChanging(tx *bolt.Tx) {
-	domainNames.Add(1)
-	tx.OnCommit(func() { domainNames.Add(1) })
-}
-
 // insertDomain writes a new domain and its three index entries.
-func insertDomain(tx *bolt.Tx, rec *domainRecord) error {
-	namesChanging(tx)
+func (db *DB) insertDomain(tx *bolt.Tx, rec *domainRecord) error {
+	db.names.changing(tx)
 	if err := putDomain(tx, rec); err != nil {
 		return err
 	}
@@ -395,8 +544,8 @@ func insertDomain(tx *bolt.Tx, rec *domainRecord) error {
 }
 
 // removeDomain deletes a domain and its three index entries.
-func removeDomain(tx *bolt.Tx, rec *domainRecord) error {
-	namesChanging(tx)
+func (db *DB) removeDomain(tx *bolt.Tx, rec *domainRecord) error {
+	db.names.changing(tx)
 	for _, del := range []struct {
 		bucket, key []byte
 	}{

@@ -426,7 +426,7 @@ func TestDeleteDomain(t *testing.T) {
 		}
 		key, good := []byte(as[0].ID), []byte(nil)
 		setAlertRow := func(v []byte) {
-			if err := db.Bolt().Update(func(tx *bolt.Tx) error {
+			if err := store.BoltOf(db).Update(func(tx *bolt.Tx) error {
 				good = bytes.Clone(tx.Bucket([]byte("alerts")).Get(key))
 				return tx.Bucket([]byte("alerts")).Put(key, v)
 			}); err != nil {
@@ -481,7 +481,7 @@ func domainRows(t *testing.T, db *store.DB, domainID string) []string {
 	t.Helper()
 	ids := [][]byte{[]byte(domainID), uuidBytes(t, domainID)}
 	var rows []string
-	err := db.Bolt().View(func(tx *bolt.Tx) error {
+	err := store.BoltOf(db).View(func(tx *bolt.Tx) error {
 		// First the ids of what the domain owns, from the rows naming it.
 		owned := map[string]bool{}
 		for _, b := range []string{"reports_by_domain", "failure_reports_by_domain", "alerts_by_domain"} {

@@ -3,6 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // Kinds of failure, tested with errors.Is. Their text is safe to show a client.
@@ -18,6 +21,30 @@ var (
 	// ErrLocked means another process (or another DB value) holds the file.
 	ErrLocked = errors.New("database file is locked by another process")
 )
+
+// The failures of a date range, of kind ErrInvalid, to tell apart with
+// errors.Is: a range whose start is after its end, and one longer than the
+// 366 UTC days a statistics read covers. Their messages name no parameter
+// of a front end: a front end that checks its input first says which of
+// its own fields is wrong.
+var (
+	ErrRangeReversed = &Error{Kind: ErrInvalid, Msg: "the range's start is after its end"}
+	ErrRangeTooLong  = &Error{Kind: ErrInvalid, Msg: fmt.Sprintf("date range is longer than %d days", maxStatsDays)}
+)
+
+// statsDays returns the UTC days of from and to (days since 1970):
+// ErrRangeReversed when to's day is before from's, ErrRangeTooLong when
+// they span more than maxStatsDays days.
+func statsDays(from, to time.Time) (first, last uint32, err error) {
+	first, last = days.Of(from), days.Of(to)
+	switch {
+	case last < first:
+		return 0, 0, ErrRangeReversed
+	case last-first >= maxStatsDays:
+		return 0, 0, ErrRangeTooLong
+	}
+	return first, last, nil
+}
 
 // Error is a failure of a known Kind with a message meant for a client,
 // e.g. &Error{ErrNotFound, "domain not found"}.

@@ -2,10 +2,12 @@ package store
 
 import (
 	"net/netip"
-	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // Failure (forensic, RUF) reports. Each is one message that failed DMARC,
@@ -16,133 +18,16 @@ import (
 // that the summary and statistics never scan reports. Bodies of original
 // messages are never stored: package dmarc does not even keep them.
 
-// FailureAuthResults are a failure report's result per check; nil when the
-// report does not say.
-type FailureAuthResults struct {
-	DMARC *string `json:"dmarc"`
-	SPF   *string `json:"spf"`
-	DKIM  *string `json:"dkim"`
-}
-
-// FailureReport is one stored failure report as the list shows it: API.md's
-// forensic report object. Text the report left out is nil (JSON null).
-// AuthFailure holds the checks the report names as failed, among "dmarc",
-// "spf" and "dkim", in that order (the families the filters and counts go
-// by); AuthFailureReported the Auth-Failure values as the report gave
-// them (RFC 6591's bodyhash, revoked, signature, adsp are DKIM failures).
-type FailureReport struct {
-	ID                    string             `json:"id"`
-	DomainID              string             `json:"domain_id"`
-	Domain                string             `json:"domain"`
-	OrgID                 string             `json:"-"`
-	ReceivedAt            time.Time          `json:"received_at"`
-	ArrivalDate           time.Time          `json:"arrival_date"`
-	Reporter              *string            `json:"reporter"`
-	SourceIP              *string            `json:"source_ip"`
-	OriginalMailFrom      *string            `json:"original_mail_from"`
-	OriginalRcptTo        *string            `json:"original_rcpt_to"`
-	ReportedDomain        *string            `json:"reported_domain"`
-	Subject               *string            `json:"subject"`
-	MessageID             *string            `json:"message_id"`
-	FeedbackType          string             `json:"feedback_type"`
-	AuthFailure           []string           `json:"auth_failure"`
-	AuthFailureReported   []string           `json:"auth_failure_reported"`
-	DeliveryResult        *string            `json:"delivery_result"`
-	AuthenticationResults FailureAuthResults `json:"authentication_results"`
-	Geo                   *Geo               `json:"geo"`
-	// Identity, when set, stands for ArrivalDate in the dedup identity
-	// (see failDedupKey): for a report without Arrival-Date, what tells it
-	// from another report about the same message (the report mail's Date,
-	// else a hash of its content), so that the same report received again
-	// later is found. Not in the API.
-	Identity string `json:"-"`
-}
-
-// ReportedKinds returns the Auth-Failure values reported that are no
-// family name (bodyhash, revoked...): what AuthFailure alone does not say.
-func (r *FailureReport) ReportedKinds() []string {
-	var out []string
-	for _, v := range r.AuthFailureReported {
-		if failureCheckBit(v) == 0 {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// FailureHeader is one header field of a reported message.
-type FailureHeader struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-// FailureReportDetail is a failure report as the single GET shows it: the
-// list object plus the DKIM signature named (when the report gave one) and
-// the original message's headers in order, nil when the report carried
-// none.
-type FailureReportDetail struct {
-	*FailureReport
-	DKIMDomain   *string         `json:"dkim_domain"`
-	DKIMSelector *string         `json:"dkim_selector"`
-	Headers      []FailureHeader `json:"headers"`
-}
-
-// The checks a failure report may name as failed, as bits of a mask.
-const (
-	failDMARC byte = 1 << iota
-	failSPF
-	failDKIM
-)
-
-// failChecks are the checks in API order, with their bits.
-var failChecks = [...]struct {
-	name string
-	bit  byte
-}{{"dmarc", failDMARC}, {"spf", failSPF}, {"dkim", failDKIM}}
-
-// failureCheckBit returns the mask bit of a check ("dmarc", "spf", "dkim"),
-// or 0 for anything else.
-func failureCheckBit(check string) byte {
-	for _, c := range failChecks {
-		if c.name == check {
-			return c.bit
-		}
-	}
-	return 0
-}
-
-// failMask turns a list of checks into a mask, ignoring unknown ones.
-func failMask(checks []string) byte {
-	var m byte
-	for _, c := range checks {
-		m |= failureCheckBit(c)
-	}
-	return m
-}
-
-// failChecksOf turns a mask back into the list of checks, in API order;
-// never nil, so that JSON shows [].
-func failChecksOf(m byte) []string {
-	out := make([]string, 0, 3)
-	for _, c := range failChecks {
-		if m&c.bit != 0 {
-			out = append(out, c.name)
-		}
-	}
-	return out
-}
-
-// Bounds on what one failure report stores. Reports are small; these keep
-// a hostile one from making every listing decode megabytes.
-const (
-	maxFailureText    = 1024     // a text field (subject, addresses...)
-	maxFailureHeaders = 1000     // header fields kept
-	maxFailureHdrSize = 1 << 20  // bytes of header names and values kept
-	maxFailureHdrText = 64 << 10 // one header value
-	// maxFailureReported bounds the Auth-Failure values kept as reported
-	// (RFC 6591 knows seven), maxFailureIdentity the identity's bytes.
-	maxFailureReported = 8
-	maxFailureIdentity = 128
+// Failure reports are package reports' values.
+type (
+	// FailureAuthResults are a failure report's result per check.
+	FailureAuthResults = reports.FailureAuthResults
+	// FailureReport is one stored failure report as the list shows it.
+	FailureReport = reports.FailureReport
+	// FailureHeader is one header field of a reported message.
+	FailureHeader = reports.FailureHeader
+	// FailureReportDetail is a failure report as the single GET shows it.
+	FailureReportDetail = reports.FailureReportDetail
 )
 
 // FailureDraft is a failure report ready to be committed (IngestBatch
@@ -208,29 +93,26 @@ func NewFailureDraft(d *FailureReportDetail) (*FailureDraft, error) {
 	if r.FeedbackType == "" {
 		r.FeedbackType = "auth-failure"
 	}
-	r.FeedbackType = cutText(r.FeedbackType)
-	r.Domain = cutText(r.Domain)
+	r.FeedbackType = reports.CutText(r.FeedbackType)
+	r.Domain = reports.CutText(r.Domain)
 	for _, p := range []**string{&r.Reporter, &r.SourceIP, &r.OriginalMailFrom, &r.OriginalRcptTo,
 		&r.ReportedDomain, &r.Subject, &r.MessageID, &r.DeliveryResult,
 		&r.AuthenticationResults.DMARC, &r.AuthenticationResults.SPF, &r.AuthenticationResults.DKIM} {
-		*p = cutOpt(*p)
+		*p = reports.CutOpt(*p)
 	}
-	f := &FailureDraft{rep: r, mask: failMask(r.AuthFailure)}
-	f.rep.AuthFailure = failChecksOf(f.mask)
-	f.rep.AuthFailureReported = keepReported(r.AuthFailureReported, f.rep.AuthFailure)
-	f.rep.Identity = cutTo(r.Identity, maxFailureIdentity)
-	f.rep.Geo = cloneGeo(r.Geo)
-	f.dkim = [2]*string{cutOpt(d.DKIMDomain), cutOpt(d.DKIMSelector)}
-	f.hdrs = keepHeaders(d.Headers)
-	f.val = appendFailure(nil, &f.rep, f.mask, f.dkim)
+	f := &FailureDraft{rep: r, mask: reports.FailMask(r.AuthFailure)}
+	f.rep.AuthFailure = reports.FailChecksOf(f.mask)
+	f.rep.AuthFailureReported = reports.KeepReported(r.AuthFailureReported, f.rep.AuthFailure)
+	f.rep.Identity = reports.CutIdentity(r.Identity)
+	f.rep.Geo = reports.CloneGeo(r.Geo)
+	f.dkim = [2]*string{reports.CutOpt(d.DKIMDomain), reports.CutOpt(d.DKIMSelector)}
+	f.hdrs = reports.KeepHeaders(d.Headers)
+	f.val = reports.AppendFailure(nil, &f.rep, f.mask, f.dkim)
 	if f.hdrs != nil {
-		f.hdrVal = appendFailureHeaders(nil, f.hdrs)
+		f.hdrVal = reports.AppendFailureHeaders(nil, f.hdrs)
 	}
 	return f, nil
 }
-
-// ID returns the id the report will have once stored.
-func (f *FailureDraft) ID() string { return f.rep.ID }
 
 // Report returns the report as it will be stored.
 func (f *FailureDraft) Report() FailureReport { return f.rep }
@@ -238,84 +120,285 @@ func (f *FailureDraft) Report() FailureReport { return f.rep }
 // Outcome returns what the last commit of the draft did with it.
 func (f *FailureDraft) Outcome() FailureOutcome { return f.out }
 
-// keepReported cleans the Auth-Failure values as reported: lower-cased,
-// trimmed, without repeats, at most maxFailureReported of at most 64 bytes;
-// none (a caller that knows only the families) gives the families.
-func keepReported(vs, families []string) []string {
-	out := make([]string, 0, len(vs))
-	for _, v := range vs {
-		v = cutTo(strings.ToLower(strings.TrimSpace(v)), 64)
-		if v != "" && !slices.Contains(out, v) && len(out) < maxFailureReported {
-			out = append(out, v)
+// FailureFilter selects failure reports for ListFailureReports. DateFrom
+// and DateTo bound the arrival date (both included); SourceIP is an exact
+// IP in canonical form (as netip.Addr.String gives it); AuthFailure is
+// "dmarc", "spf" or "dkim".
+type FailureFilter struct {
+	DomainID         string
+	DateFrom, DateTo *time.Time
+	SourceIP         string
+	AuthFailure      string
+	Page             Page
+	// After, when set, is a previous page's Next: the listing resumes
+	// after that report, in the same order, and Page.Page is ignored.
+	After []byte
+}
+
+// ListFailureReports returns one page of the failure reports of
+// organization orgID that pass f, newest arrival date first (ties: newest
+// stored first), and how many pass in all. The filters are read from the
+// index, never from the reports. Errors: ErrNotFound when f.DomainID is not
+// a domain of the organization, ErrInvalid for a page or limit below 1 or
+// an unknown f.AuthFailure.
+func (db *DB) ListFailureReports(orgID string, f FailureFilter) ([]*FailureReport, int, error) {
+	p, err := db.ListFailureReportsPage(orgID, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p.Reports, p.Total, nil
+}
+
+// FailureReportPage is one page of a failure report listing.
+type FailureReportPage struct {
+	Reports []*FailureReport
+	// Total is how many reports pass the filter, on every page.
+	Total int
+	// Next resumes the listing after the page's last report (pass it as
+	// FailureFilter.After); nil when nothing follows.
+	Next []byte
+}
+
+// ListFailureReportsPage is ListFailureReports with the position of the
+// next page. An After that is no position is ErrInvalid.
+func (db *DB) ListFailureReportsPage(orgID string, f FailureFilter) (*FailureReportPage, error) {
+	skip, err := f.Page.offset()
+	if f.After != nil {
+		skip, err = 0, f.Page.offset1()
+		if err == nil && len(f.After) != failTimeKeyLen-idLen {
+			err = errorf(ErrInvalid, "invalid cursor")
 		}
 	}
-	if len(out) == 0 {
-		return append(out, families...)
+	if err != nil {
+		return nil, err
 	}
-	return out
-}
-
-// cutText trims s to maxFailureText bytes, never inside a character.
-func cutText(s string) string {
-	return cutTo(s, maxFailureText)
-}
-
-// cutTo trims s to at most n bytes at a character boundary, and replaces
-// invalid UTF-8 so that JSON shows what is stored.
-func cutTo(s string, n int) string {
-	if len(s) > n {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
+	var mask byte
+	if f.AuthFailure != "" {
+		if mask = reports.FailureCheckBit(f.AuthFailure); mask == 0 {
+			return nil, errorf(ErrInvalid, "the failed check must be dmarc, spf or dkim")
 		}
-		s = s[:n]
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// cutOpt is cutText for an optional field: "" becomes nil, and the value is
-// copied so that the draft shares nothing with the caller.
-func cutOpt(p *string) *string {
-	if p == nil || *p == "" {
+	page := &FailureReportPage{Reports: []*FailureReport{}}
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		owner, bucket := orgID, bucketFailuresByOrg
+		if f.DomainID != "" {
+			if _, err := getOrgDomain(tx, orgID, f.DomainID); err != nil {
+				return err
+			}
+			owner, bucket = f.DomainID, bucketFailuresByDomain
+		}
+		var ids []string
+		page.Total, ids, page.Next = scanFailures(tx.Bucket(bucket), owner, f, mask, skip, f.Page.Limit)
+		for _, id := range ids {
+			det, err := getFailure(tx, id, false)
+			if err != nil {
+				return err
+			}
+			page.Reports = append(page.Reports, det.FailureReport)
+		}
 		return nil
+	})
+	if err != nil {
+		return nil, wrap("list failure reports", err)
 	}
-	return new(cutText(*p))
+	return page, nil
 }
 
-// keepHeaders copies at most maxFailureHeaders headers, within
-// maxFailureHdrSize bytes, each value cut to maxFailureHdrText. Nil stays
-// nil ("the report carried none").
-func keepHeaders(hs []FailureHeader) []FailureHeader {
-	if hs == nil {
-		return nil
-	}
-	out := make([]FailureHeader, 0, min(len(hs), maxFailureHeaders))
-	size := 0
-	for _, h := range hs {
-		if len(out) == maxFailureHeaders {
-			break
+// FindFailureReport returns failure report id of organization orgID with
+// its headers. ErrNotFound also when it belongs to another organization or
+// id is malformed.
+func (db *DB) FindFailureReport(orgID, id string) (*FailureReportDetail, error) {
+	var det *FailureReportDetail
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		if det, err = getFailure(tx, id, true); err != nil {
+			return err
 		}
-		h = FailureHeader{Name: cutText(h.Name), Value: cutTo(h.Value, maxFailureHdrText)}
-		if size += len(h.Name) + len(h.Value); size > maxFailureHdrSize {
-			break
+		if det.OrgID != orgID {
+			det = nil
+			return errFailureNotFound()
 		}
-		out = append(out, h)
-	}
-	return out
-}
-
-// cloneGeo copies g, so that a draft shares nothing with its caller.
-func cloneGeo(g *Geo) *Geo {
-	if g == nil {
 		return nil
+	})
+	if err != nil {
+		return nil, wrap("find failure report", err)
 	}
-	return &Geo{CountryCode: clonePtr(g.CountryCode), CountryName: clonePtr(g.CountryName), City: clonePtr(g.City),
-		Latitude: clonePtr(g.Latitude), Longitude: clonePtr(g.Longitude), ASN: clonePtr(g.ASN), ASOrg: clonePtr(g.ASOrg)}
+	return det, nil
 }
 
-// sourceIPOf returns the source IP, "" when unknown.
-func (r *FailureReport) sourceIPOf() string {
-	if r.SourceIP == nil {
-		return ""
-	}
-	return *r.SourceIP
+// FailureDomainCount counts the failure reports of one domain.
+type FailureDomainCount struct {
+	DomainID string `json:"domain_id"`
+	Domain   string `json:"domain"`
+	Count    int64  `json:"count"`
 }
+
+// FailureDayCount counts the failure reports that arrived on one UTC day.
+type FailureDayCount struct {
+	Date  string `json:"date"`
+	Count int64  `json:"count"`
+}
+
+// FailureSummary is API.md's forensic summary: the last FailureSummaryDays
+// UTC days, today included, up to now.
+type FailureSummary struct {
+	WindowStart   time.Time            `json:"window_start"`
+	WindowEnd     time.Time            `json:"window_end"`
+	Total         int64                `json:"total"`
+	ByAuthFailure FailureCheckCounts   `json:"by_auth_failure"`
+	ByDomain      []FailureDomainCount `json:"by_domain"`
+	TopSourceIPs  []FailureSourceCount `json:"top_source_ips"`
+	ByDay         []FailureDayCount    `json:"by_day"`
+}
+
+// FailureStats is API.md's forensic statistics.
+type FailureStats struct {
+	Total         int64                 `json:"total"`
+	ByAuthFailure FailureCheckCounts    `json:"by_auth_failure"`
+	ByCountry     []FailureCountryCount `json:"by_country"`
+	ByASN         []FailureASNCount     `json:"by_asn"`
+	ByDomain      []FailureDomainCount  `json:"by_domain"`
+	TopSourceIPs  []FailureSourceCount  `json:"top_source_ips"`
+}
+
+// FailureStatsFilter narrows FailureStatistics: one domain, and arrival
+// dates from DateFrom to DateTo (both included, to the second).
+type FailureStatsFilter struct {
+	DomainID         string
+	DateFrom, DateTo *time.Time
+}
+
+const (
+	// FailureSummaryDays is the window of FailureSummary, in UTC days.
+	FailureSummaryDays = 7
+	// FailureTopSources is how many source IPs the summary and statistics
+	// list.
+	FailureTopSources = 10
+)
+
+// The counts of failure report statistics are package reports' values.
+type (
+	// FailureCheckCounts counts failure reports per failed check.
+	FailureCheckCounts = reports.FailureCheckCounts
+	// FailureSourceCount counts the failure reports about one source IP.
+	FailureSourceCount = reports.FailureSourceCount
+	// FailureCountryCount counts the failure reports from one country.
+	FailureCountryCount = reports.FailureCountryCount
+	// FailureASNCount counts the failure reports from one autonomous
+	// system.
+	FailureASNCount = reports.FailureASNCount
+)
+
+// FailureSummary returns the failure reports of organization orgID that
+// arrived in the last 7 UTC days (today, up to now, and the 6 days before),
+// from the day roll-ups: its cost does not grow with the number of reports.
+// ByDay has 7 entries, oldest first, zeros included; ByDomain is ordered by
+// count, most first; TopSourceIPs has the 10 IPs with the most reports.
+func (db *DB) FailureSummary(orgID string, now time.Time) (*FailureSummary, error) {
+	now = now.UTC().Truncate(time.Second)
+	today := days.Of(now)
+	first := today - min(today, FailureSummaryDays-1)
+	s := &FailureSummary{WindowStart: days.Start(first), WindowEnd: now, ByDay: make([]FailureDayCount, 0, FailureSummaryDays)}
+	for d := first; d <= today; d++ {
+		s.ByDay = append(s.ByDay, FailureDayCount{Date: days.Date(d)})
+	}
+	acc := reports.NewFailSummaryAcc()
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		err := eachRawFailureDay(tx, orgID, first, today, func(day uint32, domainID string, raw []byte) error {
+			n, err := acc.Add(raw, domainID)
+			s.ByDay[day-first].Count += n
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		s.ByDomain, err = domainCounts(tx, acc.Domains())
+		return err
+	})
+	if err != nil {
+		return nil, wrap("failure summary", err)
+	}
+	s.Total, s.TopSourceIPs = acc.Total(), acc.Top(FailureTopSources)
+	s.ByAuthFailure = acc.ByAuthFailure()
+	return s, nil
+}
+
+// FailureStatistics returns the statistics of the failure reports of
+// organization orgID, all time unless f narrows them. Whole UTC days come
+// from the day roll-ups; the reports of a day that the date range cuts are
+// read one by one. Errors: ErrNotFound when f.DomainID is not a domain of
+// the organization, ErrRangeReversed (an ErrInvalid) when f.DateTo is
+// before f.DateFrom.
+func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureStats, error) {
+	if f.DateFrom != nil && f.DateTo != nil && f.DateTo.Before(*f.DateFrom) {
+		return nil, ErrRangeReversed
+	}
+	all := reports.NewFailureDay()
+	perDomain := map[string]int64{}
+	var st *FailureStats
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		if f.DomainID != "" {
+			if _, err := getOrgDomain(tx, orgID, f.DomainID); err != nil {
+				return err
+			}
+		}
+		add := func(domainID string, day *reports.FailureDay) {
+			if f.DomainID == "" || f.DomainID == domainID {
+				perDomain[domainID] += day.Total()
+				all.Merge(day)
+			}
+		}
+		if err := statsRangeDays(tx, orgID, f, add); err != nil {
+			return err
+		}
+		byDomain, err := domainCounts(tx, perDomain)
+		if err != nil {
+			return err
+		}
+		st = &FailureStats{Total: all.Total(), ByAuthFailure: all.ByAuthFailure(), ByCountry: all.ByCountry(),
+			ByASN: all.ByASN(), ByDomain: byDomain, TopSourceIPs: all.Top(FailureTopSources)}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("failure statistics", err)
+	}
+	return st, nil
+}
+
+// failureDeleteStep is how many failure reports one transaction of
+// DeleteFailureReportsBefore deletes: a long backlog is deleted without one
+// huge transaction holding the writer.
+const failureDeleteStep = 1000
+
+// DeleteFailureReportsBefore deletes every failure report that arrived
+// before t, with its headers, index entries and its share of the daily
+// counts, in transactions of at most 1,000 reports, and returns how many it
+// deleted. Run by the retention job (serve --forensic-retention). An error
+// leaves the reports of the failed transaction in place; those deleted
+// before stay deleted.
+func (db *DB) DeleteFailureReportsBefore(t time.Time) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			ids := expiredFailures(tx, unixKey(t), failureDeleteStep)
+			rolls := failDays{}
+			for _, id := range ids {
+				if err := deleteFailure(tx, id, rolls); err != nil {
+					return err
+				}
+			}
+			n = len(ids)
+			return rolls.put(tx)
+		})
+		if err != nil {
+			return total, wrap("delete failure reports", err)
+		}
+		total += n
+		if n < failureDeleteStep {
+			return total, nil
+		}
+	}
+}
+
+func errFailureNotFound() error { return errorf(ErrNotFound, "forensic report not found") }

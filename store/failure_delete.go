@@ -2,46 +2,9 @@ package store
 
 import (
 	"bytes"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
-
-// failureDeleteStep is how many failure reports one transaction of
-// DeleteFailureReportsBefore deletes: a long backlog is deleted without one
-// huge transaction holding the writer.
-const failureDeleteStep = 1000
-
-// DeleteFailureReportsBefore deletes every failure report that arrived
-// before t, with its headers, index entries and its share of the daily
-// counts, in transactions of at most 1,000 reports, and returns how many it
-// deleted. Run by the retention job (serve --forensic-retention). An error
-// leaves the reports of the failed transaction in place; those deleted
-// before stay deleted.
-func (db *DB) DeleteFailureReportsBefore(t time.Time) (int, error) {
-	total := 0
-	for {
-		n := 0
-		err := db.bolt.Update(func(tx *bolt.Tx) error {
-			ids := expiredFailures(tx, unixKey(t), failureDeleteStep)
-			days := failDays{}
-			for _, id := range ids {
-				if err := deleteFailure(tx, id, days); err != nil {
-					return err
-				}
-			}
-			n = len(ids)
-			return days.put(tx)
-		})
-		if err != nil {
-			return total, wrap("delete failure reports", err)
-		}
-		total += n
-		if n < failureDeleteStep {
-			return total, nil
-		}
-	}
-}
 
 // expiredFailures returns the ids of up to max reports that arrived before
 // cutoff (Unix seconds): the head of each organization's range.
@@ -86,13 +49,13 @@ func deleteDomainFailures(tx *bolt.Tx, domainID string) error {
 			orgID = det.OrgID
 		}
 	}
-	days := failDays{}
+	rolls := failDays{}
 	for _, id := range ids {
-		if err := deleteFailure(tx, id, days); err != nil {
+		if err := deleteFailure(tx, id, rolls); err != nil {
 			return err
 		}
 	}
-	if err := days.put(tx); err != nil {
+	if err := rolls.put(tx); err != nil {
 		return err
 	}
 	if _, err := deletePrefix(tx.Bucket(bucketFailuresByDomain), prefix, -1); err != nil {

@@ -1,365 +1,100 @@
 package store
 
 import (
-	"cmp"
-	"slices"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
-// failureDay counts the failure reports of one domain of one organization
-// on one UTC day (of their arrival date): what the summary and statistics
-// read instead of the reports. Sources are capped at MaxDaySources a day
-// (the ones with the most reports), as for aggregate roll-ups: below the
-// cap top_source_ips is exact; every other count always is.
-type failureDay struct {
-	total     int64
-	auth      [len(failChecks)]int64
-	countries map[string]*failCountry // by code, "" = unknown
-	asns      map[int64]*failASN      // by ASN, -1 = unknown
-	sources   map[string]*failSource  // by IP; reports without one are not here
-}
-
-type failCountry struct {
-	code, name *string
-	n          int64
-}
-
-type failASN struct {
-	asn *uint32
-	org *string
-	n   int64
-}
-
-type failSource struct {
-	cc *string
-	n  int64
-}
-
-func newFailureDay() *failureDay {
-	return &failureDay{countries: map[string]*failCountry{}, asns: map[int64]*failASN{}, sources: map[string]*failSource{}}
-}
-
-// add counts one report n times (n is -1 to take it back out).
-func (f *failureDay) add(r *FailureReport, mask byte, n int64) {
-	f.total += n
-	for i, c := range failChecks {
-		if mask&c.bit != 0 {
-			f.auth[i] += n
-		}
-	}
-	var cc, cname, asOrg *string
-	var asn *uint32
-	if g := r.Geo; g != nil {
-		cc, cname, asn, asOrg = g.CountryCode, g.CountryName, g.ASN, g.ASOrg
-	}
-	f.addCountry(&failCountry{code: cc, name: cname, n: n})
-	f.addASN(&failASN{asn: asn, org: asOrg, n: n})
-	if ip := r.sourceIPOf(); ip != "" {
-		f.addSource(ip, &failSource{cc: cc, n: n})
-	}
-}
-
-func (f *failureDay) addCountry(c *failCountry) {
-	key := ""
-	if c.code != nil {
-		key = *c.code
-	}
-	g := f.countries[key]
-	if g == nil {
-		g = &failCountry{code: clonePtr(c.code), name: clonePtr(c.name)}
-		f.countries[key] = g
-	}
-	if g.name == nil {
-		g.name = clonePtr(c.name)
-	}
-	if g.n += c.n; g.n <= 0 {
-		delete(f.countries, key)
-	}
-}
-
-func (f *failureDay) addASN(a *failASN) {
-	key := int64(-1)
-	if a.asn != nil {
-		key = int64(*a.asn)
-	}
-	g := f.asns[key]
-	if g == nil {
-		g = &failASN{asn: clonePtr(a.asn), org: clonePtr(a.org)}
-		f.asns[key] = g
-	}
-	if g.org == nil {
-		g.org = clonePtr(a.org)
-	}
-	if g.n += a.n; g.n <= 0 {
-		delete(f.asns, key)
-	}
-}
-
-// addSource counts a source. Taking back a source pruned since is a no-op.
-func (f *failureDay) addSource(ip string, s *failSource) {
-	g := f.sources[ip]
-	if g == nil {
-		if s.n <= 0 {
-			return
-		}
-		g = &failSource{cc: clonePtr(s.cc)}
-		f.sources[ip] = g
-	}
-	if g.cc == nil {
-		g.cc = clonePtr(s.cc)
-	}
-	if g.n += s.n; g.n <= 0 {
-		delete(f.sources, ip)
-	}
-}
-
-// merge adds o into f.
-func (f *failureDay) merge(o *failureDay) {
-	f.total += o.total
-	for i := range f.auth {
-		f.auth[i] += o.auth[i]
-	}
-	for _, c := range o.countries {
-		f.addCountry(c)
-	}
-	for _, a := range o.asns {
-		f.addASN(a)
-	}
-	for ip, s := range o.sources {
-		f.addSource(ip, s)
-	}
-}
-
-// prune drops all but the keep sources with the most reports.
-func (f *failureDay) prune(keep int) {
-	if len(f.sources) <= keep {
-		return
-	}
-	for _, s := range f.topSources(len(f.sources))[keep:] {
-		delete(f.sources, s.SourceIP)
-	}
-}
-
-// topSources returns the n sources with the most reports, ties by IP.
-func (f *failureDay) topSources(n int) []FailureSourceCount {
-	out := make([]FailureSourceCount, 0, len(f.sources))
-	for ip, s := range f.sources {
-		out = append(out, FailureSourceCount{SourceIP: ip, Count: s.n, CountryCode: s.cc})
-	}
-	slices.SortFunc(out, func(x, y FailureSourceCount) int {
-		return cmp.Or(cmp.Compare(y.Count, x.Count), cmp.Compare(x.SourceIP, y.SourceIP))
-	})
-	return out[:min(n, len(out))]
-}
-
-// byAuthFailure returns the counts per check.
-func (f *failureDay) byAuthFailure() FailureCheckCounts {
-	return FailureCheckCounts{DMARC: f.auth[0], SPF: f.auth[1], DKIM: f.auth[2]}
-}
-
-// byCountry returns the country groups, most reports first, unknown last
-// among equals.
-func (f *failureDay) byCountry() []FailureCountryCount {
-	out := make([]FailureCountryCount, 0, len(f.countries))
-	for _, c := range f.countries {
-		out = append(out, FailureCountryCount{CountryCode: c.code, CountryName: c.name, Count: c.n})
-	}
-	slices.SortFunc(out, func(x, y FailureCountryCount) int {
-		return cmp.Or(cmp.Compare(y.Count, x.Count), compareOptString(x.CountryCode, y.CountryCode))
-	})
-	return out
-}
-
-// byASN returns the ASN groups, most reports first, unknown last among
-// equals.
-func (f *failureDay) byASN() []FailureASNCount {
-	out := make([]FailureASNCount, 0, len(f.asns))
-	for _, a := range f.asns {
-		out = append(out, FailureASNCount{ASN: a.asn, ASOrg: a.org, Count: a.n})
-	}
-	slices.SortFunc(out, func(x, y FailureASNCount) int {
-		return cmp.Or(cmp.Compare(y.Count, x.Count), compareOptU32(x.ASN, y.ASN))
-	})
-	return out
-}
-
-// appendFailureDay encodes f: version, total, checks, countries, ASNs,
-// sources.
-func appendFailureDay(e enc, f *failureDay) enc {
-	e = append(e, codecVersion)
-	e = e.varint(f.total)
-	for _, n := range f.auth {
-		e = e.varint(n)
-	}
-	e = e.uvarint(uint64(len(f.countries)))
-	for _, c := range f.countries {
-		e = e.opt(c.code).opt(c.name).varint(c.n)
-	}
-	e = e.uvarint(uint64(len(f.asns)))
-	for _, a := range f.asns {
-		e = e.optU32(a.asn).opt(a.org).varint(a.n)
-	}
-	e = e.uvarint(uint64(len(f.sources)))
-	for ip, s := range f.sources {
-		e = e.str(ip).opt(s.cc).varint(s.n)
-	}
-	return e
-}
-
-// decodeFailureDay reads what appendFailureDay wrote.
-func decodeFailureDay(raw []byte) (*failureDay, error) {
-	d := newStringDec(raw)
-	if d.byte() != codecVersion {
-		return nil, errCorrupt
-	}
-	f := newFailureDay()
-	f.total = d.varint()
-	for i := range f.auth {
-		f.auth[i] = d.varint()
-	}
-	for range d.count() {
-		c := &failCountry{code: d.opt(), name: d.opt(), n: d.varint()}
-		f.countries[derefOr(c.code, "")] = c
-	}
-	for range d.count() {
-		a := &failASN{asn: d.optU32(), org: d.opt(), n: d.varint()}
-		key := int64(-1)
-		if a.asn != nil {
-			key = int64(*a.asn)
-		}
-		f.asns[key] = a
-	}
-	n := d.count()
-	f.sources = make(map[string]*failSource, n)
-	for range n {
-		ip := d.str()
-		f.sources[ip] = &failSource{cc: d.opt(), n: d.varint()}
-	}
-	if !d.ok() || len(d.b) != 0 {
-		return nil, errCorrupt
-	}
-	return f, nil
-}
-
-func derefOr(p *string, def string) string {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
-// failSummaryAcc sums encoded roll-ups for the summary, reading only what
-// it shows (totals, checks, domains, sources) straight from the stored
-// bytes: the summary must stay fast however many reports the window holds,
-// and decoding whole roll-ups (countries, ASNs, a map per day) was most of
-// its cost.
-type failSummaryAcc struct {
-	total   int64
-	auth    [len(failChecks)]int64
-	domains map[string]int64
-	sources map[string]*failSource
-}
-
-func newFailSummaryAcc() *failSummaryAcc {
-	return &failSummaryAcc{domains: map[string]int64{}, sources: map[string]*failSource{}}
-}
-
-// add merges one encoded failureDay of domainID and returns its total.
-func (a *failSummaryAcc) add(raw []byte, domainID string) (int64, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
-		return 0, errCorrupt
-	}
-	total := d.varint()
-	var auth [len(failChecks)]int64
-	for i := range auth {
-		auth[i] = d.varint()
-	}
-	for range d.count() { // countries
-		failSkipOpt(d)
-		failSkipOpt(d)
-		d.varint()
-	}
-	for range d.count() { // ASNs
-		d.optU32()
-		failSkipOpt(d)
-		d.varint()
-	}
-	for range d.count() {
-		ip := failRawStr(d)
-		cc := failRawOpt(d)
-		n := d.varint()
-		if !d.ok() {
-			break
-		}
-		s := a.sources[string(ip)]
-		if s == nil {
-			s = &failSource{}
-			a.sources[string(ip)] = s
-		}
-		if s.cc == nil && cc != nil {
-			s.cc = new(string(cc))
-		}
-		s.n += n
-	}
-	if !d.ok() || len(d.b) != 0 {
-		return 0, errCorrupt
-	}
-	a.total += total
-	for i, n := range auth {
-		a.auth[i] += n
-	}
-	a.domains[domainID] += total
-	return total, nil
-}
-
-// failRawStr reads a string as bytes of the value, without copying.
-func failRawStr(d *dec) []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail()
+// deleteFailure removes a stored report with its headers and index
+// entries, and takes it out of its day roll-up (in days, written by the
+// caller). A report already gone is no error.
+func deleteFailure(tx *bolt.Tx, id string, rolls failDays) error {
+	raw := tx.Bucket(bucketFailures).Get(idKey(id))
+	if raw == nil {
 		return nil
 	}
-	s := d.b[:n]
-	d.b = d.b[n:]
-	return s
+	det, mask, err := reports.DecodeFailure(id, raw)
+	if err != nil {
+		return err
+	}
+	r := det.FailureReport
+	dedup := failDedupKey(r)
+	if cur := tx.Bucket(bucketFailureDedup).Get(dedup); cur != nil && string(cur) == id {
+		if err := tx.Bucket(bucketFailureDedup).Delete(dedup); err != nil {
+			return err
+		}
+	}
+	for _, del := range []struct {
+		bucket, k []byte
+	}{
+		{bucketFailures, idKey(id)},
+		{bucketFailureHeaders, idKey(id)},
+		{bucketFailuresByOrg, failTimeKey(r.OrgID, r.ArrivalDate, id)},
+		{bucketFailuresByDomain, failTimeKey(r.DomainID, r.ArrivalDate, id)},
+	} {
+		if err := tx.Bucket(del.bucket).Delete(del.k); err != nil {
+			return err
+		}
+	}
+	day, err := rolls.get(tx, failRollupKey(r.OrgID, days.Of(r.ArrivalDate), r.DomainID))
+	if err != nil {
+		return err
+	}
+	day.Add(r, mask, -1)
+	return nil
 }
 
-// failRawOpt reads an optional string as bytes; nil when absent.
-func failRawOpt(d *dec) []byte {
-	if d.byte() == 0 {
-		return nil
+// failDays holds the roll-ups a transaction changes, by key, so that each
+// is decoded and written once.
+type failDays map[string]*reports.FailureDay
+
+// get returns the roll-up under key, loading it (or starting it) once.
+func (d failDays) get(tx *bolt.Tx, key []byte) (*reports.FailureDay, error) {
+	if day := d[string(key)]; day != nil {
+		return day, nil
 	}
-	if s := failRawStr(d); s != nil {
-		return s
+	day := reports.NewFailureDay()
+	if raw := tx.Bucket(bucketFailureRollups).Get(key); raw != nil {
+		var err error
+		if day, err = reports.DecodeFailureDay(raw); err != nil {
+			return nil, fmt.Errorf("failure roll-up %x: %w", key, err)
+		}
 	}
-	return []byte{}
+	d[string(key)] = day
+	return day, nil
 }
 
-func failSkipOpt(d *dec) { failRawOpt(d) }
-
-// topFailSources returns the n sources with the most reports (ties by IP)
-// by selection, not by sorting them all.
-func topFailSources(sources map[string]*failSource, n int) []FailureSourceCount {
-	better := func(x, y FailureSourceCount) bool {
-		return x.Count > y.Count || x.Count == y.Count && x.SourceIP < y.SourceIP
-	}
-	top := make([]FailureSourceCount, 0, max(n, 0)+1)
-	if n <= 0 {
-		return top
-	}
-	for ip, s := range sources {
-		c := FailureSourceCount{SourceIP: ip, Count: s.n, CountryCode: s.cc}
-		if len(top) == n && !better(c, top[n-1]) {
+// put writes every roll-up back, deleting those left empty.
+func (d failDays) put(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketFailureRollups)
+	for key, day := range d {
+		if day.Total() <= 0 {
+			if err := b.Delete([]byte(key)); err != nil {
+				return err
+			}
 			continue
 		}
-		i := len(top)
-		for i > 0 && better(c, top[i-1]) {
-			i--
-		}
-		top = slices.Insert(top, i, c)
-		if len(top) > n {
-			top = top[:n]
+		day.Prune(MaxDaySources)
+		if err := b.Put([]byte(key), reports.AppendFailureDay(nil, day)); err != nil {
+			return err
 		}
 	}
-	return top
+	return nil
+}
+
+// failureRefs is what the alert rules need of the failure reports stored.
+func failureRefs(stored []*FailureDraft) []FailureRef {
+	if len(stored) == 0 {
+		return nil
+	}
+	refs := make([]FailureRef, len(stored))
+	for i, f := range stored {
+		refs[i] = FailureRef{ID: f.rep.ID, OrgID: f.rep.OrgID, DomainID: f.rep.DomainID,
+			SourceIP: reports.SourceIPOf(&f.rep), Geo: f.rep.Geo, ArrivalDate: f.rep.ArrivalDate}
+	}
+	return refs
 }

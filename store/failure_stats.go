@@ -8,175 +8,22 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
-
-// FailureCheckCounts counts failure reports per failed check (a report
-// naming several counts for each).
-type FailureCheckCounts struct {
-	DMARC int64 `json:"dmarc"`
-	SPF   int64 `json:"spf"`
-	DKIM  int64 `json:"dkim"`
-}
-
-// FailureDomainCount counts the failure reports of one domain.
-type FailureDomainCount struct {
-	DomainID string `json:"domain_id"`
-	Domain   string `json:"domain"`
-	Count    int64  `json:"count"`
-}
-
-// FailureSourceCount counts the failure reports about one source IP.
-type FailureSourceCount struct {
-	SourceIP    string  `json:"source_ip"`
-	Count       int64   `json:"count"`
-	CountryCode *string `json:"country_code"`
-}
-
-// FailureCountryCount counts the failure reports from one country (nil
-// code: unknown, or no source IP).
-type FailureCountryCount struct {
-	CountryCode *string `json:"country_code"`
-	CountryName *string `json:"country_name"`
-	Count       int64   `json:"count"`
-}
-
-// FailureASNCount counts the failure reports from one autonomous system
-// (nil ASN: unknown, or no source IP).
-type FailureASNCount struct {
-	ASN   *uint32 `json:"asn"`
-	ASOrg *string `json:"as_org"`
-	Count int64   `json:"count"`
-}
-
-// FailureDayCount counts the failure reports that arrived on one UTC day.
-type FailureDayCount struct {
-	Date  string `json:"date"`
-	Count int64  `json:"count"`
-}
-
-// FailureSummary is API.md's forensic summary: the last FailureSummaryDays
-// UTC days, today included, up to now.
-type FailureSummary struct {
-	WindowStart   time.Time            `json:"window_start"`
-	WindowEnd     time.Time            `json:"window_end"`
-	Total         int64                `json:"total"`
-	ByAuthFailure FailureCheckCounts   `json:"by_auth_failure"`
-	ByDomain      []FailureDomainCount `json:"by_domain"`
-	TopSourceIPs  []FailureSourceCount `json:"top_source_ips"`
-	ByDay         []FailureDayCount    `json:"by_day"`
-}
-
-// FailureStats is API.md's forensic statistics.
-type FailureStats struct {
-	Total         int64                 `json:"total"`
-	ByAuthFailure FailureCheckCounts    `json:"by_auth_failure"`
-	ByCountry     []FailureCountryCount `json:"by_country"`
-	ByASN         []FailureASNCount     `json:"by_asn"`
-	ByDomain      []FailureDomainCount  `json:"by_domain"`
-	TopSourceIPs  []FailureSourceCount  `json:"top_source_ips"`
-}
-
-// FailureStatsFilter narrows FailureStatistics: one domain, and arrival
-// dates from DateFrom to DateTo (both included, to the second).
-type FailureStatsFilter struct {
-	DomainID         string
-	DateFrom, DateTo *time.Time
-}
-
-const (
-	// FailureSummaryDays is the window of FailureSummary, in UTC days.
-	FailureSummaryDays = 7
-	// FailureTopSources is how many source IPs the summary and statistics
-	// list.
-	FailureTopSources = 10
-)
-
-// FailureSummary returns the failure reports of organization orgID that
-// arrived in the last 7 UTC days (today, up to now, and the 6 days before),
-// from the day roll-ups: its cost does not grow with the number of reports.
-// ByDay has 7 entries, oldest first, zeros included; ByDomain is ordered by
-// count, most first; TopSourceIPs has the 10 IPs with the most reports.
-func (db *DB) FailureSummary(orgID string, now time.Time) (*FailureSummary, error) {
-	now = now.UTC().Truncate(time.Second)
-	today := dayNumber(now)
-	first := today - min(today, FailureSummaryDays-1)
-	s := &FailureSummary{WindowStart: dayTime(first), WindowEnd: now, ByDay: make([]FailureDayCount, 0, FailureSummaryDays)}
-	for d := first; d <= today; d++ {
-		s.ByDay = append(s.ByDay, FailureDayCount{Date: dayTime(d).Format(time.DateOnly)})
-	}
-	acc := newFailSummaryAcc()
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		err := eachRawFailureDay(tx, orgID, first, today, func(day uint32, domainID string, raw []byte) error {
-			n, err := acc.add(raw, domainID)
-			s.ByDay[day-first].Count += n
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		s.ByDomain, err = domainCounts(tx, acc.domains)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("failure summary", err)
-	}
-	s.Total, s.TopSourceIPs = acc.total, topFailSources(acc.sources, FailureTopSources)
-	s.ByAuthFailure = FailureCheckCounts{DMARC: acc.auth[0], SPF: acc.auth[1], DKIM: acc.auth[2]}
-	return s, nil
-}
-
-// FailureStatistics returns the statistics of the failure reports of
-// organization orgID, all time unless f narrows them. Whole UTC days come
-// from the day roll-ups; the reports of a day that the date range cuts are
-// read one by one. Errors: ErrNotFound when f.DomainID is not a domain of
-// the organization, ErrInvalid when f.DateTo is before f.DateFrom.
-func (db *DB) FailureStatistics(orgID string, f FailureStatsFilter) (*FailureStats, error) {
-	if f.DateFrom != nil && f.DateTo != nil && f.DateTo.Before(*f.DateFrom) {
-		return nil, errorf(ErrInvalid, "date_to is before date_from")
-	}
-	all := newFailureDay()
-	perDomain := map[string]int64{}
-	var st *FailureStats
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		if f.DomainID != "" {
-			if _, err := getOrgDomain(tx, orgID, f.DomainID); err != nil {
-				return err
-			}
-		}
-		add := func(domainID string, day *failureDay) {
-			if f.DomainID == "" || f.DomainID == domainID {
-				perDomain[domainID] += day.total
-				all.merge(day)
-			}
-		}
-		if err := statsRangeDays(tx, orgID, f, add); err != nil {
-			return err
-		}
-		byDomain, err := domainCounts(tx, perDomain)
-		if err != nil {
-			return err
-		}
-		st = &FailureStats{Total: all.total, ByAuthFailure: all.byAuthFailure(), ByCountry: all.byCountry(),
-			ByASN: all.byASN(), ByDomain: byDomain, TopSourceIPs: topFailSources(all.sources, FailureTopSources)}
-		return nil
-	})
-	if err != nil {
-		return nil, wrap("failure statistics", err)
-	}
-	return st, nil
-}
 
 // statsRangeDays feeds add with what arrived from f.DateFrom to f.DateTo:
 // roll-ups for the days wholly inside, and, for a first or last day the
 // range cuts, a roll-up made from its reports in range.
-func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(string, *failureDay)) error {
+func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(string, *reports.FailureDay)) error {
 	firstDay, lastDay := uint32(0), uint32(1<<32-1)
 	if f.DateFrom != nil {
-		firstDay = dayNumber(*f.DateFrom)
-		if !dayTime(firstDay).Equal(f.DateFrom.UTC()) {
+		firstDay = days.Of(*f.DateFrom)
+		if !days.Start(firstDay).Equal(f.DateFrom.UTC()) {
 			// A cut first day: its reports from DateFrom to the end of the
 			// day (or to DateTo when the range ends that day).
-			end := dayTime(firstDay + 1).Add(-time.Second)
+			end := days.Start(firstDay + 1).Add(-time.Second)
 			if f.DateTo != nil && f.DateTo.Before(end) {
 				end = *f.DateTo
 			}
@@ -188,10 +35,10 @@ func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(st
 	}
 	if f.DateTo != nil {
 		to := f.DateTo.UTC()
-		lastDay = dayNumber(to)
-		if !dayTime(lastDay + 1).Add(-time.Second).Equal(to) {
+		lastDay = days.Of(to)
+		if !days.Start(lastDay + 1).Add(-time.Second).Equal(to) {
 			if lastDay >= firstDay {
-				if err := partialDay(tx, orgID, dayTime(lastDay), to, add); err != nil {
+				if err := partialDay(tx, orgID, days.Start(lastDay), to, add); err != nil {
 					return err
 				}
 			}
@@ -204,15 +51,15 @@ func statsRangeDays(tx *bolt.Tx, orgID string, f FailureStatsFilter, add func(st
 	if firstDay > lastDay {
 		return nil
 	}
-	return eachFailureDay(tx, orgID, firstDay, lastDay, func(_ uint32, domainID string, day *failureDay) {
+	return eachFailureDay(tx, orgID, firstDay, lastDay, func(_ uint32, domainID string, day *reports.FailureDay) {
 		add(domainID, day)
 	})
 }
 
 // partialDay counts, per domain, the reports of orgID that arrived from
 // from to to (both included), reading them.
-func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, *failureDay)) error {
-	days := map[string]*failureDay{}
+func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, *reports.FailureDay)) error {
+	rolls := map[string]*reports.FailureDay{}
 	lo, hi := failTimePrefix(orgID, from), failTimePrefix(orgID, to.Add(time.Second))
 	c := tx.Bucket(bucketFailuresByOrg).Cursor()
 	for k, _ := c.Seek(lo); k != nil && bytes.Compare(k, hi) < 0; k, _ = c.Next() {
@@ -224,18 +71,18 @@ func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, 
 		if raw == nil {
 			continue
 		}
-		det, mask, err := decodeFailure(id, raw)
+		det, mask, err := reports.DecodeFailure(id, raw)
 		if err != nil {
 			return err
 		}
-		day := days[det.DomainID]
+		day := rolls[det.DomainID]
 		if day == nil {
-			day = newFailureDay()
-			days[det.DomainID] = day
+			day = reports.NewFailureDay()
+			rolls[det.DomainID] = day
 		}
-		day.add(det.FailureReport, mask, 1)
+		day.Add(det.FailureReport, mask, 1)
 	}
-	for domainID, day := range days {
+	for domainID, day := range rolls {
 		add(domainID, day)
 	}
 	return nil
@@ -243,44 +90,27 @@ func partialDay(tx *bolt.Tx, orgID string, from, to time.Time, add func(string, 
 
 // eachFailureDay calls fn for every roll-up of orgID from day first to
 // last, in day order.
-func eachFailureDay(tx *bolt.Tx, orgID string, first, last uint32, fn func(uint32, string, *failureDay)) error {
-	prefix := orgPrefix(orgID)
-	c := tx.Bucket(bucketFailureRollups).Cursor()
-	for k, v := c.Seek(failRollupKey(orgID, first, "")); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if len(k) != failRollupKeyLen {
-			return fmt.Errorf("failure roll-up key of length %d: %w", len(k), errCorrupt)
-		}
-		day := failRollupDay(k)
-		if day > last {
-			break
-		}
-		f, err := decodeFailureDay(v)
+func eachFailureDay(tx *bolt.Tx, orgID string, first, last uint32, fn func(uint32, string, *reports.FailureDay)) error {
+	return eachRawFailureDay(tx, orgID, first, last, func(day uint32, domainID string, raw []byte) error {
+		f, err := reports.DecodeFailureDay(raw)
 		if err != nil {
-			return fmt.Errorf("failure roll-up %x: %w", k, err)
+			return err
 		}
-		fn(day, failRollupDomain(k), f)
-	}
-	return nil
+		fn(day, domainID, f)
+		return nil
+	})
 }
 
 // eachRawFailureDay is eachFailureDay without the decoding: fn gets the
 // stored value, valid only during the call.
 func eachRawFailureDay(tx *bolt.Tx, orgID string, first, last uint32, fn func(uint32, string, []byte) error) error {
-	prefix := orgPrefix(orgID)
-	c := tx.Bucket(bucketFailureRollups).Cursor()
-	for k, v := c.Seek(failRollupKey(orgID, first, "")); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if len(k) != failRollupKeyLen {
-			return fmt.Errorf("failure roll-up key of length %d: %w", len(k), errCorrupt)
-		}
-		day := failRollupDay(k)
-		if day > last {
-			break
-		}
+	// Keys: organization | day | domain.
+	return days.Scan(tx.Bucket(bucketFailureRollups).Cursor(), orgPrefix(orgID), idLen, first, last, func(day uint32, k, v []byte) error {
 		if err := fn(day, failRollupDomain(k), v); err != nil {
 			return fmt.Errorf("failure roll-up %x: %w", k, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // domainCounts names the domains counted, most reports first (ties by

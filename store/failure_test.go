@@ -100,12 +100,12 @@ func TestCommitFailure(t *testing.T) {
 	if out := f.Outcome(); !out.Stored || out.DuplicateID != "" || out.DomainGone {
 		t.Fatalf("outcome %+v, want stored", out)
 	}
-	got, err := e.db.FindFailureReport(e.orgA.ID, f.ID())
+	got, err := e.db.FindFailureReport(e.orgA.ID, f.Report().ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := *in.FailureReport
-	want.ID, want.FeedbackType = f.ID(), "auth-failure"
+	want.ID, want.FeedbackType = f.Report().ID, "auth-failure"
 	want.AuthFailureReported = want.AuthFailure // none given: the families
 	if !reflect.DeepEqual(got.FailureReport, &want) {
 		t.Errorf("report\n got %+v\nwant %+v", got.FailureReport, &want)
@@ -113,13 +113,13 @@ func TestCommitFailure(t *testing.T) {
 	if !reflect.DeepEqual(got.Headers, in.Headers) || *got.DKIMDomain != "evil.test" || *got.DKIMSelector != "s1" {
 		t.Errorf("headers %v dkim %v/%v", got.Headers, got.DKIMDomain, got.DKIMSelector)
 	}
-	for _, c := range []struct{ org, id string }{{e.orgB.ID, f.ID()}, {e.orgA.ID, store.NewID()}, {e.orgA.ID, "nope"}} {
+	for _, c := range []struct{ org, id string }{{e.orgB.ID, f.Report().ID}, {e.orgA.ID, store.NewID()}, {e.orgA.ID, "nope"}} {
 		if _, err := e.db.FindFailureReport(c.org, c.id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("FindFailureReport(%s, %s) = %v, want ErrNotFound", c.org, c.id, err)
 		}
 	}
 	noHeaders := e.commitFailures(t, failReport(e.a1, day(20, 9), "192.0.2.1", "dmarc"))[0]
-	if got, _ := e.db.FindFailureReport(e.orgA.ID, noHeaders.ID()); got.Headers != nil || got.DKIMDomain != nil {
+	if got, _ := e.db.FindFailureReport(e.orgA.ID, noHeaders.Report().ID); got.Headers != nil || got.DKIMDomain != nil {
 		t.Errorf("a report without headers reads back with %v / %v", got.Headers, got.DKIMDomain)
 	}
 }
@@ -157,7 +157,7 @@ func TestCommitFailureOutcomes(t *testing.T) {
 	if _, err := e.ing.Commit(&store.IngestBatch{Failures: drafts}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"dup:" + stored.ID(), "dup:" + stored.ID(), "stored", "stored", "stored", "stored", "stored", "dup:" + drafts[2].ID(), "gone"}
+	want := []string{"dup:" + stored.Report().ID, "dup:" + stored.Report().ID, "stored", "stored", "stored", "stored", "stored", "dup:" + drafts[2].Report().ID, "gone"}
 	for i, f := range drafts {
 		o := f.Outcome()
 		got := "stored"
@@ -243,7 +243,7 @@ func TestNewFailureDraftNormalizes(t *testing.T) {
 	if _, err := e.ing.Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.db.FindFailureReport(e.orgA.ID, f.ID())
+	got, err := e.db.FindFailureReport(e.orgA.ID, f.Report().ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestListFailureReports(t *testing.T) {
 				ids = append(ids, r.ID)
 			}
 			for _, i := range c.want {
-				want = append(want, ds[i].ID())
+				want = append(want, ds[i].Report().ID)
 			}
 			if total != len(c.want) || fmt.Sprint(ids) != fmt.Sprint(want) {
 				t.Errorf("got %d %v, want %d %v", total, ids, len(c.want), want)
@@ -317,7 +317,7 @@ func TestListFailureReports(t *testing.T) {
 				ids = append(ids, r.ID)
 			}
 		}
-		want := []string{ds[4].ID(), ds[3].ID(), ds[2].ID(), ds[1].ID(), ds[0].ID()}
+		want := []string{ds[4].Report().ID, ds[3].Report().ID, ds[2].Report().ID, ds[1].Report().ID, ds[0].Report().ID}
 		if fmt.Sprint(ids) != fmt.Sprint(want) {
 			t.Errorf("pages %v, want %v", ids, want)
 		}
@@ -551,11 +551,11 @@ func TestDeleteDomainDeletesFailures(t *testing.T) {
 	if err := e.db.DeleteDomain(e.orgA.ID, e.a1.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.FindFailureReport(e.orgA.ID, gone[0].ID()); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.db.FindFailureReport(e.orgA.ID, gone[0].Report().ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a report of the deleted domain is still found: %v", err)
 	}
 	list, total, err := e.db.ListFailureReports(e.orgA.ID, store.FailureFilter{Page: store.Page{Page: 1, Limit: 10}})
-	if err != nil || total != 1 || list[0].ID != gone[2].ID() {
+	if err != nil || total != 1 || list[0].ID != gone[2].Report().ID {
 		t.Errorf("left %d %v", total, err)
 	}
 	st, err := e.db.FailureStatistics(e.orgA.ID, store.FailureStatsFilter{})
@@ -580,7 +580,7 @@ func TestCommitFailureIdentity(t *testing.T) {
 	first := failReport(e.a1, day(20, 8), "192.0.2.1", "dkim")
 	first.Identity, first.AuthFailureReported = "date 1658210268", []string{"BodyHash", " bodyhash", "revoked"}
 	stored := e.commitFailures(t, first)[0]
-	got, err := e.db.FindFailureReport(e.orgA.ID, stored.ID())
+	got, err := e.db.FindFailureReport(e.orgA.ID, stored.Report().ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,8 +593,8 @@ func TestCommitFailureIdentity(t *testing.T) {
 	other := later
 	other.Identity = "date 1658299999"
 	drafts := e.commitFailures(t, &store.FailureReportDetail{FailureReport: &later}, &store.FailureReportDetail{FailureReport: &other})
-	if o := drafts[0].Outcome(); o.DuplicateID != stored.ID() {
-		t.Errorf("same identity, another arrival: %+v, want a duplicate of %s", o, stored.ID())
+	if o := drafts[0].Outcome(); o.DuplicateID != stored.Report().ID {
+		t.Errorf("same identity, another arrival: %+v, want a duplicate of %s", o, stored.Report().ID)
 	}
 	if o := drafts[1].Outcome(); !o.Stored {
 		t.Errorf("another identity: %+v, want stored", o)
@@ -602,7 +602,7 @@ func TestCommitFailureIdentity(t *testing.T) {
 	if n, err := e.db.DeleteFailureReportsBefore(day(21, 0)); err != nil || n != 1 {
 		t.Fatalf("DeleteFailureReportsBefore: %d, %v", n, err)
 	}
-	_ = e.db.Bolt().View(func(tx *bolt.Tx) error {
+	_ = store.BoltOf(e.db).View(func(tx *bolt.Tx) error {
 		if n := tx.Bucket([]byte("failure_dedup")).Stats().KeyN; n != 1 {
 			t.Errorf("%d dedup entries after deleting one of two reports, want 1", n)
 		}

@@ -12,7 +12,8 @@ func TestNewIDBytes(t *testing.T) {
 			t.Fatalf("binID(formatUUID(%x)) = %x, %v", b, got, ok)
 		}
 	}
-	d, err := NewReportDraft(Report{DomainID: NewID(), OrgID: NewID(), ReceivedAt: wallClock()})
+	db, _ := openFailureDB(t)
+	d, err := db.NewReportDraft(Report{DomainID: NewID(), OrgID: NewID(), ReceivedAt: wallClock()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"hash/maphash"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/bloom"
 )
 
 // The dedup identity of an aggregate report (API.md: organization name,
@@ -31,163 +32,42 @@ import (
 const (
 	identityBitsPerReport = 24
 	identityProbes        = 12
-	identityBlockWords    = 8 // 512 bits, one cache line
 	// identityMinCapacity is the reports the first segment holds: 192 KiB.
 	identityMinCapacity = 1 << 16
 )
 
-// identityFilter is a Bloom filter of the (domain id, identity hash) of
-// every stored aggregate report. It grows by segments, each twice the
-// capacity of the one before, so that adding never rehashes. A report
-// deleted leaves its bits: the filter only ever answers "maybe" for more
-// than is stored, never less, and refreshIdentities rebuilds it from the
-// file.
+// identityFilter is a Bloom filter (package bloom, growing by segments) of
+// the (domain id, identity hash) of every stored aggregate report. A
+// report deleted leaves its bits: the filter only ever answers "maybe" for
+// more than is stored, never less, and refreshIdentities rebuilds it from
+// the file.
 //
 // Adds come from write transactions, before they commit; lookups from any
 // transaction. A rolled-back add only costs a needless scan later.
 type identityFilter struct {
-	seed maphash.Seed
-	mu   sync.Mutex // held to grow, so a segment is never added twice
-	segs atomic.Pointer[[]*identitySeg]
-	// scans counts the domain scans made after a "maybe" (tests, metrics).
-	scans atomic.Int64
-}
-
-type identitySeg struct {
-	words    []uint64 // read and set atomically
-	blocks   uint64   // len(words) / identityBlockWords
-	capacity int64
-	n        atomic.Int64
+	seed  maphash.Seed
+	keys  *bloom.Growing
+	scans atomic.Int64 // domain scans made after a "maybe" (tests, metrics)
 }
 
 func newIdentityFilter(expect int64) *identityFilter {
-	f := &identityFilter{seed: maphash.MakeSeed()}
-	segs := []*identitySeg{newIdentitySeg(max(expect+expect/2, identityMinCapacity))}
-	f.segs.Store(&segs)
-	return f
+	return &identityFilter{seed: maphash.MakeSeed(),
+		keys: bloom.NewGrowing(max(expect+expect/2, identityMinCapacity), identityBitsPerReport, identityProbes)}
 }
 
-func newIdentitySeg(capacity int64) *identitySeg {
-	blocks := (uint64(capacity)*identityBitsPerReport + 511) / 512
-	return &identitySeg{
-		words:    make([]uint64, blocks*identityBlockWords),
-		blocks:   blocks,
-		capacity: capacity,
-	}
-}
-
-// hashes derives the block and the bit positions of an identity from its
-// hash (already uniform: a prefix of sha256) mixed with the domain id.
+// hashes derives the filter's two hashes of an identity from its hash
+// (already uniform: a prefix of sha256) mixed with the domain id.
 func (f *identityFilter) hashes(domainID, ident []byte) (uint64, uint64) {
 	d := maphash.Bytes(f.seed, domainID)
 	return binary.LittleEndian.Uint64(ident[:8]) ^ d, binary.LittleEndian.Uint64(ident[8:16]) ^ bits.RotateLeft64(d, 32)
 }
 
 // add records an identity (ident: reportKeyHashLen bytes).
-func (f *identityFilter) add(domainID, ident []byte) {
-	h1, h2 := f.hashes(domainID, ident)
-	segs := *f.segs.Load()
-	last := segs[len(segs)-1]
-	if last.n.Load() >= last.capacity {
-		last = f.grow(last)
-	}
-	last.n.Add(1)
-	last.set(h1, h2)
-}
-
-// grow adds a segment after full, unless another add did.
-func (f *identityFilter) grow(full *identitySeg) *identitySeg {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	segs := *f.segs.Load()
-	if last := segs[len(segs)-1]; last != full {
-		return last
-	}
-	next := append(segs[:len(segs):len(segs)], newIdentitySeg(full.capacity*2))
-	f.segs.Store(&next)
-	return next[len(next)-1]
-}
+func (f *identityFilter) add(domainID, ident []byte) { f.keys.Add(f.hashes(domainID, ident)) }
 
 // mayContain reports whether the identity may be stored: false is certain.
 func (f *identityFilter) mayContain(domainID, ident []byte) bool {
-	h1, h2 := f.hashes(domainID, ident)
-	for _, s := range *f.segs.Load() {
-		if s.has(h1, h2) {
-			return true
-		}
-	}
-	return false
-}
-
-// reports returns how many identities were added.
-func (f *identityFilter) reports() int64 {
-	var n int64
-	for _, s := range *f.segs.Load() {
-		n += s.n.Load()
-	}
-	return n
-}
-
-// bytes returns the memory the filter's bits take.
-func (f *identityFilter) bytes() int64 {
-	var n int64
-	for _, s := range *f.segs.Load() {
-		n += int64(len(s.words)) * 8
-	}
-	return n
-}
-
-// probe calls fn with the word index and bit of each of the identity's
-// probes: a block chosen by h1, then bits of h2 nine at a time (a 512-bit
-// block), h2 rehashed when its bits run out.
-func (s *identitySeg) probe(h1, h2 uint64, fn func(word int, bit uint64) bool) bool {
-	hi, _ := bits.Mul64(h1, s.blocks) // h1 scaled to [0, blocks)
-	base := int(hi) * identityBlockWords
-	avail := 64
-	for range identityProbes {
-		if avail < 9 {
-			h2 = h2*0x9e3779b97f4a7c15 + h1
-			avail = 64
-		}
-		pos := h2 & 511
-		h2 >>= 9
-		avail -= 9
-		if !fn(base+int(pos>>6), 1<<(pos&63)) {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *identitySeg) set(h1, h2 uint64) {
-	s.probe(h1, h2, func(w int, bit uint64) bool {
-		atomic.OrUint64(&s.words[w], bit)
-		return true
-	})
-}
-
-func (s *identitySeg) has(h1, h2 uint64) bool {
-	return s.probe(h1, h2, func(w int, bit uint64) bool {
-		return atomic.LoadUint64(&s.words[w])&bit != 0
-	})
-}
-
-// DedupFilterStats is what the dedup identity filter holds (see
-// identity_filter.go), for /metrics.
-type DedupFilterStats struct {
-	Reports int64 // identities added since it was built
-	Bytes   int64 // memory of its bits
-	Scans   int64 // scans of a domain's reports after a "maybe", since Open
-}
-
-// DedupFilterStats returns the filter's figures; zero before it is built
-// (a read-only store builds it at its first dedup check).
-func (db *DB) DedupFilterStats() DedupFilterStats {
-	f := db.idents.Load()
-	if f == nil {
-		return DedupFilterStats{Scans: db.identScans.Load()}
-	}
-	return DedupFilterStats{Reports: f.reports(), Bytes: f.bytes(), Scans: db.identScans.Load() + f.scans.Load()}
+	return f.keys.Has(f.hashes(domainID, ident))
 }
 
 // identities returns the filter of stored identities. Open builds it for a
@@ -219,7 +99,7 @@ func (db *DB) refreshIdentities() error {
 	}
 	var stale bool
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		added, kept := f.reports(), storedReports(tx)
+		added, kept := f.keys.Len(), storedReports(tx)
 		stale = added-kept > max(kept, identityMinCapacity)
 		return nil
 	})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/bloom"
 )
 
 // identityOf returns a (domain id, identity hash) pair that differs with i.
@@ -27,11 +29,11 @@ func TestIdentityFilterNeverForgets(t *testing.T) {
 	for i := range n {
 		f.add(identityOf(dom, i))
 	}
-	if segs := len(*f.segs.Load()); segs < 2 {
-		t.Fatalf("%d identities in %d segment(s); the filter did not grow", n, segs)
+	if first := bloom.New(identityMinCapacity, identityBitsPerReport, identityProbes).Bytes(); f.keys.Bytes() <= first {
+		t.Fatalf("%d identities in %d bytes; the filter did not grow", n, f.keys.Bytes())
 	}
-	if got := f.reports(); got != n {
-		t.Errorf("reports() = %d, want %d", got, n)
+	if got := f.keys.Len(); got != n {
+		t.Errorf("Len() = %d, want %d", got, n)
 	}
 	for i := range n {
 		if !f.mayContain(identityOf(dom, i)) {
@@ -53,7 +55,7 @@ func TestIdentityFilterNeverForgets(t *testing.T) {
 	if rate := float64(falsePos) / (2 * probes); rate > 1e-3 {
 		t.Errorf("false positive rate %.5f (%d of %d), want under 0.001", rate, falsePos, 2*probes)
 	}
-	t.Logf("%d identities in %d KiB: %d false positives in %d probes", n, f.bytes()/1024, falsePos, 2*probes)
+	t.Logf("%d identities in %d KiB: %d false positives in %d probes", n, f.keys.Bytes()/1024, falsePos, 2*probes)
 }
 
 // identityDB opens a store with a domain and returns a function that
@@ -70,7 +72,7 @@ func identityDB(t *testing.T) (*DB, *Domain, func(org, id string, begin time.Tim
 
 func commitIdentity(t *testing.T, db *DB, dom *Domain, org, id string, begin time.Time) ReportOutcome {
 	t.Helper()
-	d, err := NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, Domain: dom.Name, OrgName: org,
+	d, err := db.NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, Domain: dom.Name, OrgName: org,
 		ExternalReportID: id, DateBegin: begin, DateEnd: begin.Add(24 * time.Hour), ReceivedAt: begin.Add(25 * time.Hour),
 		PolicyPublished: PolicyPublished{Domain: dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
 	if err != nil {
@@ -85,15 +87,10 @@ func commitIdentity(t *testing.T, db *DB, dom *Domain, org, id string, begin tim
 	return outs[0]
 }
 
-// saturate sets every bit of the filter: every identity then looks stored,
-// so each dedup check scans the domain's keys.
-func saturate(f *identityFilter) {
-	for _, s := range *f.segs.Load() {
-		for i := range s.words {
-			s.words[i] = ^uint64(0)
-		}
-	}
-}
+// saturate makes every identity look stored, so that each dedup check
+// scans the domain's keys: a filter that probes no bit answers "maybe"
+// for everything.
+func saturate(f *identityFilter) { f.keys = bloom.NewGrowing(1, identityBitsPerReport, 0) }
 
 // TestDedupWhenTheFilterSaysMaybe ensures the answer does not depend on the
 // filter: with every bit set, new reports are still stored and a report
@@ -119,12 +116,12 @@ func TestDedupWhenTheFilterSaysMaybe(t *testing.T) {
 	if f.scans.Load()-before != 2 {
 		t.Errorf("%d scans, want 2 (one per check the exact key did not answer)", f.scans.Load()-before)
 	}
-	d, err := NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-3",
+	d, err := db.NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-3",
 		DateBegin: day.AddDate(1, 0, 0), ReceivedAt: day})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dup, err := db.FindDuplicate(d); err != nil || dup == nil || dup.ExternalReportID != "r-3" {
+	if dup, err := findDuplicate(db, d); err != nil || dup == nil || dup.ExternalReportID != "r-3" {
 		t.Errorf("FindDuplicate of r-3 with other dates: %+v, %v", dup, err)
 	}
 }
@@ -163,7 +160,7 @@ func TestIdentityFilterRebuiltOnOpen(t *testing.T) {
 	for i := range 10 {
 		commit("google.com", fmt.Sprint("r-", i), day)
 	}
-	path := db.Path()
+	path := db.bolt.Path()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -172,26 +169,26 @@ func TestIdentityFilterRebuiltOnOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if got := db.idents.Load().reports(); got != 10 {
+	if got := db.idents.Load().keys.Len(); got != 10 {
 		t.Errorf("the reopened filter holds %d identities, want 10", got)
 	}
 	if out := commitIdentity(t, db, dom, "google.com", "r-4", day.AddDate(0, 0, 3)); out.Duplicate == nil {
 		t.Fatalf("after a restart, r-4 with other dates: %+v", out)
 	}
 	// Read-only: built at first use.
-	path = db.Path()
+	path = db.bolt.Path()
 	_ = db.Close()
 	ro, err := Open(path, &Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	d, err := NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-9",
+	d, err := db.NewReportDraft(Report{DomainID: dom.ID, OrgID: dom.OrgID, OrgName: "google.com", ExternalReportID: "r-9",
 		DateBegin: day.AddDate(0, 2, 0), ReceivedAt: day})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dup, err := ro.FindDuplicate(d); err != nil || dup == nil {
+	if dup, err := findDuplicate(ro, d); err != nil || dup == nil {
 		t.Errorf("read-only FindDuplicate of r-9 with other dates: %+v, %v", dup, err)
 	}
 }
@@ -242,8 +239,8 @@ func TestIdentityFilterFollowsRetention(t *testing.T) {
 		t.Fatalf("DeleteReportsBefore: %d, %v", n, err)
 	}
 	g := db.idents.Load()
-	if g == f || g.reports() != 1 {
-		t.Fatalf("after retention the filter holds %d identities (rebuilt: %v), want 1", g.reports(), g != f)
+	if g == f || g.keys.Len() != 1 {
+		t.Fatalf("after retention the filter holds %d identities (rebuilt: %v), want 1", g.keys.Len(), g != f)
 	}
 	if out := commitIdentity(t, db, dom, "google.com", "kept", keep.AddDate(0, 0, 1)); out.Duplicate == nil {
 		t.Errorf("kept report with other dates after the rebuild: %+v", out)
@@ -281,7 +278,7 @@ func TestMigrationDropsIdentityIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := db.SchemaVersion(); err != nil || v != 5 {
+	if v, err := SchemaVersionOf(db); err != nil || v != 5 {
 		t.Fatalf("schema %d, %v; want 5", v, err)
 	}
 	_ = db.Close()
@@ -291,7 +288,7 @@ func TestMigrationDropsIdentityIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v, err := db.SchemaVersion(); err != nil || v != SchemaVersion {
+	if v, err := SchemaVersionOf(db); err != nil || v != SchemaVersion {
 		t.Fatalf("schema %d, %v; want %d", v, err, SchemaVersion)
 	}
 	_ = db.bolt.View(func(tx *bolt.Tx) error {
@@ -346,9 +343,21 @@ func BenchmarkBuildIdentityFilter(b *testing.B) {
 			f = buildIdentityFilter(tx)
 			return nil
 		})
-		if f.reports() != reports {
-			b.Fatalf("%d identities, want %d", f.reports(), reports)
+		if f.keys.Len() != reports {
+			b.Fatalf("%d identities, want %d", f.keys.Len(), reports)
 		}
-		b.ReportMetric(float64(f.bytes())/reports, "filter-B/report")
+		b.ReportMetric(float64(f.keys.Bytes())/reports, "filter-B/report")
 	}
+}
+
+// findDuplicate is the dedup check of ingest: Lookup.FindDuplicate in a
+// lookup of its own.
+func findDuplicate(db *DB, d *ReportDraft) (*Report, error) {
+	var dup *Report
+	err := db.Lookup(func(l *Lookup) error {
+		var err error
+		dup, err = l.FindDuplicate(d)
+		return err
+	})
+	return dup, err
 }

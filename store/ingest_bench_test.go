@@ -52,7 +52,7 @@ func benchIngestCommit(b *testing.B, reports, records, perCommit int) {
 		var batch []*store.ReportDraft
 		for i := range reports {
 			begin := time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i*365/reports)
-			d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: o.ID,
+			d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: o.ID,
 				OrgName: "google.com", ExternalReportID: fmt.Sprint(i), DateBegin: begin,
 				DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: begin.Add(25 * time.Hour)})
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 type Lookup struct {
 	db *DB
 	tx *bolt.Tx
-	// names is domainNames read before tx began (see nameCache).
+	// names is the names version read before tx began (see nameCache).
 	names uint64
 }
 
@@ -23,7 +23,7 @@ type Lookup struct {
 // error. fn must not keep l, nor write to the store (a read transaction
 // would then wait on itself when the file grows).
 func (db *DB) Lookup(fn func(l *Lookup) error) error {
-	names := domainNames.Load()
+	names := db.names.ver.Load()
 	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Lookup{db: db, tx: tx, names: names}) })
 }
 
@@ -36,24 +36,27 @@ func (l *Lookup) DomainsNamed(orgID, name string) ([]DomainRef, error) {
 	return refs, nil
 }
 
-// domainNames changes around every domain added or removed: insertDomain
-// and removeDomain add 1 as they write and 1 once the transaction
-// commits. It is global, not per DB: a change in another DB of the
-// process (tests) only empties a cache needlessly.
-var domainNames atomic.Uint64
-
 // nameCache remembers which domains are called a name, of an organization
 // or of all: ingest asks for each report, and without --org an import
 // asked every organization in turn.
 //
-// An answer read under version v (domainNames loaded before its
-// transaction began) is used while the version is still v. A domain added
+// An answer read under version v (ver loaded before its transaction
+// began) is used while the version is still v. A domain added
 // or removed changes it as it writes, so that answers read before are
 // stale, and again after its commit, so that answers read meanwhile from
 // the old data are too.
 type nameCache struct {
-	mu sync.Mutex
-	m  map[string]nameAnswer
+	// ver changes around every domain added or removed: insertDomain and
+	// removeDomain add 1 as they write and 1 once the transaction commits.
+	ver atomic.Uint64
+	mu  sync.Mutex
+	m   map[string]nameAnswer
+}
+
+// changing marks the domain names changing in tx.
+func (c *nameCache) changing(tx *bolt.Tx) {
+	c.ver.Add(1)
+	tx.OnCommit(func() { c.ver.Add(1) })
 }
 
 type nameAnswer struct {
@@ -65,14 +68,14 @@ type nameAnswer struct {
 // registered are answered too): past it, the cache starts over.
 const maxNameCache = 10_000
 
-// domainsNamed is domainsNamed through the cache; ver is domainNames as
-// loaded before tx began. The slice returned is the caller's.
+// domainsNamed is domainsNamed through the cache; ver is c.ver as loaded
+// before tx began. The slice returned is the caller's.
 func (c *nameCache) domainsNamed(tx *bolt.Tx, ver uint64, orgID, name string) ([]DomainRef, error) {
 	key := orgID + "\x00" + name
 	c.mu.Lock()
 	a, ok := c.m[key]
 	c.mu.Unlock()
-	if ok && a.ver == ver && domainNames.Load() == ver {
+	if ok && a.ver == ver && c.ver.Load() == ver {
 		return slices.Clone(a.refs), nil
 	}
 	refs, err := domainsNamed(tx, orgID, name)
@@ -88,7 +91,9 @@ func (c *nameCache) domainsNamed(tx *bolt.Tx, ver uint64, orgID, name string) ([
 	return refs, nil
 }
 
-// FindDuplicate is DB.FindDuplicate inside the lookup's transaction.
+// FindDuplicate returns the stored report with the identity of d (domain,
+// org_name, report id), or nil when there is none: a cheap check before
+// the records of a report are parsed. Commit checks again.
 func (l *Lookup) FindDuplicate(d *ReportDraft) (*Report, error) {
 	rep, err := l.db.findDuplicate(l.tx, d.key)
 	if err != nil {

@@ -32,7 +32,7 @@ func TestNameCacheFollowsDomains(t *testing.T) {
 	// An answer read from a transaction that began before the domain was
 	// added, recorded after it committed, under the version of its start.
 	// (A read transaction held open here would block the commit's remap.)
-	ver := domainNames.Load()
+	ver := db.names.ver.Load()
 	dom := &Domain{OrgID: orgID, Name: "example.org", ReportingEmail: "r@reports.test", DMARCRecord: "v=DMARC1; p=none"}
 	if err := db.CreateDomain(dom); err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestNameCacheFollowsDomains(t *testing.T) {
 	}
 	// A rolled-back add changes nothing but the version.
 	_ = db.bolt.Update(func(tx *bolt.Tx) error {
-		namesChanging(tx)
+		db.names.changing(tx)
 		return errors.New("roll back")
 	})
 	if n := named(""); n != 0 {

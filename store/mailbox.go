@@ -358,12 +358,6 @@ func (db *DB) MailboxState(id string) (MailboxState, error) {
 	return st, nil
 }
 
-// SetMailboxState records where reading mailbox id has got to, durably.
-// ErrNotFound when the mailbox was deleted meanwhile (nothing is written).
-func (db *DB) SetMailboxState(id string, st MailboxState) error {
-	return db.MarkMailboxDone(id, st, 0)
-}
-
 // MarkMailboxDone records where reading mailbox id has got to and adds
 // imported (the mail just done, when it held a report) to its
 // messages_imported, in one transaction: each mail is counted once, with

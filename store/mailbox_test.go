@@ -46,7 +46,7 @@ func TestMailboxLifecycle(t *testing.T) {
 		t.Fatalf("ListMailboxes = %v, %d, %v", list, total, err)
 	}
 
-	if err := db.SetMailboxState(m.ID, store.MailboxState{UIDValidity: 7, LastUID: 42}); err != nil {
+	if err := db.MarkMailboxDone(m.ID, store.MailboxState{UIDValidity: 7, LastUID: 42}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := db.MailboxState(m.ID); err != nil || st != (store.MailboxState{UIDValidity: 7, LastUID: 42}) {
@@ -93,8 +93,8 @@ func TestMailboxLifecycle(t *testing.T) {
 	if _, err := db.FindMailbox(org.ID, m.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("after delete: %v", err)
 	}
-	if err := db.SetMailboxState(m.ID, store.MailboxState{LastUID: 1}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("SetMailboxState after delete = %v, want ErrNotFound", err)
+	if err := db.MarkMailboxDone(m.ID, store.MailboxState{LastUID: 1}, 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("MarkMailboxDone after delete = %v, want ErrNotFound", err)
 	}
 	if boxes, _, _ := db.ActiveMailboxes(); len(boxes) != 0 {
 		t.Errorf("ActiveMailboxes after delete = %d", len(boxes))

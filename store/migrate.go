@@ -30,16 +30,17 @@ var migrations = []migration{
 	// 3 -> 4: the compact day totals of every roll-up (day_totals.go).
 	migrateDayTotals,
 	// 4 -> 5: per-source segments may be written in version 2
-	// (source_codec.go), which programs of schema 4 cannot read; those of
-	// version 1 stay as they are. Nothing to rewrite: the bump makes an
-	// older dmarcd refuse the file instead of failing on its segments.
+	// (store/internal/reports/source_codec.go), which programs of schema
+	// 4 cannot read; those of version 1 stay as they are. Nothing to
+	// rewrite: the bump makes an older dmarcd refuse the file instead of
+	// failing on its segments.
 	func(*bolt.Tx) error { return nil },
 	// 5 -> 6: the dedup index by identity goes: the date index keys carry
 	// the identity, and an in-memory filter stands in for the index
 	// (identity_filter.go).
 	dropIdentityIndex,
 	// 6 -> 7: failure reports may be written in version 2
-	// (failure_codec.go: the Auth-Failure values as reported, the
+	// (reports/failure_codec.go: the Auth-Failure values as reported, the
 	// identity of a report without Arrival-Date), which programs of schema
 	// 6 cannot read; version 1 values stay as they are and read as before.
 	// Nothing to rewrite: the bump makes an older dmarcd refuse the file.

@@ -28,7 +28,7 @@ func openSchema6(t *testing.T) *store.DB {
 // finding them, and its aggregate reports readable.
 func TestMigrateSchema6(t *testing.T) {
 	db := openSchema6(t)
-	if v, err := db.SchemaVersion(); err != nil || v != store.SchemaVersion {
+	if v, err := store.SchemaVersionOf(db); err != nil || v != store.SchemaVersion {
 		t.Fatalf("schema %d, %v; want %d", v, err, store.SchemaVersion)
 	}
 	orgs, err := db.ListOrganizations()

@@ -12,7 +12,7 @@ import (
 func mustStoreReport(t *testing.T, db *store.DB, d *store.Domain) {
 	t.Helper()
 	begin := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID, OrgName: "google.com",
+	draft, err := db.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID, OrgName: "google.com",
 		ExternalReportID: store.NewID(), DateBegin: begin, DateEnd: begin.Add(time.Hour), ReceivedAt: begin.Add(2 * time.Hour),
 		PolicyPublished: store.PolicyPublished{Domain: d.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})
 	if err != nil {

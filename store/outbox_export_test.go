@@ -1,10 +1,53 @@
 package store
 
-import bolt "go.etcd.io/bbolt"
+import (
+	"bytes"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
 
 // QueueTestAlert creates a through insertAlert (and so queues its webhook
 // deliveries) in a transaction of its own, for the external tests of the
 // outbox.
 func (db *DB) QueueTestAlert(a *Alert) error {
 	return db.bolt.Update(func(tx *bolt.Tx) error { return insertAlert(tx, a) })
+}
+
+// MarkAlertSent records, in a transaction of its own, that alert alertID
+// reached every active webhook at time at (as a delivery that settles it
+// does), for the external tests of alert statuses.
+func (db *DB) MarkAlertSent(alertID string, at time.Time) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error { return markAlertSent(tx, alertID, at) })
+}
+
+// OutboxAsVersion1 rewrites every outbox entry as version 1 stored it:
+// the whole alert.created body, which body returns for the entry's event
+// id, in place of the alert. For the test that such entries still
+// deliver.
+func OutboxAsVersion1(db *DB, body func(eventID string) []byte) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOutbox)
+		var keys, vals [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			rec, err := decodeOutbox(k, v)
+			if err != nil {
+				return err
+			}
+			old := appendOutbox(nil, rec)
+			old[0] = outboxVersionBody
+			keys = append(keys, bytes.Clone(k))
+			vals = append(vals, append(old[:len(old)-len(rec.Alert)], body(rec.EventID)...))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, k := range keys {
+			if err := b.Put(k, vals[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

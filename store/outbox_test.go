@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
+	"github.com/dmarcd/dmarcd/webhook"
 )
 
 // delays are the retry delays of SPEC.md.
@@ -56,9 +59,9 @@ func failed(d *store.OutboxEntry, at time.Time) store.DeliveryResult {
 
 func alertStatus(tb testing.TB, db *store.DB, orgID, id string) string {
 	tb.Helper()
-	a, err := db.FindAlert(orgID, id)
-	if err != nil {
-		tb.Fatal(err)
+	a := storetest.Alert(tb, db, orgID, id)
+	if a == nil {
+		tb.Fatalf("no alert %s", id)
 	}
 	return a.Status
 }
@@ -200,7 +203,7 @@ func TestAlertSentOnceEveryWebhookHasIt(t *testing.T) {
 	if !outs[0].AlertSent {
 		t.Errorf("last success: %+v, want AlertSent", outs[0])
 	}
-	sent, _ := db.FindAlert(org.ID, a.ID)
+	sent := storetest.Alert(t, db, org.ID, a.ID)
 	if sent.Status != store.AlertSent || sent.SentAt == nil || !sent.SentAt.Equal(now.Add(2*time.Second)) {
 		t.Errorf("alert = %s at %v, want sent at the last delivery", sent.Status, sent.SentAt)
 	}
@@ -425,5 +428,55 @@ func TestOutboxSurvivesReopen(t *testing.T) {
 	}
 	if err := db.Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOldOutboxEntriesDeliver ensures an outbox entry written before the
+// body was built at delivery time (version 1: the whole body stored) is
+// still due with what rebuilds that body byte for byte (package webhook
+// builds the body of every attempt from the entry), and that its
+// delivery settles the alert. It was worker's test, which rewrote the
+// entry through the store's bbolt handle.
+func TestOldOutboxEntriesDeliver(t *testing.T) {
+	db := storetest.Open(t)
+	now := storetest.Epoch()
+	org := storetest.MustOrganization(t, db, "a", store.PlanUnlimited)
+	mustWebhook(t, db, org.ID, "one")
+	a := queueAlert(t, db, org.ID, now)
+	alertJSON, err := json.Marshal(a) // the alert as the entry holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	err = store.OutboxAsVersion1(db, func(eventID string) []byte {
+		// The body as the store of version 1 built it.
+		body = fmt.Appendf(nil, `{"id":%q,"type":"alert.created","created_at":%q,"test":false,"organization_id":%q,"data":{"alert":%s}}`,
+			eventID, now.UTC().Format(time.RFC3339), org.ID, alertJSON)
+		return body
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := due(t, db, now)
+	if len(ds) != 1 {
+		t.Fatalf("%d deliveries due, want 1", len(ds))
+	}
+	d := ds[0]
+	ev, err := webhook.NewAlertEvent(d.EventID, d.OrgID, d.Alert, d.CreatedAt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt, err := webhook.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(rebuilt, body) {
+		t.Errorf("body\n%s\nwant the stored one\n%s", rebuilt, body)
+	}
+	if outs := finish(t, db, ok(d, now)); !outs[0].AlertSent {
+		t.Errorf("delivered: %+v, want AlertSent", outs[0])
+	}
+	if got := alertStatus(t, db, org.ID, a.ID); got != store.AlertSent {
+		t.Errorf("alert %s after the delivery, want sent", got)
 	}
 }

@@ -18,8 +18,8 @@ func TestDomainDaysMatchesStatistics(t *testing.T) {
 	other := storetest.MustOrganization(t, e.db, "other", store.PlanStarter)
 	third := storetest.MustDomain(t, e.db, other.ID, "third.example")
 	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{
-		mustDraft(t, e.dom, "a", reportDay(20), 40), mustDraft(t, e.dom, "b", reportDay(18), 7),
-		mustDraft(t, second, "c", reportDay(20), 3), mustDraft(t, third, "d", reportDay(20), 9)}})
+		mustDraft(t, e.db, e.dom, "a", reportDay(20), 40), mustDraft(t, e.db, e.dom, "b", reportDay(18), 7),
+		mustDraft(t, e.db, second, "c", reportDay(20), 3), mustDraft(t, e.db, third, "d", reportDay(20), 9)}})
 	from, to := time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), storetest.Epoch()
 	days, err := e.db.DomainDays(e.org.ID, from, to)
 	if err != nil {

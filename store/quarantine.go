@@ -38,6 +38,18 @@ type QuarantineEntry struct {
 	Duplicate bool `json:"-"`
 }
 
+// QuarantineItem is an input to keep in quarantine. A new entry leaves
+// Entry.ID empty; Commit sets it. Retrying an entry sets Entry.ID: that
+// entry then gets the new reason and one more retry instead of a second
+// entry (its bytes stay).
+type QuarantineItem struct {
+	Entry QuarantineEntry
+	Raw   []byte
+	// MaxTotal caps the bytes the quarantine keeps in all; 0 means no cap.
+	// See putQuarantine.
+	MaxTotal int64
+}
+
 // quarantineRecord is how an entry is stored.
 type quarantineRecord struct {
 	ID         string    `json:"id"`
@@ -276,17 +288,6 @@ func setQuarantineBytes(tx *bolt.Tx, n int64) error {
 	return tx.Bucket(bucketQuarantineByHash).Put(keyQuarantineBytes, binary.BigEndian.AppendUint64(nil, uint64(max(n, 0))))
 }
 
-// QuarantineBytes returns how many bytes the quarantine keeps in all.
-func (db *DB) QuarantineBytes() (int64, error) {
-	var n int64
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		n, err = quarantineBytes(tx)
-		return err
-	})
-	return n, wrap("quarantine size", err)
-}
-
 // quarantineHash identifies an input: its bytes, size, recipient and
 // organization.
 func quarantineHash(item *QuarantineItem) []byte {
@@ -363,4 +364,72 @@ func (rec *quarantineRecord) entry() *QuarantineEntry {
 	return &QuarantineEntry{ID: rec.ID, ReceivedAt: rec.ReceivedAt, Source: rec.Source, Name: rec.Name,
 		Reason: rec.Reason, Size: rec.Size, OrgID: rec.OrgID, Retries: rec.Retries, Recipient: rec.Recipient,
 		Truncated: rec.Truncated}
+}
+
+// The quarantine as an organization sees it (API.md "Quarantine"): the
+// entries whose recipient (SMTP) or import belongs to it. An entry of no
+// organization is not found by these methods: only the CLI sees it.
+// Entries are few (capped, deleted after a retention period), so a list
+// reads them all rather than keeping an index per organization.
+
+// ListQuarantineOf returns one page of org's quarantine entries, newest
+// first, and how many it has. ErrInvalid for a page or limit below 1.
+func (db *DB) ListQuarantineOf(orgID string, p Page) ([]*QuarantineEntry, int, error) {
+	skip, err := p.offset()
+	if err != nil {
+		return nil, 0, err
+	}
+	entries := []*QuarantineEntry{}
+	total := 0
+	if !ValidID(orgID) {
+		return entries, 0, nil
+	}
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketQuarantine).Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			rec, err := decodeQuarantine(k, v)
+			if err != nil {
+				return err
+			}
+			if rec.OrgID != orgID {
+				continue
+			}
+			if total >= skip && len(entries) < p.Limit {
+				entries = append(entries, rec.entry())
+			}
+			total++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, wrap("list quarantine", err)
+	}
+	return entries, total, nil
+}
+
+// FindQuarantineOf returns org's entry id and a copy of its bytes.
+// ErrNotFound when there is no such entry or it is not org's.
+func (db *DB) FindQuarantineOf(orgID, id string) (*QuarantineEntry, []byte, error) {
+	return db.findQuarantine(id, func(tx *bolt.Tx, id string) (*quarantineRecord, error) {
+		return getQuarantineOf(tx, orgID, id)
+	})
+}
+
+// DeleteQuarantineOf removes org's entry id and its bytes. ErrNotFound
+// when there is no such entry or it is not org's.
+func (db *DB) DeleteQuarantineOf(orgID, id string) error {
+	return db.deleteQuarantineSeen(id, func(tx *bolt.Tx, id string) (*quarantineRecord, error) {
+		return getQuarantineOf(tx, orgID, id)
+	})
+}
+
+func getQuarantineOf(tx *bolt.Tx, orgID, id string) (*quarantineRecord, error) {
+	rec, err := getQuarantine(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if orgID == "" || rec.OrgID != orgID {
+		return nil, errQuarantineNotFound()
+	}
+	return rec, nil
 }

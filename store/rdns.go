@@ -4,6 +4,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // The reverse DNS cache: what the last lookup of a source IP found, kept
@@ -72,7 +74,7 @@ func (db *DB) PutRDNS(entries []RDNSEntry) error {
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRDNS)
 		for _, e := range entries {
-			v := enc{codecVersion, byte(e.Status)}.varint(e.CheckedAt.Unix()).uvarint(uint64(e.Failures)).str(e.Hostname)
+			v := codec.Enc{codecVersion, byte(e.Status)}.Varint(e.CheckedAt.Unix()).Uvarint(uint64(e.Failures)).Str(e.Hostname)
 			if err := b.Put([]byte(e.IP), v); err != nil {
 				return err
 			}
@@ -83,15 +85,15 @@ func (db *DB) PutRDNS(entries []RDNSEntry) error {
 }
 
 func decodeRDNS(ip string, raw []byte) (RDNSEntry, error) {
-	d := &dec{b: raw}
-	if d.byte() != codecVersion {
+	d := codec.NewDec(raw)
+	if d.Byte() != codecVersion {
 		return RDNSEntry{}, errCorrupt
 	}
-	e := RDNSEntry{IP: ip, Status: RDNSStatus(d.byte())}
-	e.CheckedAt = time.Unix(d.varint(), 0).UTC()
-	e.Failures = int(min(d.uvarint(), 1<<20))
-	e.Hostname = d.str()
-	if !d.ok() || len(d.b) != 0 || e.Status < RDNSConfirmed || e.Status > RDNSTemporary {
+	e := RDNSEntry{IP: ip, Status: RDNSStatus(d.Byte())}
+	e.CheckedAt = time.Unix(d.Varint(), 0).UTC()
+	e.Failures = int(min(d.Uvarint(), 1<<20))
+	e.Hostname = d.Str()
+	if !d.Done() || e.Status < RDNSConfirmed || e.Status > RDNSTemporary {
 		return RDNSEntry{}, errCorrupt
 	}
 	return e, nil

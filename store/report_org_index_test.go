@@ -106,11 +106,11 @@ func newOrgIndexEnv(t *testing.T, db *store.DB) *orgIndexEnv {
 	var drafts []*store.ReportDraft
 	for i := range 45 {
 		dom := e.doms[i%3]
-		d := mustDraft(t, dom, fmt.Sprint("r", i/3), reportDay(1+i/9), 1)
+		d := mustDraft(t, db, dom, fmt.Sprint("r", i/3), reportDay(1+i/9), 1)
 		drafts = append(drafts, d)
 		e.ids[d.ID()] = dom.ID
 	}
-	drafts = append(drafts, mustDraft(t, e.otherDom, "r0", reportDay(1), 1))
+	drafts = append(drafts, mustDraft(t, e.db, e.otherDom, "r0", reportDay(1), 1))
 	e.commit(t, &store.IngestBatch{Reports: drafts})
 	return e
 }
@@ -182,8 +182,8 @@ func TestOrgReportIndexCursorStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newer := mustDraft(t, e.doms[2], "newer", reportDay(20), 1)
-	older := mustDraft(t, e.doms[1], "older", time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), 1)
+	newer := mustDraft(t, e.db, e.doms[2], "newer", reportDay(20), 1)
+	older := mustDraft(t, e.db, e.doms[1], "older", time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), 1)
 	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{newer, older}})
 	listed := map[string]int{}
 	for _, r := range p.Reports {
@@ -224,7 +224,7 @@ func TestOrgReportIndexTotals(t *testing.T) {
 		}
 	}
 	check("after ingest", 45)
-	outs := e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.doms[0], "r0", reportDay(1), 1)}})
+	outs := e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.doms[0], "r0", reportDay(1), 1)}})
 	if outs[0].Duplicate == nil {
 		t.Fatalf("outcome %+v, want a duplicate", outs[0])
 	}
@@ -241,15 +241,15 @@ func TestOrgReportIndexTotals(t *testing.T) {
 	if _, total := orgListing(t, e.db, e.other.ID, store.ReportFilter{}, 8); total != 0 {
 		t.Errorf("other organization after retention: total %d, want 0", total)
 	}
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.otherDom, "o", reportDay(4), 1)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.otherDom, "o", reportDay(4), 1)}})
 	check("after retention", 18)
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.doms[1], "again", reportDay(1), 1)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.doms[1], "again", reportDay(1), 1)}})
 	check("after a new report", 19)
 	// One commit of two organizations' new reports and a duplicate: the
 	// commit adds each organization's new reports to its count once.
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.doms[0], "b1", reportDay(5), 1),
-		mustDraft(t, e.otherDom, "b2", reportDay(5), 1), mustDraft(t, e.doms[1], "b3", reportDay(5), 1),
-		mustDraft(t, e.doms[1], "again", reportDay(1), 1)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.doms[0], "b1", reportDay(5), 1),
+		mustDraft(t, e.db, e.otherDom, "b2", reportDay(5), 1), mustDraft(t, e.db, e.doms[1], "b3", reportDay(5), 1),
+		mustDraft(t, e.db, e.doms[1], "again", reportDay(1), 1)}})
 	check("after a batch of two organizations", 21)
 	if _, err := e.db.DeleteOrganization(e.org.ID); err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestOrgReportIndexMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	if v, err := db.SchemaVersion(); err != nil || v != store.SchemaVersion {
+	if v, err := store.SchemaVersionOf(db); err != nil || v != store.SchemaVersion {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	got, total := orgListing(t, db, orgID, store.ReportFilter{}, 7)

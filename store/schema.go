@@ -6,11 +6,15 @@ import (
 	"encoding/binary"
 	"strings"
 	"time"
+
+	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
 // Buckets. Every name the file uses is declared here; Open creates any that
 // are missing, so a new bucket needs only a line in allBuckets (a change to
-// stored data needs a migration, see migrate.go).
+// stored data needs a migration, see migrate.go). Binary values of reports
+// and roll-ups are written by package reports (store/internal/reports) on
+// package codec's primitives; the small entities are JSON.
 var (
 	// bucketMeta: keySchemaVersion -> uint64 (big-endian).
 	bucketMeta = []byte("meta")
@@ -37,7 +41,7 @@ var (
 	bucketDomainsByEmail = []byte("domains_by_email")
 
 	// bucketReports: report id -> the report and its summary (binary,
-	// appendReport). A report is visible once it is here.
+	// reports.AppendReport). A report is visible once it is here.
 	bucketReports = []byte("reports")
 	// bucketReportsByDomain: reportKey(domain id, date_begin, identity) ->
 	// report id | date_end (big-endian Unix seconds): the date index of the
@@ -48,15 +52,15 @@ var (
 	// (identity_filter.go).
 	bucketReportsByIdentity = []byte("reports_by_identity")
 	// bucketRecords: recordKey(report id, block seq) -> a block of records
-	// (binary, aggregate_codec.go). Report ids are time-ordered, so inserts
+	// (binary, reports.AppendRecord). Report ids are time-ordered, so inserts
 	// append.
 	bucketRecords = []byte("report_records")
 	// bucketReportsPending: binary report id -> domain id, for a report whose
 	// records are being written in several transactions and that is not yet
 	// visible; leftovers after a crash are deleted (DiscardPendingReports).
 	bucketReportsPending = []byte("reports_pending")
-	// bucketRollups: rollupKey(domain id, UTC day) -> dayRollup (binary,
-	// appendDayRollup).
+	// bucketRollups: rollupKey(domain id, UTC day) -> reports.DayRollup
+	// (binary, reports.AppendDayRollup).
 	bucketRollups = []byte("report_rollups")
 	// bucketDayTotals: rollupKey(domain id, UTC day) -> the totals at the
 	// head of that roll-up, for the overview (day_totals.go).
@@ -97,11 +101,11 @@ var (
 	// bucketAlertSources: sourceSetKey(domain id, UTC day) -> the sorted
 	// 64-bit hashes of the source IPs seen that day (alert_sources.go).
 	bucketAlertSources = []byte("alert_sources")
-	// bucketAlertSenders: domain id -> alert.SenderState JSON (alert_sender.go).
+	// bucketAlertSenders: domain id -> alert.SenderState JSON (RecordSenderCheck).
 	bucketAlertSenders = []byte("alert_senders")
 
-	// Failure (forensic) reports; keys and values in failure_codec.go.
-	// bucketFailures: report id -> the report (binary, appendFailure).
+	// Failure (forensic) reports; keys in failure_keys.go.
+	// bucketFailures: report id -> the report (binary, reports.AppendFailure).
 	bucketFailures = []byte("failure_reports")
 	// bucketFailureHeaders: report id -> its original headers, when any.
 	bucketFailureHeaders = []byte("failure_headers")
@@ -112,11 +116,11 @@ var (
 	// bucketFailureDedup: failDedupKey (domain id | identity hash) -> report id.
 	bucketFailureDedup = []byte("failure_dedup")
 	// bucketFailureRollups: failRollupKey(org id, UTC day, domain id) ->
-	// failureDay (binary, appendFailureDay).
+	// reports.FailureDay (binary, reports.AppendFailureDay).
 	bucketFailureRollups = []byte("failure_rollups")
 
 	// SMTP TLS reports (RFC 8460); keys in tls.go.
-	// bucketTLSReports: report id -> the report with its policies (tls_codec.go).
+	// bucketTLSReports: report id -> the report with its policies (reports.AppendTLS).
 	bucketTLSReports = []byte("tls_reports")
 	// bucketTLSByOrg: tlsTimeKey(org id, date_begin, id) -> domain id | date_end.
 	bucketTLSByOrg = []byte("tls_reports_by_org")
@@ -124,9 +128,9 @@ var (
 	bucketTLSByDomain = []byte("tls_reports_by_domain")
 	// bucketTLSDedup: tlsDedupKey(domain id, org name, report id) -> id.
 	bucketTLSDedup = []byte("tls_dedup")
-	// bucketTLSRollups: tlsRollupKey(domain id, UTC day) -> tlsDay (JSON).
+	// bucketTLSRollups: tlsRollupKey(domain id, UTC day) -> reports.TLSDay (JSON).
 	bucketTLSRollups = []byte("tls_rollups")
-	// Sources (source_rollup.go, rdns.go).
+	// Sources (source.go, rdns.go).
 	// bucketSourceRollups: rollupKey(domain id, UTC day) | seq (big-endian)
 	// -> a segment of that day's per-source-IP roll-up.
 	bucketSourceRollups = []byte("source_rollups")
@@ -316,3 +320,10 @@ func rollupKey(domainID string, day uint32) []byte {
 	k = append(k, domainID...)
 	return binary.BigEndian.AppendUint32(k, day)
 }
+
+// codecVersion is the first byte of the binary values the store writes
+// itself (package reports writes the rest).
+const codecVersion = codec.Version
+
+// errCorrupt reports a stored value that does not decode.
+var errCorrupt = codec.ErrCorrupt

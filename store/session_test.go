@@ -107,7 +107,7 @@ func TestRevokeOrgAPIKey(t *testing.T) {
 	if _, err := db.RevokeOrgAPIKey(other.ID, key.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("other org: %v", err)
 	}
-	if k, _ := db.FindAPIKey(key.ID); !k.Active() {
+	if k := storetest.APIKey(t, db, key.OrgID, key.ID); !k.Active() {
 		t.Error("key revoked by another organization")
 	}
 	if k, err := db.RevokeOrgAPIKey(key.OrgID, key.ID); err != nil || k.Active() {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
-// Backfill of the per-source roll-ups (source_rollup.go) for reports
+// Backfill of the per-source roll-ups (source.go) for reports
 // stored before they existed (schema migration 1 -> 2) or before they kept
 // the evidence of who sends (7 -> 8). The migration (migrateSourceRollups)
 // empties the source roll-ups, which a development version may have kept
@@ -78,7 +81,7 @@ func (db *DB) backfillSourceRollups(maxRecords int) (int, error) {
 // backfillStep backfills the reports after the saved position, stopping
 // after the report that reaches maxRecords records, and saves the
 // position; done when no report is left.
-func backfillStep(tx *bolt.Tx, maxRecords int) (reports int, done bool, err error) {
+func backfillStep(tx *bolt.Tx, maxRecords int) (nreports int, done bool, err error) {
 	meta := tx.Bucket(bucketMeta)
 	until := meta.Get(keySourceBackfillUntil)
 	if until == nil {
@@ -98,7 +101,7 @@ func backfillStep(tx *bolt.Tx, maxRecords int) (reports int, done bool, err erro
 	var last []byte
 	read := 0
 	for ; k != nil && bytes.Compare(k, until) <= 0 && read < maxRecords; k, v = c.Next() {
-		rep, _, err := decodeReport(string(k), v, false)
+		rep, _, err := reports.DecodeReport(string(k), v, false)
 		if err != nil {
 			return 0, false, fmt.Errorf("report %s: %w", k, err)
 		}
@@ -106,27 +109,27 @@ func backfillStep(tx *bolt.Tx, maxRecords int) (reports int, done bool, err erro
 		if !ok {
 			return 0, false, fmt.Errorf("report id %q: %w", k, errCorrupt)
 		}
-		var src reportSources
+		var src reports.Sources
 		rc := records.Cursor()
 		for bk, bv := rc.Seek(bin[:]); bk != nil && bytes.HasPrefix(bk, bin[:]); bk, bv = rc.Next() {
-			if err := decodeBlock(bv, func(r *Record) error {
-				src.add(r)
+			if err := reports.DecodeBlock(bv, func(r *Record) error {
+				src.Add(r)
 				read++
 				return nil
 			}); err != nil {
 				return 0, false, fmt.Errorf("record block %x: %w", bk, err)
 			}
 		}
-		src.compact()
-		sources.addEntries(rep.DomainID, dayNumber(rep.DateBegin), src.encode(rep.DateBegin, rep.DateEnd))
+		src.Compact()
+		sources.addEntries(rep.DomainID, days.Of(rep.DateBegin), src.Encode(rep.DateBegin, rep.DateEnd))
 		last = k
-		reports++
+		nreports++
 	}
 	if err := sources.put(tx); err != nil {
 		return 0, false, err
 	}
 	if k == nil || bytes.Compare(k, until) > 0 {
-		return reports, true, errors.Join(meta.Delete(keySourceBackfillUntil), meta.Delete(keySourceBackfillAfter))
+		return nreports, true, errors.Join(meta.Delete(keySourceBackfillUntil), meta.Delete(keySourceBackfillAfter))
 	}
-	return reports, false, meta.Put(keySourceBackfillAfter, bytes.Clone(last))
+	return nreports, false, meta.Put(keySourceBackfillAfter, bytes.Clone(last))
 }

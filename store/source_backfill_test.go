@@ -31,7 +31,7 @@ func newBackfillEnv(t *testing.T) *backfillEnv {
 	e.dom = storetest.MustDomain(t, e.db, e.org.ID, "example.com")
 	ing := e.db.NewIngester()
 	for i := range 6 {
-		d := mustDraft(t, e.dom, fmt.Sprint("r", i), reportDay(3+i%3), 150+50*i)
+		d := mustDraft(t, e.db, e.dom, fmt.Sprint("r", i), reportDay(3+i%3), 150+50*i)
 		d.Finish()
 		if _, err := ing.Commit(&store.IngestBatch{Reports: []*store.ReportDraft{d}}); err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func (e *backfillEnv) reopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.open(t)
-	if v, err := e.db.SchemaVersion(); err != nil || v != store.SchemaVersion {
+	if v, err := store.SchemaVersionOf(e.db); err != nil || v != store.SchemaVersion {
 		t.Fatalf("schema version %d %v after reopening", v, err)
 	}
 }

@@ -122,7 +122,7 @@ func TestEvidenceMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, err := db.SchemaVersion(); err != nil || v != 8 {
+		if v, err := store.SchemaVersionOf(db); err != nil || v != 8 {
 			t.Fatalf("round %d: schema %d %v, want 8", round, v, err)
 		}
 		org, err := db.FindOrganization("acme")

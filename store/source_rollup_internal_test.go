@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/days"
 )
 
 // TestCommitLeavesDraftSourcesAlone ensures committing reports of one day
@@ -18,7 +20,7 @@ func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
 	var drafts []*ReportDraft
 	var before [][]byte
 	for i := range 3 {
-		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
+		d, err := db.NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
 			ExternalReportID: fmt.Sprint(i), DateBegin: day, DateEnd: day.Add(time.Hour), ReceivedAt: day})
 		if err != nil {
 			t.Fatal(err)
@@ -29,13 +31,13 @@ func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
 		}
 		d.Finish()
 		drafts = append(drafts, d)
-		before = append(before, bytes.Clone(d.srcEnc.body))
+		before = append(before, bytes.Clone(d.srcEnc.Frame()))
 	}
 	if _, err := db.NewIngester().Commit(&IngestBatch{Reports: drafts}); err != nil {
 		t.Fatal(err)
 	}
 	for i, d := range drafts {
-		if !bytes.Equal(d.srcEnc.body, before[i]) || d.srcEnc.n != 10 {
+		if !bytes.Equal(d.srcEnc.Frame(), before[i]) || d.srcEnc.Len() != 10 {
 			t.Errorf("draft %d's sources changed by the commit", i)
 		}
 	}
@@ -48,13 +50,13 @@ func TestCommitLeavesDraftSourcesAlone(t *testing.T) {
 func TestSourceSegmentsMergeInLevels(t *testing.T) {
 	db, dom := openDomainDB(t)
 	day := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
-	prefix := rollupKey(dom.ID, dayNumber(day))
+	prefix := rollupKey(dom.ID, days.Of(day))
 	in := db.NewIngester()
 	want := map[string]int64{}
 	var firstKept, merges, prevSegs int
 	var first []byte
 	for i := range 400 {
-		d, err := NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
+		d, err := db.NewReportDraft(Report{DomainID: dom.ID, Domain: dom.Name, OrgID: dom.OrgID, OrgName: "google.com",
 			ExternalReportID: fmt.Sprint(i), DateBegin: day, DateEnd: day.Add(time.Hour), ReceivedAt: day})
 		if err != nil {
 			t.Fatal(err)

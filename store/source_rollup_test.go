@@ -35,7 +35,7 @@ func sumSources(t *testing.T, db *store.DB, orgID, domainID string, from, to tim
 // window of days asked for.
 func TestSourceRollupCounts(t *testing.T) {
 	e := newReportEnv(t)
-	d, err := store.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
+	d, err := e.db.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
 		OrgName: "google.com", ExternalReportID: "a", DateBegin: reportDay(3), DateEnd: reportDay(4).Add(-time.Second),
 		ReceivedAt: storetest.Epoch()})
 	if err != nil {
@@ -49,7 +49,7 @@ func TestSourceRollupCounts(t *testing.T) {
 		AuthResults: store.AuthResults{SPF: []store.SPFAuth{{Domain: "MCSV.net", Result: "pass"}},
 			DKIM: []store.DKIMAuth{{Domain: "example.com", Result: "fail"}, {Domain: "example.com", Result: "fail"}}}})
 	d.Add(&store.Record{SourceIP: "198.51.100.7", Count: 3, Disposition: "reject", DKIM: "fail", SPF: "pass"})
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d, mustDraft(t, e.dom, "b", reportDay(10), 4)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d, mustDraft(t, e.db, e.dom, "b", reportDay(10), 4)}})
 
 	got, days := sumSources(t, e.db, e.org.ID, e.dom.ID, reportDay(1), reportDay(5))
 	if len(days) != 1 || !days[reportDay(3)] {
@@ -93,7 +93,7 @@ func TestSourceRollupSegments(t *testing.T) {
 	e := newReportEnv(t)
 	const commits = 100
 	for i := range commits {
-		e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.dom, fmt.Sprint("r", i), reportDay(5), 10)}})
+		e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.dom, fmt.Sprint("r", i), reportDay(5), 10)}})
 	}
 	got, _ := sumSources(t, e.db, e.org.ID, e.dom.ID, reportDay(5), reportDay(5))
 	var msgs int64
@@ -131,7 +131,7 @@ func TestSourceRollupTenant(t *testing.T) {
 // between stays.
 func TestPendingSources(t *testing.T) {
 	e := newReportEnv(t)
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.dom, "a", reportDay(5), 3)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.dom, "a", reportDay(5), 3)}})
 	p, err := e.db.PendingSourceIPs(100)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestPendingSources(t *testing.T) {
 	if fmt.Sprint(p.IPs) != "[192.0.2.0 192.0.2.1 192.0.2.2]" {
 		t.Errorf("pending %v", p.IPs)
 	}
-	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.dom, "b", reportDay(5), 5)}})
+	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{mustDraft(t, e.db, e.dom, "b", reportDay(5), 5)}})
 	if err := e.db.DonePendingSources(p); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestRDNSCache(t *testing.T) {
 // reverse DNS, the other row is not, and the totals stay exact.
 func TestSourceRollupCapsDistinctSources(t *testing.T) {
 	e := newReportEnv(t)
-	d, err := store.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
+	d, err := e.db.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
 		OrgName: "google.com", ExternalReportID: "big", DateBegin: reportDay(3), DateEnd: reportDay(4).Add(-time.Second),
 		ReceivedAt: storetest.Epoch()})
 	if err != nil {
@@ -244,8 +244,8 @@ func ifPass(ok bool, n int64) int64 {
 // one day counts each once.
 func TestSourceRollupSameDayReports(t *testing.T) {
 	a := newReportEnv(t)
-	drafts := []*store.ReportDraft{mustDraft(t, a.dom, "x", reportDay(5), 30), mustDraft(t, a.dom, "y", reportDay(5), 20),
-		mustDraft(t, a.dom, "z", reportDay(5), 10)}
+	drafts := []*store.ReportDraft{mustDraft(t, a.db, a.dom, "x", reportDay(5), 30), mustDraft(t, a.db, a.dom, "y", reportDay(5), 20),
+		mustDraft(t, a.db, a.dom, "z", reportDay(5), 10)}
 	a.commit(t, &store.IngestBatch{Reports: drafts})
 	got, _ := sumSources(t, a.db, a.org.ID, a.dom.ID, reportDay(5), reportDay(5))
 	var msgs int64

@@ -20,6 +20,10 @@ type Options struct {
 	Timeout time.Duration
 	// ReadOnly opens the file with a shared lock; writes then fail.
 	ReadOnly bool
+	// NoSync skips the fsync of every commit: for a file filled in bulk
+	// that is thrown away if the process dies (tests, benchmarks). A
+	// crash may lose or corrupt what was committed.
+	NoSync bool
 }
 
 // DB is the dmarcd database: one bbolt file and the clock its writes stamp.
@@ -44,6 +48,8 @@ type DB struct {
 	identScans atomic.Int64
 	// names caches DomainsNamed (lookup.go).
 	names nameCache
+	// drafts are what report drafts learn from the reports before them.
+	drafts draftHints
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.
@@ -104,7 +110,7 @@ func openBolt(path string, o Options) (*bolt.DB, error) {
 	// bolt.Open reads the freelist, which may panic on a corrupt file.
 	err := survive(func() error {
 		var err error
-		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
+		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly, NoSync: o.NoSync})
 		return err
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
@@ -132,22 +138,17 @@ func (db *DB) Close() error {
 	return wrap("close", db.bolt.Close())
 }
 
-// Path returns the path of the database file.
-func (db *DB) Path() string { return db.bolt.Path() }
+// IOStats count the pages commits wrote since Open.
+type IOStats struct {
+	PageWrites int64         // pages written
+	WriteTime  time.Duration // time spent writing and syncing them
+}
 
-// Bolt returns the underlying bbolt handle, for later packages of this module
-// that keep their own buckets. Its transactions follow bbolt's rules.
-func (db *DB) Bolt() *bolt.DB { return db.bolt }
-
-// SchemaVersion returns the schema version stored in the file.
-func (db *DB) SchemaVersion() (int, error) {
-	var v int
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		var err error
-		v, err = readVersion(tx)
-		return err
-	})
-	return v, wrap("schema version", err)
+// IOStats returns the page writes of the commits since Open: what a
+// benchmark of ingest reports beside its throughput.
+func (db *DB) IOStats() IOStats {
+	st := db.bolt.Stats().TxStats
+	return IOStats{PageWrites: st.GetWrite(), WriteTime: st.GetWriteTime()}
 }
 
 // Check runs bbolt's consistency check over the whole file and returns every

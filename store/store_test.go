@@ -34,13 +34,10 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if db.Path() != path {
-			t.Errorf("Path() = %q, want %q", db.Path(), path)
+		if got := store.BoltOf(db).Path(); got != path {
+			t.Errorf("the file is %q, want %q", got, path)
 		}
-		if db.Bolt() == nil {
-			t.Error("Bolt() = nil")
-		}
-		v, err := db.SchemaVersion()
+		v, err := store.SchemaVersionOf(db)
 		if err != nil || v != store.SchemaVersion {
 			t.Errorf("SchemaVersion() = %d, %v; want %d", v, err, store.SchemaVersion)
 		}
@@ -130,10 +127,10 @@ func TestMigrations(t *testing.T) {
 		if want := []int{v1, v2}; !equalInts(ran, want) {
 			t.Errorf("migrations run = %v, want %v", ran, want)
 		}
-		if v, err := db.SchemaVersion(); err != nil || v != v2 {
+		if v, err := store.SchemaVersionOf(db); err != nil || v != v2 {
 			t.Errorf("SchemaVersion() = %d, %v; want %d", v, err, v2)
 		}
-		err := db.Bolt().View(func(tx *bolt.Tx) error {
+		err := store.BoltOf(db).View(func(tx *bolt.Tx) error {
 			if b := tx.Bucket([]byte("migrated")); b == nil || b.Get([]byte{byte(v2)}) == nil {
 				t.Error("the last migration left no trace")
 			}
@@ -162,7 +159,7 @@ func TestMigrations(t *testing.T) {
 		}
 		db := mustOpenRaw(t, path, migs)
 		defer mustClose(t, db)
-		if v, _ := db.SchemaVersion(); v != v2 {
+		if v, _ := store.SchemaVersionOf(db); v != v2 {
 			t.Errorf("SchemaVersion() after failed migration = %d, want %d", v, v2)
 		}
 	})

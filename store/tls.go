@@ -1,229 +1,265 @@
 package store
 
 import (
-	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/dmarc/tlsrpt"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // SMTP TLS reports (RFC 8460). Each is stored whole under its own id
-// (bucketTLSReports, tls_codec.go), indexed by organization and by domain in
+// (bucketTLSReports, reports.AppendTLS), indexed by organization and by domain in
 // date_begin order with its date_end beside it (so the date filters read
 // only the index), deduplicated by organization name + report id + domain,
 // and counted in per-domain per-day roll-ups (bucketTLSRollups) so that
 // statistics never read a report.
 
-// TLSReport is a stored TLS report as lists show it (API.md).
-type TLSReport struct {
-	ID                 string    `json:"id"`
-	DomainID           string    `json:"domain_id"`
-	OrgID              string    `json:"-"`
-	OrganizationName   string    `json:"organization_name"`
-	ReportID           string    `json:"report_id"`
-	ContactInfo        *string   `json:"contact_info"`
-	DateBegin          time.Time `json:"date_begin"`
-	DateEnd            time.Time `json:"date_end"`
-	ReceivedAt         time.Time `json:"received_at"`
-	SuccessfulSessions int64     `json:"successful_sessions"`
-	FailedSessions     int64     `json:"failed_sessions"`
-}
-
-// TLSPolicy is one policy of a TLS report with its sessions.
-type TLSPolicy struct {
-	PolicyType         string             `json:"policy_type"`
-	PolicyDomain       string             `json:"policy_domain"`
-	PolicyString       []string           `json:"policy_string"`
-	MXHost             []string           `json:"mx_host"`
-	SuccessfulSessions int64              `json:"successful_sessions"`
-	FailedSessions     int64              `json:"failed_sessions"`
-	FailureDetails     []TLSFailureDetail `json:"failure_details"`
-}
-
-// TLSFailureDetail is one failure detail of a policy. Text the report
-// left out is nil (JSON null); result types are kept as sent.
-type TLSFailureDetail struct {
-	ResultType            string  `json:"result_type"`
-	SendingMTAIP          *string `json:"sending_mta_ip"`
-	ReceivingMXHostname   *string `json:"receiving_mx_hostname"`
-	ReceivingMXHelo       *string `json:"receiving_mx_helo"`
-	ReceivingIP           *string `json:"receiving_ip"`
-	FailedSessions        int64   `json:"failed_sessions"`
-	AdditionalInformation *string `json:"additional_information"`
-	FailureReasonCode     *string `json:"failure_reason_code"`
-}
-
-// TLSReportDetail is a TLS report as the single GET shows it: the list
-// object plus its policies.
-type TLSReportDetail struct {
-	*TLSReport
-	Policies []TLSPolicy `json:"policies"`
-}
+// TLS reports are package reports' values.
+type (
+	// TLSReport is a stored TLS report as lists show it (API.md).
+	TLSReport = reports.TLSReport
+	// TLSPolicy is one policy of a TLS report with its sessions.
+	TLSPolicy = reports.TLSPolicy
+	// TLSFailureDetail is one failure detail of a policy.
+	TLSFailureDetail = reports.TLSFailureDetail
+	// TLSReportDetail is a TLS report as the single GET shows it.
+	TLSReportDetail = reports.TLSReportDetail
+)
 
 // TLSInput is one parsed report to store for a domain of an organization
-// (StoreTLSReports).
+// (NewTLSDraft).
 type TLSInput struct {
 	OrgID, DomainID string
 	Report          *tlsrpt.Report
 	ReceivedAt      time.Time
 }
 
-// TLSStored is what storing one TLSInput did: the id of the stored report,
-// or of the one already stored under its identity (Duplicate set).
-type TLSStored struct {
-	ID        string
-	Duplicate bool
+// TLSDraft is a TLS report ready to be committed (IngestBatch.TLS).
+type TLSDraft struct {
+	rep  *TLSReportDetail
+	val  []byte
+	dkey []byte
+	out  TLSOutcome
 }
 
-// Bounds on what one stored TLS report keeps; the parser's caps bound the
-// counts, these the text.
-const (
-	maxTLSList = 100 // entries of policy_string and mx_host kept
-)
+// TLSOutcome is what Commit did with one TLSDraft.
+type TLSOutcome struct {
+	// Stored is set when the report is now stored.
+	Stored bool
+	// DuplicateID is the report already stored with the same identity
+	// (domain, organization name, report id) when that kept this one out.
+	DuplicateID string
+	// DomainGone is set when the domain was deleted (or belongs to another
+	// organization) before the commit.
+	DomainGone bool
+}
 
-func errTLSNotFound() error { return errorf(ErrNotFound, "TLS report not found") }
+// NewTLSDraft prepares in for a commit, giving it a new id. The report is
+// stored as ListTLSReports and FindTLSReport show it (UTC seconds, text cut). ErrInvalid for
+// a nil report, a zero receive time or malformed ids.
+func NewTLSDraft(in TLSInput) (*TLSDraft, error) {
+	if in.Report == nil || in.ReceivedAt.IsZero() {
+		return nil, errorf(ErrInvalid, "TLS report: a report and a receive time are required")
+	}
+	if !ValidID(in.OrgID) || !ValidID(in.DomainID) {
+		return nil, errorf(ErrInvalid, "TLS report needs a domain and an organization")
+	}
+	d := reports.TLSDetailOf(NewID(), in.OrgID, in.DomainID, in.Report, in.ReceivedAt)
+	return &TLSDraft{rep: d, val: reports.AppendTLS(nil, in.OrgID, d), dkey: tlsDedupKey(in.DomainID, d.OrganizationName, d.ReportID)}, nil
+}
 
-// StoreTLSReport stores one parsed report for domain domainID of
-// organization orgID, received at received, unless the domain already has
-// a report with the same organization name and report id (then the result
-// names that one, Duplicate set). Errors: ErrNotFound when the domain is
-// not the organization's (or is gone), ErrInvalid for a nil report or a
-// zero receive time, and ctx's error when it is done before the commit.
-func (db *DB) StoreTLSReport(ctx context.Context, orgID, domainID string, rep *tlsrpt.Report, received time.Time) (TLSStored, error) {
-	out, err := db.StoreTLSReports(ctx, []TLSInput{{OrgID: orgID, DomainID: domainID, Report: rep, ReceivedAt: received}})
+// Report returns the report as it is stored (its ID included).
+func (d *TLSDraft) Report() *TLSReport { return d.rep.TLSReport }
+
+// Outcome returns what the commit did with the draft.
+func (d *TLSDraft) Outcome() TLSOutcome { return d.out }
+
+// TLSFilter selects TLS reports for ListTLSReports, as for aggregate
+// reports: DateFrom keeps reports whose date_begin >= DateFrom, DateTo
+// those whose date_end <= DateTo. Cursor, when set, is a NextCursor of an
+// earlier page with the same filters, and replaces Page.Page.
+type TLSFilter struct {
+	DomainID         string
+	DateFrom, DateTo *time.Time
+	Page             Page
+	Cursor           string
+}
+
+// TLSList is one page of TLS reports.
+type TLSList struct {
+	Reports []*TLSReport
+	// Total is how many reports pass the filters, cursor aside.
+	Total int
+	// NextCursor continues after the last report of the page; "" on the
+	// last page.
+	NextCursor string
+}
+
+// ListTLSReports returns one page of the TLS reports of organization orgID
+// that pass f, newest date_begin first (ties: newest stored first). The
+// filters are read from the index, never from the reports. Errors:
+// ErrNotFound when f.DomainID is not a domain of the organization,
+// ErrInvalid for a page or limit below 1 or a malformed cursor.
+func (db *DB) ListTLSReports(orgID string, f TLSFilter) (*TLSList, error) {
+	if f.Cursor != "" {
+		f.Page.Page = 1
+	}
+	skip, err := f.Page.offset()
 	if err != nil {
-		return TLSStored{}, err
-	}
-	return out[0], nil
-}
-
-// StoreTLSReports stores several reports in one transaction (one commit,
-// one fsync: how import reaches its rate), each as StoreTLSReport does. A
-// report repeated within the batch is stored once. Any error stores none.
-func (db *DB) StoreTLSReports(ctx context.Context, in []TLSInput) ([]TLSStored, error) {
-	drafts := make([]*TLSDraft, len(in))
-	for i, x := range in {
-		if !ValidID(x.OrgID) || !ValidID(x.DomainID) {
-			return nil, errorf(ErrNotFound, "domain not found")
-		}
-		d, err := NewTLSDraft(x)
-		if err != nil {
-			return nil, errorf(ErrInvalid, "TLS report %d: a report and a receive time are required", i)
-		}
-		drafts[i] = d
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		if err := ctx.Err(); err != nil {
-			return err
+	var after []byte
+	if f.Cursor != "" {
+		if after, err = decodeTLSCursor(f.Cursor); err != nil {
+			return nil, err
 		}
-		stored, err := storeTLSDrafts(tx, drafts, map[string]string{})
-		if err != nil {
-			return err
-		}
-		for _, d := range drafts {
-			if d.out.DomainGone {
-				return errorf(ErrNotFound, "domain not found")
+	}
+	out := &TLSList{Reports: []*TLSReport{}}
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		owner, bucket := orgID, bucketTLSByOrg
+		if f.DomainID != "" {
+			if _, err := getOrgDomain(tx, orgID, f.DomainID); err != nil {
+				return err
 			}
+			owner, bucket = f.DomainID, bucketTLSByDomain
 		}
-		return db.raiseTLSAlerts(tx, stored)
+		var ids []string
+		var last []byte
+		out.Total, ids, last = scanTLS(tx.Bucket(bucket), owner, f, after, skip, f.Page.Limit)
+		if last != nil {
+			out.NextCursor = base64.RawURLEncoding.EncodeToString(last)
+		}
+		for _, id := range ids {
+			d, err := getTLS(tx, id)
+			if err != nil {
+				return err
+			}
+			out.Reports = append(out.Reports, d.TLSReport)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, wrap("store TLS reports", err)
-	}
-	out := make([]TLSStored, len(in))
-	for i, d := range drafts {
-		if d.out.DuplicateID != "" {
-			out[i] = TLSStored{ID: d.out.DuplicateID, Duplicate: true}
-		} else {
-			out[i] = TLSStored{ID: d.rep.ID}
-		}
+		return nil, wrap("list TLS reports", err)
 	}
 	return out, nil
 }
 
-// putTLS writes a new report and its index and dedup entries.
-func putTLS(tx *bolt.Tx, r *TLSReport, val, dkey []byte) error {
-	if err := tx.Bucket(bucketTLSReports).Put(idKey(r.ID), val); err != nil {
-		return err
-	}
-	end := binary.BigEndian.AppendUint64(nil, unixKey(r.DateEnd))
-	if err := tx.Bucket(bucketTLSByOrg).Put(tlsTimeKey(r.OrgID, r.DateBegin, r.ID), append([]byte(r.DomainID), end...)); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketTLSByDomain).Put(tlsTimeKey(r.DomainID, r.DateBegin, r.ID), end); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketTLSDedup).Put(dkey, []byte(r.ID))
-}
-
-// tlsDetailOf turns a parsed report into what is stored, with a new id:
-// times in UTC at second precision, text cut to 1,024 bytes, at most 100
-// policy strings and MX hosts per policy, empty optional text as nil.
-func tlsDetailOf(x TLSInput) *TLSReportDetail {
-	p := x.Report
-	succ, fail := p.Sessions()
-	d := &TLSReportDetail{
-		TLSReport: &TLSReport{
-			ID: NewID(), DomainID: x.DomainID, OrgID: x.OrgID,
-			OrganizationName: cutText(p.OrganizationName), ReportID: cutText(p.ReportID),
-			ContactInfo: optText(p.ContactInfo),
-			DateBegin:   p.DateBegin.UTC().Truncate(time.Second), DateEnd: p.DateEnd.UTC().Truncate(time.Second),
-			ReceivedAt:         x.ReceivedAt.UTC().Truncate(time.Second),
-			SuccessfulSessions: succ, FailedSessions: fail,
-		},
-		Policies: make([]TLSPolicy, 0, len(p.Policies)),
-	}
-	for _, pol := range p.Policies {
-		sp := TLSPolicy{
-			PolicyType: pol.Type, PolicyDomain: cutText(pol.Domain),
-			PolicyString: cutList(pol.Strings), MXHost: cutList(pol.MXHosts),
-			SuccessfulSessions: pol.SuccessfulSessions, FailedSessions: pol.FailedSessions,
-			FailureDetails: make([]TLSFailureDetail, 0, len(pol.Failures)),
+// FindTLSReport returns TLS report id of organization orgID with its
+// policies. ErrNotFound also when it belongs to another organization or id
+// is malformed.
+func (db *DB) FindTLSReport(orgID, id string) (*TLSReportDetail, error) {
+	var d *TLSReportDetail
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		if d, err = getTLS(tx, id); err != nil {
+			return err
 		}
-		for _, f := range pol.Failures {
-			sp.FailureDetails = append(sp.FailureDetails, TLSFailureDetail{
-				ResultType:            cutText(f.ResultType),
-				SendingMTAIP:          optText(f.SendingMTAIP),
-				ReceivingMXHostname:   optText(f.ReceivingMXHostname),
-				ReceivingMXHelo:       optText(f.ReceivingMXHelo),
-				ReceivingIP:           optText(f.ReceivingIP),
-				FailedSessions:        f.FailedSessions,
-				AdditionalInformation: optText(f.AdditionalInformation),
-				FailureReasonCode:     optText(f.FailureReasonCode),
-			})
+		if d.OrgID != orgID {
+			d = nil
+			return errTLSNotFound()
 		}
-		d.Policies = append(d.Policies, sp)
-	}
-	return d
-}
-
-// optText is cutText for optional text: "" becomes nil.
-func optText(s string) *string {
-	if s == "" {
 		return nil
+	})
+	if err != nil {
+		return nil, wrap("find TLS report", err)
 	}
-	return new(cutText(s))
+	return d, nil
 }
 
-// cutList keeps at most maxTLSList entries, each cut; never nil, so JSON
-// shows [].
-func cutList(in []string) []string {
-	out := make([]string, 0, min(len(in), maxTLSList))
-	for _, s := range in {
-		if len(out) == maxTLSList {
-			break
-		}
-		out = append(out, cutText(s))
+// TLS statistics are package reports' values.
+type (
+	// TLSStatistics are a domain's TLS sessions over a range of UTC days.
+	TLSStatistics = reports.TLSStatistics
+	// TLSDayStats are one UTC day's sessions.
+	TLSDayStats = reports.TLSDayStats
+	// TLSResultStats are the failed sessions of one result type.
+	TLSResultStats = reports.TLSResultStats
+	// TLSPolicyStats are the sessions under one policy type.
+	TLSPolicyStats = reports.TLSPolicyStats
+	// TLSMXStats are the failed sessions with one receiving MX host.
+	TLSMXStats = reports.TLSMXStats
+	// TLSIPStats are the failed sessions from one sending IP.
+	TLSIPStats = reports.TLSIPStats
+)
+
+// TLSStatistics returns the TLS statistics of domain domainID of
+// organization orgID over the UTC days from from to to (both included, at
+// most 366), read from the roll-ups only. Errors: ErrNotFound for a domain
+// of another organization, ErrRangeReversed or ErrRangeTooLong as
+// DomainStatistics.
+func (db *DB) TLSStatistics(orgID, domainID string, from, to time.Time) (*TLSStatistics, error) {
+	fromDay, toDay, err := statsDays(from, to)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	rolls := map[uint32]*reports.TLSDay{}
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		if _, err := getOrgDomain(tx, orgID, domainID); err != nil {
+			return err
+		}
+		c := tx.Bucket(bucketTLSRollups).Cursor()
+		end := tlsRollupKey(domainID, toDay)
+		for k, v := c.Seek(tlsRollupKey(domainID, fromDay)); k != nil && string(k) <= string(end); k, v = c.Next() {
+			if len(k) != idLen+4 {
+				continue
+			}
+			d := &reports.TLSDay{}
+			if err := json.Unmarshal(v, d); err != nil {
+				return fmt.Errorf("decode TLS roll-up %x: %w", k, err)
+			}
+			rolls[binary.BigEndian.Uint32(k[idLen:])] = d
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("TLS statistics", err)
+	}
+	return reports.TLSStatisticsOf(domainID, fromDay, toDay, rolls), nil
 }
+
+// tlsDeleteStep is how many TLS reports one transaction of
+// DeleteTLSReportsBefore deletes.
+const tlsDeleteStep = 1000
+
+// DeleteTLSReportsBefore deletes every TLS report whose date_end is before
+// t, with its index entries and its share of the daily roll-ups, in
+// transactions of at most 1,000 reports, and returns how many it deleted.
+// Meant for the retention job, with the aggregate reports' cutoff. An
+// error leaves the reports of the failed transaction in place.
+func (db *DB) DeleteTLSReportsBefore(t time.Time) (int, error) {
+	total := 0
+	cutoff := unixKey(t)
+	for {
+		n := 0
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			ids := expiredTLS(tx, cutoff, tlsDeleteStep)
+			rolls := tlsDays{}
+			for _, id := range ids {
+				if err := deleteTLS(tx, id, rolls); err != nil {
+					return err
+				}
+			}
+			n = len(ids)
+			return rolls.put(tx)
+		})
+		if err != nil {
+			return total, wrap("delete TLS reports", err)
+		}
+		total += n
+		if n < tlsDeleteStep {
+			return total, nil
+		}
+	}
+}
+
+func errTLSNotFound() error { return errorf(ErrNotFound, "TLS report not found") }
 
 // tlsTimeKey is owner id | date_begin (big-endian Unix seconds) | report
 // id: one organization's or domain's reports, sorted by date_begin, ties
@@ -264,13 +300,5 @@ func getTLS(tx *bolt.Tx, id string) (*TLSReportDetail, error) {
 	if raw == nil {
 		return nil, errTLSNotFound()
 	}
-	return decodeTLS(id, raw)
-}
-
-// tlsStoredValue is the JSON stored form of a report of the first
-// release: the API's fields plus the organization, which the API does not
-// show. New reports are stored with appendTLS (tls_codec.go).
-type tlsStoredValue struct {
-	OrgID string `json:"org_id"`
-	*TLSReportDetail
+	return reports.DecodeTLS(id, raw)
 }

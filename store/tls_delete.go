@@ -3,45 +3,9 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
-
-// tlsDeleteStep is how many TLS reports one transaction of
-// DeleteTLSReportsBefore deletes.
-const tlsDeleteStep = 1000
-
-// DeleteTLSReportsBefore deletes every TLS report whose date_end is before
-// t, with its index entries and its share of the daily roll-ups, in
-// transactions of at most 1,000 reports, and returns how many it deleted.
-// Meant for the retention job, with the aggregate reports' cutoff. An
-// error leaves the reports of the failed transaction in place.
-func (db *DB) DeleteTLSReportsBefore(t time.Time) (int, error) {
-	total := 0
-	cutoff := unixKey(t)
-	for {
-		n := 0
-		err := db.bolt.Update(func(tx *bolt.Tx) error {
-			ids := expiredTLS(tx, cutoff, tlsDeleteStep)
-			days := tlsDays{}
-			for _, id := range ids {
-				if err := deleteTLS(tx, id, days); err != nil {
-					return err
-				}
-			}
-			n = len(ids)
-			return days.put(tx)
-		})
-		if err != nil {
-			return total, wrap("delete TLS reports", err)
-		}
-		total += n
-		if n < tlsDeleteStep {
-			return total, nil
-		}
-	}
-}
 
 // expiredTLS returns the ids of up to max reports whose date_end is before
 // cutoff (Unix seconds). Every such report began before cutoff, so each
@@ -73,7 +37,7 @@ func expiredTLS(tx *bolt.Tx, cutoff uint64, max int) []string {
 
 // deleteTLS removes report id, its index and dedup entries, and takes it
 // out of its day's roll-up.
-func deleteTLS(tx *bolt.Tx, id string, days tlsDays) error {
+func deleteTLS(tx *bolt.Tx, id string, rolls tlsDays) error {
 	d, err := getTLS(tx, id)
 	if err != nil {
 		return err
@@ -92,7 +56,7 @@ func deleteTLS(tx *bolt.Tx, id string, days tlsDays) error {
 			return err
 		}
 	}
-	return days.add(tx, d, -1)
+	return rolls.add(tx, d, -1)
 }
 
 // deleteDomainTLS removes the TLS reports of a deleted domain with their

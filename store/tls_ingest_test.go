@@ -12,7 +12,7 @@ import (
 // TestIngesterTLS ensures TLS drafts are stored in the ingester's commit,
 // next to the other kinds: stored, duplicates (of a stored report and
 // within one commit) named by the first one's id, a deleted domain's
-// report left out, and the statistics counting each stored report once.
+// report and one naming another organization's domain left out, and the statistics counting each stored report once.
 func TestIngesterTLS(t *testing.T) {
 	e := newFailEnv(t)
 	received := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
@@ -26,7 +26,12 @@ func TestIngesterTLS(t *testing.T) {
 		return d
 	}
 	first, again, other := draft(e.a1, "r1"), draft(e.a1, "r1"), draft(e.b1, "r1")
-	if _, err := e.ing.Commit(&store.IngestBatch{TLS: []*store.TLSDraft{first, again, other}}); err != nil {
+	stranger, err := store.NewTLSDraft(store.TLSInput{OrgID: e.orgA.ID, DomainID: e.b1.ID, ReceivedAt: received,
+		Report: tlsReport("Google Inc.", "r9", 20, 1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ing.Commit(&store.IngestBatch{TLS: []*store.TLSDraft{first, again, other, stranger}}); err != nil {
 		t.Fatal(err)
 	}
 	if o := first.Outcome(); !o.Stored || o.DuplicateID != "" {
@@ -37,6 +42,9 @@ func TestIngesterTLS(t *testing.T) {
 	}
 	if o := other.Outcome(); !o.Stored {
 		t.Fatalf("other organization's domain: %+v", o)
+	}
+	if o := stranger.Outcome(); o.Stored || !o.DomainGone {
+		t.Fatalf("a report of organization A for B's domain: %+v", o)
 	}
 	later := draft(e.a1, "r1")
 	if _, err := e.ing.Commit(&store.IngestBatch{TLS: []*store.TLSDraft{later}}); err != nil {

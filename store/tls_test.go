@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,13 +27,17 @@ func tlsReport(org, id string, d int, succ, fail int64, results ...string) *tlsr
 		Policies: []tlsrpt.Policy{p, {Type: tlsrpt.PolicyNoPolicyFound, Domain: "alpha.example", SuccessfulSessions: 5}}}
 }
 
-func mustStoreTLS(t testing.TB, db *store.DB, dom *store.Domain, r *tlsrpt.Report) store.TLSStored {
+// tlsStored is what storing a TLS report did: the id of the report
+// stored, or of the one already stored under its identity (Duplicate).
+type tlsStored struct {
+	ID        string
+	Duplicate bool
+}
+
+func mustStoreTLS(t testing.TB, db *store.DB, dom *store.Domain, r *tlsrpt.Report) tlsStored {
 	t.Helper()
-	out, err := db.StoreTLSReport(context.Background(), dom.OrgID, dom.ID, r, time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	id, dup := storetest.MustTLSReport(t, db, dom, r, time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC))
+	return tlsStored{ID: id, Duplicate: dup}
 }
 
 // TestStoreTLSReport ensures a stored report reads back whole, a second
@@ -77,63 +80,6 @@ func TestStoreTLSReport(t *testing.T) {
 	}
 	if err := e.db.Check(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestStoreTLSReportBad ensures bad calls store nothing: another
-// organization's domain, a nil report, a zero time, a batch with one bad
-// entry, a done context.
-func TestStoreTLSReportBad(t *testing.T) {
-	e := newFailEnv(t)
-	ctx := context.Background()
-	r := tlsReport("G", "x", 20, 1, 0)
-	now := time.Now()
-	if _, err := e.db.StoreTLSReport(ctx, e.orgA.ID, e.b1.ID, r, now); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("other org's domain: %v", err)
-	}
-	if _, err := e.db.StoreTLSReport(ctx, e.orgA.ID, "nope", r, now); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("malformed domain id: %v", err)
-	}
-	if _, err := e.db.StoreTLSReport(ctx, e.orgA.ID, e.a1.ID, nil, now); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("nil report: %v", err)
-	}
-	if _, err := e.db.StoreTLSReport(ctx, e.orgA.ID, e.a1.ID, r, time.Time{}); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("zero time: %v", err)
-	}
-	_, err := e.db.StoreTLSReports(ctx, []store.TLSInput{
-		{OrgID: e.orgA.ID, DomainID: e.a1.ID, Report: r, ReceivedAt: now},
-		{OrgID: e.orgA.ID, DomainID: e.b1.ID, Report: tlsReport("G", "y", 20, 1, 0), ReceivedAt: now},
-	})
-	if !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("batch with another org's domain: %v", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := e.db.StoreTLSReport(cctx, e.orgA.ID, e.a1.ID, r, now); !errors.Is(err, context.Canceled) {
-		t.Errorf("done context: %v", err)
-	}
-	l, err := e.db.ListTLSReports(e.orgA.ID, store.TLSFilter{Page: store.Page{Page: 1, Limit: 10}})
-	if err != nil || l.Total != 0 {
-		t.Fatalf("stored after errors: %+v, %v", l, err)
-	}
-}
-
-// TestStoreTLSBatchDuplicates ensures a report repeated within one batch is
-// stored once.
-func TestStoreTLSBatchDuplicates(t *testing.T) {
-	e := newFailEnv(t)
-	r := tlsReport("G", "x", 20, 1, 0)
-	in := store.TLSInput{OrgID: e.orgA.ID, DomainID: e.a1.ID, Report: r, ReceivedAt: time.Now()}
-	out, err := e.db.StoreTLSReports(context.Background(), []store.TLSInput{in, in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out[0].Duplicate || !out[1].Duplicate || out[0].ID != out[1].ID {
-		t.Fatalf("out = %+v", out)
-	}
-	st, err := e.db.TLSStatistics(e.orgA.ID, e.a1.ID, r.DateBegin, r.DateBegin)
-	if err != nil || st.ReportCount != 1 {
-		t.Fatalf("stats %+v, %v", st, err)
 	}
 }
 

@@ -33,11 +33,3 @@ func (v *versions) changing(orgID string, fn func() error) error {
 	defer c.Add(1)
 	return fn()
 }
-
-// DomainsVersion returns a number that changes whenever a domain of the
-// organization is created, changed or deleted. Read it before reading the
-// domains: data derived from that read is current while DomainsVersion
-// still returns the same number.
-func (db *DB) DomainsVersion(orgID string) uint64 {
-	return db.domainVersions.counter(orgID).Load()
-}

@@ -18,7 +18,7 @@ func TestDomainDispositionDays(t *testing.T) {
 	other := storetest.MustOrganization(t, db, "b", store.PlanUnlimited)
 	d := storetest.MustDomain(t, db, org.ID, "a.example")
 	day := time.Date(2026, 11, 10, 0, 0, 0, 0, time.UTC)
-	draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: org.ID, OrgName: "r",
+	draft, err := db.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: org.ID, OrgName: "r",
 		ExternalReportID: "1", DateBegin: day, DateEnd: day.Add(time.Hour), ReceivedAt: day.Add(2 * time.Hour),
 		PolicyPublished: store.PolicyPublished{Domain: d.Name, P: "none", PCT: 100}})
 	if err != nil {

@@ -68,7 +68,7 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 				sources = busySources // a busy domain
 			}
 			records += int64(sources)
-			draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: org.ID,
+			draft, err := db.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: org.ID,
 				OrgName: "google.com", ExternalReportID: fmt.Sprintf("%d-%d", i, day),
 				DateBegin: clock.Now().Truncate(24*time.Hour).AddDate(0, 0, -day), ReceivedAt: clock.Now(),
 				DateEnd:         clock.Now().Truncate(24*time.Hour).AddDate(0, 0, -day).Add(24*time.Hour - time.Second),
@@ -95,15 +95,11 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 	var tlsID string
 	for day := 1; day <= 30; day++ {
 		begin := clock.Now().Truncate(24*time.Hour).AddDate(0, 0, -day)
-		out, err := db.StoreTLSReport(context.Background(), org.ID, busy.ID, &tlsrpt.Report{OrganizationName: "Google Inc.",
+		tlsID, _ = storetest.MustTLSReport(b, db, busy, &tlsrpt.Report{OrganizationName: "Google Inc.",
 			ReportID: fmt.Sprint("tls-", day), DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second),
 			Policies: []tlsrpt.Policy{{Type: "sts", Domain: busy.Name, SuccessfulSessions: 5000, FailedSessions: int64(day),
 				Failures: []tlsrpt.FailureDetail{{ResultType: "certificate-expired", SendingMTAIP: "192.0.2.1",
 					ReceivingMXHostname: "mx1." + busy.Name, FailedSessions: int64(day)}}}}}, begin.Add(25*time.Hour))
-		if err != nil {
-			b.Fatal(err)
-		}
-		tlsID = out.ID
 	}
 	reps, _, err := db.ListReports(org.ID, store.ReportFilter{DomainID: busy.ID, Page: store.Page{Page: 1, Limit: 1}})
 	if err != nil || len(reps) == 0 {

@@ -181,7 +181,7 @@ func mustFailure(tb testing.TB, db *store.DB, d *store.Domain, arrival time.Time
 	if _, err := db.NewIngester().Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil || !f.Outcome().Stored {
 		tb.Fatalf("storing a failure report: %v", err)
 	}
-	return f.ID()
+	return f.Report().ID
 }
 
 // TestFailurePages lists and shows failure reports, hostile text escaped,
@@ -217,7 +217,7 @@ func TestFailurePages(t *testing.T) {
 	if _, err := e.db.NewIngester().Commit(&store.IngestBatch{Failures: []*store.FailureDraft{f}}); err != nil {
 		t.Fatal(err)
 	}
-	if p := e.send("GET", "/forensic/"+f.ID(), cookie, nil); !strings.Contains(p.body, "(reported as bodyhash)") {
+	if p := e.send("GET", "/forensic/"+f.Report().ID, cookie, nil); !strings.Contains(p.body, "(reported as bodyhash)") {
 		t.Errorf("a bodyhash failure's page does not say it was reported as bodyhash")
 	}
 	if p := e.send("GET", "/forensic/"+id, cookie, nil); strings.Contains(p.body, "reported as") {

@@ -110,9 +110,9 @@ func TestAlertsFiltersAndBulkDismiss(t *testing.T) {
 	a4 := mustAlertOf(t, e.db, domA2, alert.SeverityWarning, "A4 second warning")
 	b1 := mustAlertOf(t, e.db, e.domB, alert.SeverityWarning, "B1 beta warning")
 	status := func(a *store.Alert, org string) string {
-		got, err := e.db.FindAlert(org, a.ID)
-		if err != nil {
-			t.Fatal(err)
+		got := storetest.Alert(t, e.db, org, a.ID)
+		if got == nil {
+			t.Fatalf("no alert %s", a.ID)
 		}
 		return got.Status
 	}

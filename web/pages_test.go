@@ -19,7 +19,7 @@ func sp(s string) *string { return &s }
 // mustReport stores a report of domain d as ingest does.
 func mustReport(tb testing.TB, db *store.DB, d *store.Domain, begin time.Time, reporter string, records []*store.Record) *store.Report {
 	tb.Helper()
-	draft, err := store.NewReportDraft(store.Report{
+	draft, err := db.NewReportDraft(store.Report{
 		DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
 		OrgName: reporter, OrgEmail: "noreply@example.org", ExternalReportID: store.NewID(),
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: begin.Add(30 * time.Hour),
@@ -271,7 +271,7 @@ func TestAlertsDismiss(t *testing.T) {
 	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/alerts" {
 		t.Fatalf("dismiss: %d %q", p.status, p.header.Get("Location"))
 	}
-	if got, _ := e.db.FindAlert(e.orgA.ID, a.ID); got.Status != store.AlertDismissed {
+	if got := storetest.Alert(t, e.db, e.orgA.ID, a.ID); got.Status != store.AlertDismissed {
 		t.Errorf("status %s", got.Status)
 	}
 }

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
@@ -31,11 +30,8 @@ func mustTLS(tb testing.TB, db *store.DB, d *store.Domain, begin time.Time, text
 			Strings: []string{"version: STSv1", text}, MXHosts: []string{text}, SuccessfulSessions: 900, FailedSessions: 12,
 			Failures: []tlsrpt.FailureDetail{{ResultType: "certificate-expired", SendingMTAIP: "198.51.100.20",
 				ReceivingMXHostname: text, ReceivingIP: "192.0.2.25", FailedSessions: 12, AdditionalInformation: text}}}}}
-	out, err := db.StoreTLSReport(context.Background(), d.OrgID, d.ID, rep, begin.Add(25*time.Hour))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out.ID
+	id, _ := storetest.MustTLSReport(tb, db, d, rep, begin.Add(25*time.Hour))
+	return id
 }
 
 // TestSendersOnDomainPage checks the who-sends table, the top sources

@@ -408,10 +408,10 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := e.db.FindDomain(e.orgB.ID, e.domB.ID); err != nil {
 		t.Error("B's domain deleted by A")
 	}
-	if a, _ := e.db.FindAlert(e.orgB.ID, alert.ID); a.Status == store.AlertDismissed {
+	if a := storetest.Alert(t, e.db, e.orgB.ID, alert.ID); a.Status == store.AlertDismissed {
 		t.Error("B's alert dismissed by A")
 	}
-	if k, _ := e.db.FindAPIKey(bKey[0].ID); !k.Active() {
+	if k := storetest.APIKey(t, e.db, e.orgB.ID, bKey[0].ID); !k.Active() {
 		t.Error("B's key revoked by A")
 	}
 	if p := e.send("GET", "/reports", cookie, nil); strings.Contains(p.body, other.ID) {

@@ -252,7 +252,7 @@ func (e *env) raiseAlert(t testing.TB) *store.Alert {
 	e.domains++
 	dom := storetest.MustDomain(t, e.db, e.org.ID, fmt.Sprintf("d%d.example.com", e.domains))
 	now := e.clock.Now()
-	d, err := store.NewReportDraft(store.Report{
+	d, err := e.db.NewReportDraft(store.Report{
 		DomainID: dom.ID, Domain: dom.Name, OrgID: e.org.ID, OrgName: "reporter.example",
 		OrgEmail: "dmarc@reporter.example", ExternalReportID: store.NewID(), ReceivedAt: now,
 		DateBegin: now.Add(-24 * time.Hour), DateEnd: now,
@@ -282,9 +282,9 @@ func (e *env) deliver(t testing.TB, d *worker.Deliverer) {
 
 func (e *env) alert(t testing.TB, id string) *store.Alert {
 	t.Helper()
-	a, err := e.db.FindAlert(e.org.ID, id)
-	if err != nil {
-		t.Fatal(err)
+	a := storetest.Alert(t, e.db, e.org.ID, id)
+	if a == nil {
+		t.Fatalf("no alert %s", id)
 	}
 	return a
 }

@@ -1,16 +1,11 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/store"
@@ -63,49 +58,6 @@ func TestDeliverToEveryActiveWebhook(t *testing.T) {
 	}
 	if got := e.metric("dmarcd_webhook_outbox_depth"); got != "0" {
 		t.Errorf("outbox depth gauge = %q after delivery", got)
-	}
-}
-
-// TestOldOutboxEntriesDeliver ensures an outbox entry written before the
-// body was built at delivery time (version 1: the whole body stored) is
-// still delivered, byte for byte the body it stored, and settles its alert.
-func TestOldOutboxEntriesDeliver(t *testing.T) {
-	rc := newReceiver(t)
-	e := newEnv(t, rc)
-	e.webhookTo(t, rc, "/")
-	al := e.raiseAlert(t)
-	alertJSON, err := json.Marshal(al) // the alert as the entry holds it
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body []byte
-	err = e.db.Bolt().Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("webhook_outbox"))
-		k, raw := b.Cursor().First()
-		if k == nil || raw[0] != 2 || !bytes.HasSuffix(raw, alertJSON) {
-			return fmt.Errorf("the entry is not version 2 ending in the alert: %q", raw)
-		}
-		head := raw[:len(raw)-len(alertJSON)]
-		eventID := string(head[1+3*36+1 : 1+3*36+1+int(head[1+3*36])])
-		// The body as the store of version 1 built it.
-		body = fmt.Appendf(nil, `{"id":%q,"type":"alert.created","created_at":%q,"test":false,"organization_id":%q,"data":{"alert":%s}}`,
-			eventID, e.clock.Now().UTC().Format(time.RFC3339), e.org.ID, alertJSON)
-		old := append(append([]byte{1}, head[1:]...), body...)
-		return b.Put(bytes.Clone(k), old)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.deliver(t, e.deliverer(t, worker.DeliverConfig{}))
-	got := rc.deliveries(t)
-	if len(got) != 1 {
-		t.Fatalf("%d deliveries", len(got))
-	}
-	if !bytes.Equal(got[0].body, body) {
-		t.Errorf("body\n%s\nwant the stored one\n%s", got[0].body, body)
-	}
-	if got := e.alert(t, al.ID); got.Status != store.AlertSent {
-		t.Errorf("alert %s after the delivery, want sent", got.Status)
 	}
 }
 

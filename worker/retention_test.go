@@ -6,6 +6,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/dmarc/tlsrpt"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
 // storeTLSReport stores a one-policy TLS report of d over the UTC day begin.
@@ -14,16 +15,14 @@ func storeTLSReport(t *testing.T, db *store.DB, d *store.Domain, id string, begi
 	rep := &tlsrpt.Report{OrganizationName: "Google Inc.", ReportID: id, DateBegin: begin,
 		DateEnd:  begin.Add(24*time.Hour - time.Second),
 		Policies: []tlsrpt.Policy{{Type: tlsrpt.PolicySTS, Domain: d.Name, SuccessfulSessions: 10}}}
-	if _, err := db.StoreTLSReport(t.Context(), d.OrgID, d.ID, rep, begin.Add(25*time.Hour)); err != nil {
-		t.Fatalf("storing a TLS report: %v", err)
-	}
+	storetest.MustTLSReport(t, db, d, rep, begin.Add(25*time.Hour))
 }
 
 // storeReport stores a report of d over the UTC day begin whose one source
 // fails fail of 100 messages.
 func storeReport(t *testing.T, db *store.DB, d *store.Domain, ext string, begin time.Time, fail int64) {
 	t.Helper()
-	draft, err := store.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
+	draft, err := db.NewReportDraft(store.Report{DomainID: d.ID, Domain: d.Name, OrgID: d.OrgID,
 		OrgName: "google.com", OrgEmail: "noreply@google.com", ExternalReportID: ext,
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: begin.Add(25 * time.Hour),
 		PolicyPublished: store.PolicyPublished{Domain: d.Name, P: "none", PCT: 100}})

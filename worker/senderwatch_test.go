@@ -61,7 +61,7 @@ func (e *senderEnv) report(t *testing.T, fail, mailchimp int64) {
 	t.Helper()
 	e.seq++
 	begin := e.clock.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
-	d, err := store.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.org.ID,
+	d, err := e.db.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.org.ID,
 		OrgName: "google.com", OrgEmail: "noreply-dmarc-support@google.com", ExternalReportID: fmt.Sprintf("r%d", e.seq),
 		DateBegin: begin, DateEnd: begin.Add(24*time.Hour - time.Second), ReceivedAt: e.clock.Now(),
 		PolicyPublished: store.PolicyPublished{Domain: e.dom.Name, P: "none", PCT: 100, ADKIM: "r", ASPF: "r"}})

@@ -193,7 +193,7 @@ func raiseAlerts(db *store.DB, orgID string, n int) error {
 		if err := db.CreateDomain(dom); err != nil {
 			return err
 		}
-		d, err := store.NewReportDraft(store.Report{DomainID: dom.ID, Domain: name, OrgID: orgID, OrgName: "reporter.example",
+		d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: name, OrgID: orgID, OrgName: "reporter.example",
 			ExternalReportID: store.NewID(), ReceivedAt: now, DateBegin: now.Add(-24 * time.Hour), DateEnd: now})
 		if err != nil {
 			return err

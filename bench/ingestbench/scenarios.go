@@ -308,13 +308,13 @@ func ingestRun(cfg config, run int, inputs [][]byte) (float64, float64, string, 
 	if err != nil {
 		return 0, 0, "", errors.Join(err, r.close())
 	}
-	before := r.db.Bolt().Stats().TxStats
+	before := r.db.IOStats()
 	cpu0 := cpuSeconds()
 	records, secs, err := r.ingestAll(inputs, cfg.workers)
 	cpu := cpuSeconds() - cpu0
 	stop()
 	st := r.p.Stats()
-	bs := r.db.Bolt().Stats().TxStats
+	bs := r.db.IOStats()
 	if cerr := r.close(); err == nil {
 		err = cerr
 	}
@@ -323,7 +323,7 @@ func ingestRun(cfg config, run int, inputs [][]byte) (float64, float64, string, 
 	}
 	note := fmt.Sprintf("%d inputs, %d records in %.2fs with %d concurrent Ingest calls, %d commits taking %.2fs "+
 		"(bbolt: %d page writes, write+sync %.2fs)", len(inputs), records, secs, cfg.workers, st.Commits,
-		st.CommitTime.Seconds(), bs.GetWrite()-before.GetWrite(), (bs.GetWriteTime() - before.GetWriteTime()).Seconds())
+		st.CommitTime.Seconds(), bs.PageWrites-before.PageWrites, (bs.WriteTime - before.WriteTime).Seconds())
 	return float64(records) / secs, cpu / float64(records) * 1e6, note, nil
 }
 

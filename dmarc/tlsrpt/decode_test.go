@@ -61,7 +61,7 @@ func TestDecodeMatchesReference(t *testing.T) {
 
 func compareDecoders(t *testing.T, in []byte) {
 	t.Helper()
-	got, err := ParseBytes(in, Limits{})
+	got, err := parseBytes(in, Limits{})
 	want, werr := parseJSONStd(in, Limits{})
 	if (err == nil) != (werr == nil) {
 		t.Fatalf("%q:\n decoder   %+v, %v\n reference %+v, %v", in, got, err, want, werr)

@@ -1,6 +1,7 @@
 package tlsrpt
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ func FuzzParse(f *testing.F) {
 	}
 	lim := Limits{MaxBytes: 1 << 20, MaxArray: 100, MaxFailures: 200}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseBytes(data, lim)
+		r, err := Parse(bytes.NewReader(data), lim)
 		if err != nil {
 			if r != nil || !errors.Is(err, ErrMalformed) {
 				t.Fatalf("report %v with error %v", r, err)

@@ -1,9 +1,11 @@
 // Package tlsrpt reads SMTP TLS reports (RFC 8460): the JSON a sending
 // mail server publishes about the TLS sessions it tried with a domain's MX
-// hosts, plain or gzip-compressed. It is pure, like package dmarc: bytes or
-// an io.Reader in, a Report out, under caps on size, nesting depth and
-// array lengths, so that hostile input costs little and is refused with a
-// reason.
+// hosts. It is pure, like package dmarc: an io.Reader of the JSON in, a
+// Report out, under caps on size, nesting depth and array lengths, so that
+// hostile input costs little and is refused with a reason. Compressed
+// reports (application/tlsrpt+gzip) are unpacked by package
+// dmarc/container, whose walk caps sizes and ratios for every kind of
+// report alike.
 //
 // Every error describing the input wraps ErrMalformed (test with
 // errors.Is); those about size also wrap ErrTooLarge. Errors of the
@@ -111,9 +113,7 @@ func (r *Report) Sessions() (successful, failed int64) {
 
 // Limits bound the work spent on one input. A zero field means its default.
 type Limits struct {
-	MaxBytes    int64 // JSON bytes read, after decompression (default 8 MiB)
-	MaxGzipped  int64 // compressed bytes read (default 8 MiB)
-	MaxRatio    int64 // decompressed/compressed ratio once past 1 MiB of output (default 1000)
+	MaxBytes    int64 // JSON bytes read (default 8 MiB)
 	MaxDepth    int   // nesting of objects and arrays (default 16; the schema needs 5)
 	MaxArray    int   // elements of any one array (default 10,000)
 	MaxFailures int   // failure-details of a whole report (default 100,000)
@@ -122,7 +122,6 @@ type Limits struct {
 // Defaults of Limits.
 const (
 	DefaultMaxBytes    = 8 << 20
-	DefaultMaxRatio    = 1000
 	DefaultMaxDepth    = 16
 	DefaultMaxArray    = 10_000
 	DefaultMaxFailures = 100_000
@@ -130,19 +129,11 @@ const (
 	// MaxCount is the largest session count accepted: the largest integer
 	// a JSON number holds exactly in every reader (2^53-1).
 	MaxCount = 1<<53 - 1
-
-	ratioGrace = 1 << 20
 )
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = DefaultMaxBytes
-	}
-	if l.MaxGzipped <= 0 {
-		l.MaxGzipped = DefaultMaxBytes
-	}
-	if l.MaxRatio <= 0 {
-		l.MaxRatio = DefaultMaxRatio
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultMaxDepth
@@ -166,8 +157,8 @@ func tooLarge(format string, args ...any) error {
 	return fmt.Errorf("tlsrpt: %w (%w): %s", ErrTooLarge, ErrMalformed, fmt.Sprintf(format, args...))
 }
 
-// Parse reads one report as JSON from r (not compressed; see ParseBytes),
-// reading at most lim.MaxBytes.
+// Parse reads one report as JSON from r (not compressed: package
+// dmarc/container unpacks what is), reading at most lim.MaxBytes.
 func Parse(r io.Reader, lim Limits) (*Report, error) {
 	lim = lim.withDefaults()
 	buf := readBufs.Get().(*bytes.Buffer)
@@ -200,34 +191,12 @@ var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooledBuf is the largest buffer kept for reuse.
 const maxPooledBuf = 1 << 20
 
-// ParseBytes reads one report from data, JSON or gzip-compressed JSON
-// (told apart by the gzip magic number, as application/tlsrpt+gzip).
-func ParseBytes(data []byte, lim Limits) (*Report, error) {
-	lim = lim.withDefaults()
-	if isGzip(data) {
-		var err error
-		if data, err = gunzip(data, lim); err != nil {
-			return nil, err
-		}
-	}
-	if int64(len(data)) > lim.MaxBytes {
-		return nil, tooLarge("report over %d bytes", lim.MaxBytes)
-	}
-	return parseJSON(data, lim)
-}
-
-// LooksLikeTLSReport reports whether data (JSON or gzip-compressed JSON)
+// LooksLikeTLSReport reports whether data, the first bytes of a JSON
+// payload (as package dmarc/container's walk hands them over, unpacked),
 // looks like a TLS report rather than anything else, DMARC reports
 // included: a JSON object naming "policies" and "report-id". It reads at
-// most the first 1 MiB of JSON.
+// most the first 1 MiB.
 func LooksLikeTLSReport(data []byte) bool {
-	if isGzip(data) {
-		var err error
-		data, err = gunzipPrefix(data, 1<<20)
-		if err != nil && len(data) == 0 {
-			return false
-		}
-	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	data = bytes.TrimLeft(data, " \t\r\n")
 	if len(data) == 0 || data[0] != '{' {

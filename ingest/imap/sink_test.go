@@ -129,7 +129,7 @@ func TestPipelineSink(t *testing.T) {
 	// and the mark is lost. Reading them again stores nothing twice.
 	srv.Append("INBOX", report)
 	srv.Append("INBOX", failureMail("example.com", "f1@test"))
-	if err := env.DB.SetMailboxState(m.ID, store.MailboxState{}); err != nil {
+	if err := env.DB.MarkMailboxDone(m.ID, store.MailboxState{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	res, err = imapin.PollOnce(context.Background(), entry, sink, dir, opts)

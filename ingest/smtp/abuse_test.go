@@ -14,6 +14,7 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/ingesttest"
 	"github.com/dmarcd/dmarcd/internal/reportgen"
+	"github.com/dmarcd/dmarcd/store/storetest"
 )
 
 // oneLineReportMail is a report mail whose XML attachment is sent as is,
@@ -260,9 +261,8 @@ func TestSMTPQuarantineCap(t *testing.T) {
 		}
 		c.Quit()
 	}
-	total, err := env.DB.QuarantineBytes()
-	if err != nil || total > capBytes {
-		t.Fatalf("quarantine holds %d bytes (%v), cap %d", total, err, capBytes)
+	if total := storetest.QuarantineBytes(t, env.DB); total > capBytes {
+		t.Fatalf("quarantine holds %d bytes, cap %d", total, capBytes)
 	}
 	q := env.Quarantine(t)
 	truncated := 0

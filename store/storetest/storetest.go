@@ -4,11 +4,18 @@
 package storetest
 
 import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/dmarc/tlsrpt"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -57,8 +64,15 @@ func Open(tb testing.TB) *store.DB {
 // is closed, so the test must not close it itself.
 func OpenWithClock(tb testing.TB, c *Clock) *store.DB {
 	tb.Helper()
+	return OpenWithOptions(tb, c, nil)
+}
+
+// OpenWithOptions is OpenWithClock opening the file with opts (NoSync, for
+// a benchmark that fills it with thousands of commits).
+func OpenWithOptions(tb testing.TB, c *Clock, opts *store.Options) *store.DB {
+	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "dmarcd.db")
-	db, err := store.Open(path, nil)
+	db, err := store.Open(path, opts)
 	if err != nil {
 		tb.Fatalf("storetest: %v", err)
 	}
@@ -108,4 +122,118 @@ func MustDomain(tb testing.TB, db *store.DB, orgID, name string) *store.Domain {
 		tb.Fatalf("storetest: create domain %q: %v", name, err)
 	}
 	return d
+}
+
+// MustTLSReport stores rep for domain d, received at received, through
+// the ingest commit as package ingest does, and returns the id of the
+// report stored, or of the one already stored under its identity (dup
+// set). Anything else fails the test.
+func MustTLSReport(tb testing.TB, db *store.DB, d *store.Domain, rep *tlsrpt.Report, received time.Time) (id string, dup bool) {
+	tb.Helper()
+	draft, err := store.NewTLSDraft(store.TLSInput{OrgID: d.OrgID, DomainID: d.ID, Report: rep, ReceivedAt: received})
+	if err != nil {
+		tb.Fatalf("storetest: TLS report: %v", err)
+	}
+	if _, err := db.NewIngester().Commit(&store.IngestBatch{TLS: []*store.TLSDraft{draft}}); err != nil {
+		tb.Fatalf("storetest: commit TLS report: %v", err)
+	}
+	switch o := draft.Outcome(); {
+	case o.Stored:
+		return draft.Report().ID, false
+	case o.DuplicateID != "":
+		return o.DuplicateID, true
+	}
+	tb.Fatalf("storetest: TLS report of domain %s not stored: %+v", d.ID, draft.Outcome())
+	return "", false
+}
+
+// Alert returns alert id of organization orgID as ListAlerts shows it, or
+// nil when the organization has no such alert.
+func Alert(tb testing.TB, db *store.DB, orgID, id string) *store.Alert {
+	tb.Helper()
+	alerts, _, err := db.ListAlerts(orgID, store.AlertFilter{Page: store.Page{Page: 1, Limit: math.MaxInt32}})
+	if err != nil {
+		tb.Fatalf("storetest: list alerts: %v", err)
+	}
+	for _, a := range alerts {
+		if a.ID == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// APIKey returns key id of organization orgID as ListAPIKeys shows it,
+// revoked or not, or nil when the organization has no such key.
+func APIKey(tb testing.TB, db *store.DB, orgID, id string) *store.APIKey {
+	tb.Helper()
+	keys, err := db.ListAPIKeys(orgID)
+	if err != nil {
+		tb.Fatalf("storetest: list API keys: %v", err)
+	}
+	for _, k := range keys {
+		if k.ID == id {
+			return k
+		}
+	}
+	return nil
+}
+
+// QuarantineBytes returns the bytes the quarantine keeps, summed over its
+// entries as FindQuarantine returns them.
+func QuarantineBytes(tb testing.TB, db *store.DB) int64 {
+	tb.Helper()
+	entries, _, err := db.ListQuarantine(store.Page{Page: 1, Limit: math.MaxInt32})
+	if err != nil {
+		tb.Fatalf("storetest: list quarantine: %v", err)
+	}
+	var n int64
+	for _, e := range entries {
+		_, raw, err := db.FindQuarantine(e.ID)
+		if err != nil {
+			tb.Fatalf("storetest: quarantine entry %s: %v", e.ID, err)
+		}
+		n += int64(len(raw))
+	}
+	return n
+}
+
+// Keys returns the keys of bucket (a name of store/schema.go), read from
+// a consistent copy of the file made by Backup, so that tests of other
+// packages can check what a cascade or a crash left without a handle on
+// the store's bbolt file.
+func Keys(tb testing.TB, db *store.DB, bucket string) [][]byte {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "copy.db")
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatalf("storetest: %v", err)
+	}
+	_, err = db.Backup(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		tb.Fatalf("storetest: copy the database: %v", err)
+	}
+	copied, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		tb.Fatalf("storetest: open the copy: %v", err)
+	}
+	defer func() { _ = copied.Close() }()
+	var keys [][]byte
+	err = copied.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return fmt.Errorf("no bucket %s", bucket)
+		}
+		return b.ForEach(func(k, _ []byte) error {
+			keys = append(keys, bytes.Clone(k))
+			return nil
+		})
+	})
+	if err != nil {
+		tb.Fatalf("storetest: %v", err)
+	}
+	return keys
 }
