@@ -214,7 +214,10 @@ func importOnce(bin, dir, files, mode string, geo []string, profile string) (run
 	if profile != "" && mode != "offline" {
 		os.Setenv("DMARCD_CPUPROFILE", profile+".server")
 	}
-	srv, err := server.StartWith(bin, dir, "info", 1000000, geo...)
+	// The generated reports may be older than the default retention: the
+	// server keeps everything, and so does the import (a running server
+	// refuses an import whose --retention differs from its own).
+	srv, err := server.StartWith(bin, dir, "info", 1000000, append([]string{"--retention", "0"}, geo...)...)
 	os.Unsetenv("DMARCD_CPUPROFILE")
 	if err != nil {
 		return run{}, err
