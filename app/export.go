@@ -194,7 +194,12 @@ func (c *csvRow) fill(rec *store.Record) []string {
 	c.cells = [14]string{
 		rec.SourceIP, strconv.FormatInt(rec.Count, 10), rec.Disposition, string(rec.DKIM), string(rec.SPF), rec.DMARC,
 		rec.HeaderFrom, deref(rec.EnvelopeFrom), country, city, asn, asOrg,
-		c.dkimDomains(rec.AuthResults.DKIM), c.spfDomains(rec.AuthResults.SPF),
+		c.authDomains(len(rec.AuthResults.DKIM), func(i int) (string, string) {
+			return rec.AuthResults.DKIM[i].Domain, rec.AuthResults.DKIM[i].Result
+		}),
+		c.authDomains(len(rec.AuthResults.SPF), func(i int) (string, string) {
+			return rec.AuthResults.SPF[i].Domain, rec.AuthResults.SPF[i].Result
+		}),
 	}
 	for i, v := range c.cells {
 		c.cells[i] = csvCell(v)
@@ -202,26 +207,16 @@ func (c *csvRow) fill(rec *store.Record) []string {
 	return c.cells[:]
 }
 
-// dkimDomains renders every DKIM result as domain:result, joined with ';'.
-func (c *csvRow) dkimDomains(res []store.DKIMAuth) string {
+// authDomains renders n auth results as domain:result, joined with ';'
+// (the DKIM and the SPF column alike); at gives result i.
+func (c *csvRow) authDomains(n int, at func(i int) (domain, result string)) string {
 	c.auth = c.auth[:0]
-	for i, a := range res {
+	for i := range n {
 		if i > 0 {
 			c.auth = append(c.auth, ';')
 		}
-		c.auth = append(append(append(c.auth, a.Domain...), ':'), a.Result...)
-	}
-	return string(c.auth)
-}
-
-// spfDomains renders every SPF result as domain:result, joined with ';'.
-func (c *csvRow) spfDomains(res []store.SPFAuth) string {
-	c.auth = c.auth[:0]
-	for i, a := range res {
-		if i > 0 {
-			c.auth = append(c.auth, ';')
-		}
-		c.auth = append(append(append(c.auth, a.Domain...), ':'), a.Result...)
+		domain, result := at(i)
+		c.auth = append(append(append(c.auth, domain...), ':'), result...)
 	}
 	return string(c.auth)
 }
