@@ -135,6 +135,11 @@ type ctxKey struct{}
 // Wrap computes the client address of every request once, before h runs,
 // for Of to read: wrap the outermost handler of a server.
 func (p *Proxies) Wrap(h http.Handler) http.Handler {
+	if p == nil {
+		// No proxy is trusted: Of finds the peer in RemoteAddr itself, so
+		// no request needs a copy with the address in its context.
+		return h
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p.Addr(r))))
 	})
