@@ -201,7 +201,6 @@ func (h *handler) userRoutes(mux *http.ServeMux) {
 	})
 }
 
-
 // AddUser implements Users.
 func (c *Client) AddUser(ctx context.Context, orgRef, email, role string) (*AddedUser, error) {
 	var u AddedUser
