@@ -67,6 +67,8 @@ func (a *App) SignInPassword(addr, email, password, totp string) (string, Actor,
 		a.accountFail.fail(key, now)
 		if acc != nil {
 			a.auditAccount(acc, "sign-in.fail", addr)
+		} else if err := a.db.SyncAudit(); err != nil {
+			a.log.Error("syncing the database", "error", err)
 		}
 		return "", Actor{}, errSignIn(cause)
 	}
