@@ -2,10 +2,12 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -432,4 +434,90 @@ func TestSignInOIDC(t *testing.T) {
 	}
 	_, err = e.app.Invitation(link)
 	wantKind(t, "the invitation after SSO", err, app.NotFound)
+}
+
+// TestPersonNotFoundAcrossOrganizations: an owner of gamma finds nothing
+// of alpha's, and changes nothing there.
+func TestPersonNotFoundAcrossOrganizations(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	_, _, owner := e.person(e.gamma, "g@example.com", "owner")
+	am, _, _ := e.person(e.alpha, "a@example.com", "owner")
+	before := e.state()
+	wantKind(t, "deleting alpha's domain", e.app.DeleteDomain(ctx, owner, e.domA.ID), app.NotFound)
+	_, err := e.app.FindWebhook(ctx, owner, e.hookA.ID)
+	wantKind(t, "reading alpha's webhook", err, app.NotFound)
+	_, err = e.app.RevokeKey(ctx, owner, e.keyAlph)
+	wantKind(t, "revoking alpha's key", err, app.NotFound)
+	_, err = e.app.RemoveMember(owner, am.ID)
+	wantKind(t, "removing alpha's member", err, app.NotFound)
+	if after := e.state(); after != before {
+		t.Fatalf("changed:\n%s\n%s", before, after)
+	}
+	if ms, _ := e.app.Members(owner); len(ms) != 1 || ms[0].Email != "g@example.com" {
+		t.Errorf("gamma's members: %+v", ms)
+	}
+}
+
+// TestAuditOfEachAction runs each audited operation once and finds its
+// entry.
+func TestAuditOfEachAction(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	_, _, owner := e.person(e.alpha, "owner@example.com", "owner")
+	m, _, viewer := e.person(e.alpha, "viewer@example.com", "viewer")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook, _, err := e.app.CreateWebhook(ctx, owner, "https://hooks.example.com/audit", "audit")
+	must(err)
+	must(e.app.DeleteWebhook(ctx, owner, hook.ID))
+	key, _, err := e.app.CreateKey(ctx, owner, "temp", "read")
+	must(err)
+	_, err = e.app.RevokeKey(ctx, owner, key.ID)
+	must(err)
+	al, err := e.db.RecordDNSCheck(store.DNSCheck{DomainID: e.domA.ID, Seen: e.domA.LastDNSRecord, Record: e.domA.LastDNSRecord,
+		Alert: &alert.Candidate{Type: alert.TypeDNSRecordChanged, Severity: alert.SeverityWarning, Title: "t", Message: "m",
+			Details: json.RawMessage(`{}`)}})
+	must(err)
+	_, err = e.app.DismissAlert(ctx, owner, al.ID)
+	must(err)
+	secret, _, err := e.app.BeginTOTP(viewer)
+	must(err)
+	_, err = e.app.ConfirmTOTP(viewer, app.TOTPCode(secret, e.clock.Now()))
+	must(err)
+	_, err = e.app.SetRole(owner, m.ID, "admin")
+	must(err)
+	_, err = e.app.ResetPassword(owner, m.ID)
+	must(err)
+	_, err = e.app.RemoveMember(owner, m.ID)
+	must(err)
+	_, _, err = e.app.SignIn("192.0.2.50", e.readSecret)
+	must(err)
+	page, err := e.app.AuditLog(owner, app.AuditFilter{Limit: 500})
+	must(err)
+	got := map[string]string{}
+	for _, en := range page.Entries {
+		got[en.Action] = en.Actor + " " + en.Target
+	}
+	want := map[string]string{
+		"webhook.create": "owner@example.com https://hooks.example.com/audit",
+		"webhook.delete": "owner@example.com https://hooks.example.com/audit",
+		"key.create":     "owner@example.com " + key.Prefix + " temp",
+		"key.revoke":     "owner@example.com " + key.Prefix + " temp",
+		"totp.enable":    "viewer@example.com viewer@example.com",
+		"member.role":    "owner@example.com viewer@example.com to admin",
+		"member.reset":   "owner@example.com viewer@example.com",
+		"member.remove":  "owner@example.com viewer@example.com",
+		"sign-in":        "key:" + e.readA.Key().Prefix + " key:" + e.readA.Key().Prefix,
+	}
+	want["alert.dismiss"] = "owner@example.com " + al.ID
+	for action, w := range want {
+		if got[action] != w {
+			t.Errorf("%s: %q, want %q", action, got[action], w)
+		}
+	}
 }
