@@ -267,8 +267,26 @@ func TestSessionsEnd(t *testing.T) {
 func TestSwitchOrganization(t *testing.T) {
 	e := newEnv(t, nil)
 	e.person(e.alpha, "eve@example.com", "viewer")
-	if _, _, err := e.app.AddMember(app.Operator(e.beta), "eve@example.com", "owner"); err != nil {
+	_, link, err := e.app.AddMember(app.Operator(e.beta), "eve@example.com", "owner")
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Pending in beta until she uses the link: no access there yet.
+	_, actor, err := e.app.SignInPassword("192.0.2.5", "eve@example.com", testPassword, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if orgs, _ := e.app.Organizations(actor); len(orgs) != 1 {
+		t.Fatalf("a pending membership gives access: %d organizations", len(orgs))
+	}
+	v, err := e.app.Invitation(link)
+	if err != nil || !v.CurrentPassword || v.NeedsPassword {
+		t.Fatalf("the link of a person with a password: %+v %v", v, err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.5", link, "not her password")
+	wantKind(t, "the link with a wrong password", err, app.Unauthenticated)
+	if _, actor, err = e.app.AcceptInvitation("192.0.2.5", link, testPassword); err != nil || actor.Org().ID != e.beta.ID {
+		t.Fatalf("the link with her password: %v", err)
 	}
 	token, actor, err := e.app.SignInPassword("192.0.2.5", "eve@example.com", testPassword, "")
 	if err != nil || actor.Org().Name != "alpha" {
@@ -518,6 +536,52 @@ func TestAuditOfEachAction(t *testing.T) {
 	for action, w := range want {
 		if got[action] != w {
 			t.Errorf("%s: %q, want %q", action, got[action], w)
+		}
+	}
+}
+
+// TestLinksDoNotCrossOrganizations: a link made by one organization's
+// owner never signs its holder in as a person of other organizations.
+func TestLinksDoNotCrossOrganizations(t *testing.T) {
+	e := newEnv(t, nil)
+	_, _, ownerG := e.person(e.gamma, "g@example.com", "owner")
+	e.person(e.alpha, "shared@example.com", "admin")
+	// gamma's owner invites alpha's admin: the link needs her password.
+	m, link, err := e.app.AddMember(ownerG, "shared@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.9", link, "a password of my choice")
+	wantKind(t, "gamma's owner using the link", err, app.Unauthenticated)
+	// Nor may gamma's owner reset her password: she is alpha's too.
+	_, err = e.app.ResetPassword(ownerG, m.ID)
+	wantKind(t, "gamma's owner resetting alpha's admin", err, app.Forbidden)
+	if _, err := e.app.ResetPassword(app.Operator(e.gamma), m.ID); err != nil {
+		t.Errorf("the operator's reset: %v", err)
+	}
+	// A person of single sign-on only accepts by signing in that way.
+	_, l2, err := e.app.AddMember(app.Operator(e.alpha), "sso@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.app.SignInOIDC("192.0.2.9", "sso@example.com", true); err != nil {
+		t.Fatal(err)
+	}
+	_, l3, err := e.app.AddMember(ownerG, "sso@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := e.app.Invitation(l3); err != nil || !v.SingleSignOn || v.NeedsPassword {
+		t.Errorf("the link of a person of single sign-on: %+v %v", v, err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.9", l3, "a password of my choice")
+	wantKind(t, "setting a password through gamma's link", err, app.Forbidden)
+	_, err = e.app.Invitation(l2)
+	wantKind(t, "alpha's link after single sign-on", err, app.NotFound)
+	ms, _ := e.app.Members(ownerG)
+	for _, mm := range ms {
+		if mm.Email == "sso@example.com" && !mm.Pending {
+			t.Error("gamma's invitation is not pending")
 		}
 	}
 }

@@ -214,3 +214,34 @@ func TestAuditStore(t *testing.T) {
 		t.Errorf("DeleteAuditBefore: %d %v", n, err)
 	}
 }
+
+// TestPendingMembership: a membership gives no session until its
+// invitation is used.
+func TestPendingMembership(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch())
+	db := storetest.OpenWithClock(t, clock)
+	org := storetest.MustOrganization(t, db, "a", store.PlanUnlimited)
+	acc := storetest.MustAccount(t, db, "p@example.com")
+	if _, err := db.AddMembership(org.ID, acc.ID, "viewer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.CreatePersonSession(acc.ID, org.ID, clock.Now()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a session of a pending membership: %v", err)
+	}
+	if ms, _, _ := db.AccountMemberships(acc.ID); len(ms) != 0 {
+		t.Errorf("a pending membership listed as access: %d", len(ms))
+	}
+	if ms, _ := db.ListMembers(org.ID); len(ms) != 1 || ms[0].Accepted() {
+		t.Errorf("the pending member: %+v", ms)
+	}
+	tok, _, err := db.CreateInvitation(store.InviteKind, org.ID, acc.ID, clock.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := db.UseInvitation(tok, clock.Now(), false, func(*store.Invitation, *store.Account) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.CreatePersonSession(acc.ID, org.ID, clock.Now()); err != nil {
+		t.Errorf("a session after the invitation: %v", err)
+	}
+}

@@ -249,8 +249,9 @@ func MustAccount(tb testing.TB, db *store.DB, email string) *store.Account {
 }
 
 // MustMember creates the account of email (when it has none) and makes it
-// a member of orgID with role ("owner", "admin" or "viewer"), or fails
-// the test.
+// an accepted member of orgID with role ("owner", "admin" or "viewer"),
+// as single sign-on with its verified email would (every membership of
+// the account is accepted), or fails the test.
 func MustMember(tb testing.TB, db *store.DB, orgID, email, role string) (*store.Account, *store.Membership) {
 	tb.Helper()
 	acc, err := db.FindAccountByEmail(email)
@@ -260,6 +261,13 @@ func MustMember(tb testing.TB, db *store.DB, orgID, email, role string) (*store.
 	m, err := db.AddMembership(orgID, acc.ID, role)
 	if err != nil {
 		tb.Fatalf("storetest: add member %q: %v", email, err)
+	}
+	if _, err := db.UseAccountInvitations(acc.ID, time.Now()); err != nil {
+		tb.Fatalf("storetest: accept member %q: %v", email, err)
+	}
+	m, err = db.FindMembership(orgID, acc.ID)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return acc, m
 }
