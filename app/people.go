@@ -473,7 +473,10 @@ var errLinkChanged = &Error{Kind: Conflict, Msg: "this account changed meanwhile
 // wrong, counted like a failed sign-in); a person of single sign-on only
 // is Forbidden (they accept by signing in that way). NotFound for a token
 // unknown, used or expired.
-func (a *App) AcceptInvitation(addr, token, password string) (string, Actor, error) {
+//
+// A person with TOTP gives a code (or a recovery code) as totp beside
+// their current password: TOTPRequired without one, as at sign-in.
+func (a *App) AcceptInvitation(addr, token, password string, totp ...string) (string, Actor, error) {
 	now := a.clock()
 	if blocked, until := a.authFail.blocked(addr, now); blocked {
 		return "", Actor{}, throttled("from this address", until, now)
@@ -502,6 +505,18 @@ func (a *App) AcceptInvitation(addr, token, password string) (string, Actor, err
 			a.accountFail.fail(view.Email, now)
 			a.auditAccount(acc, "sign-in.fail", addr)
 			return "", Actor{}, &Error{Kind: Unauthenticated, Msg: "wrong password: enter the password of " + view.Email}
+		}
+		if acc.TOTPEnabled {
+			if len(totp) == 0 || totp[0] == "" {
+				return "", Actor{}, errTOTPRequired
+			}
+			if _, err := a.useSecondFactor(acc, totp[0], now); err != nil {
+				if KindOf(err) == Unauthenticated {
+					a.authFail.fail(addr, now)
+					a.accountFail.fail(view.Email, now)
+				}
+				return "", Actor{}, err
+			}
 		}
 	case view.NeedsPassword:
 		if err := checkPassword("password", password); err != nil {

@@ -432,6 +432,25 @@ func TestTOTPSignIn(t *testing.T) {
 	}
 	_, _, err = e.app.BeginTOTP(e.fullA)
 	wantKind(t, "BeginTOTP for a key", err, app.Forbidden)
+
+	// A link of another organization asks for the code too.
+	secret, _, err = e.app.BeginTOTP(actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.app.ConfirmTOTP(actor, app.TOTPCode(secret, e.clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	_, link, err := e.app.AddMember(app.Operator(e.beta), "tia@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.6", link, testPassword)
+	wantKind(t, "a link without the code", err, app.TOTPRequired)
+	e.clock.Advance(30 * time.Second)
+	if _, actor, err := e.app.AcceptInvitation("192.0.2.6", link, testPassword, app.TOTPCode(secret, e.clock.Now())); err != nil || actor.Org().ID != e.beta.ID {
+		t.Errorf("the link with the code: %v", err)
+	}
 }
 
 // TestSignInOIDC: a verified email of an account signs in and accepts its
