@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -51,14 +52,22 @@ func (o *exportOptions) endpoint() (*clickhouse.Endpoint, error) {
 	return ep, nil
 }
 
+// testExportBatchEnv makes the sink's batches this many rows. It is for
+// the end-to-end tests only, which kill the server in the middle of an
+// export and need one to last long enough; it is not a setting.
+const testExportBatchEnv = "DMARCD_TEST_CLICKHOUSE_BATCH_ROWS"
+
 // buildExport builds the ClickHouse sink when --export-clickhouse is set.
 func (s *server) buildExport() error {
 	ep, err := s.o.Export.endpoint()
 	if err != nil || ep == nil {
 		return err
 	}
-	s.export, err = clickhouse.New(clickhouse.Config{Store: s.db, Endpoint: ep, Resolver: s.resolver,
-		Policy: s.hookPolicy, Log: s.log})
+	cfg := clickhouse.Config{Store: s.db, Endpoint: ep, Resolver: s.resolver, Policy: s.hookPolicy, Log: s.log}
+	if n, err := strconv.Atoi(os.Getenv(testExportBatchEnv)); err == nil && n > 0 {
+		cfg.BatchRows = n
+	}
+	s.export, err = clickhouse.New(cfg)
 	if err != nil {
 		return err
 	}
