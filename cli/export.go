@@ -29,7 +29,12 @@ func newExportStatusCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show the ClickHouse export's cursor, lag, rows and last error",
-		Args:  cobra.NoArgs,
+		Long: `Shows the ClickHouse export: through the running server's socket its
+sink's state (URL without the password, cursor, lag, rows exported, last
+error), else the cursor stored in the file. --json for scripts.`,
+		Example: `  dmarcd export status
+  dmarcd export status --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			svc, done, err := g.openAdmin(ctx)

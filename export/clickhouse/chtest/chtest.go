@@ -124,26 +124,59 @@ const configTmpl = `<?xml version="1.0"?>
 
 func (s *Server) start(tb testing.TB) {
 	tb.Helper()
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	if err := s.launch(); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// Launch starts a server in dir (created) on free ports, outside any
+// test (bench/chbench); Stop ends it.
+func Launch(dir string) (*Server, error) {
+	if Binary() == "" {
+		return nil, fmt.Errorf("clickhouse-server not installed")
+	}
+	hp, err := port()
+	if err != nil {
+		return nil, err
+	}
+	tp, err := port()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Dir: dir, HTTPPort: hp, TCPPort: tp}
+	return s, s.launch()
+}
+
+func port() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) launch() error {
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return err
 	}
 	cfg := strings.NewReplacer("{{dir}}", s.Dir, "{{http}}", fmt.Sprint(s.HTTPPort), "{{tcp}}", fmt.Sprint(s.TCPPort),
 		"{{password}}", Password, "{{clusters}}", s.clusters).Replace(configTmpl)
 	path := filepath.Join(s.Dir, "config.xml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	bin := strings.Fields(Binary())
 	cmd := exec.Command(bin[0], append(bin[1:], "--config-file="+path)...)
 	cmd.Dir = s.Dir
 	out, err := os.Create(filepath.Join(s.Dir, "stdout.log"))
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		tb.Fatalf("clickhouse-server: %v", err)
+		return fmt.Errorf("clickhouse-server: %w", err)
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
 	go func() { _ = cmd.Wait(); out.Close(); close(s.done) }()
@@ -153,18 +186,19 @@ func (s *Server) start(tb testing.TB) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return nil
 			}
 		}
 		select {
 		case <-s.done:
 			log, _ := os.ReadFile(filepath.Join(s.Dir, "stdout.log"))
 			elog, _ := os.ReadFile(filepath.Join(s.Dir, "server.err.log"))
-			tb.Fatalf("clickhouse-server exited at start: %s\n%s", log, elog)
+			return fmt.Errorf("clickhouse-server exited at start: %s\n%s", log, elog)
 		default:
 		}
 		if time.Now().After(deadline) {
-			tb.Fatal("clickhouse-server did not answer within 30 s")
+			s.Stop()
+			return fmt.Errorf("clickhouse-server did not answer within 30 s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
