@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ func main() {
 	ingestRecords := flag.Int("ingest-records", 400_000, "records ingested per ingest round")
 	workers := flag.Int("workers", 8, "inputs ingested at once")
 	out := flag.String("json", "", "write the results here too")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the export here")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "chbench-")
@@ -61,6 +63,15 @@ func main() {
 	ingestAll(db, generate(*records / *perReport, *perReport, 0), *workers)
 	log.Printf("stored %d records in %.1f s (not timed)", *records, time.Since(t0).Seconds())
 	sink := mustSink(db, ch, "export")
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+	}
 	t0 = time.Now()
 	for {
 		more, err := sink.Pass(context.Background())
@@ -72,6 +83,7 @@ func main() {
 		}
 	}
 	exportSec := time.Since(t0).Seconds()
+	pprof.StopCPUProfile()
 	st := sink.Status()
 	got := must(ch.TryQuery("SELECT count() FROM export.aggregate_records"))
 	rate := float64(*records) / exportSec

@@ -4,7 +4,7 @@
 // in dmarcd's own file (store.ExportCursor), in batches of up to 50,000
 // rows or one second, retried with backoff while ClickHouse is down. It
 // speaks ClickHouse's HTTP interface with net/http (INSERT ... FORMAT
-// JSONEachRow), through the dialer of internal/egress.
+// RowBinary), through the dialer of internal/egress.
 package clickhouse
 
 import (

@@ -76,6 +76,16 @@ var (
 	}
 )
 
+// insert is the INSERT of t's rows in db, naming every column in the
+// order rowBuf writes them.
+func (t *table) insert(db string) string {
+	names := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		names[i] = "`" + c.name + "`"
+	}
+	return fmt.Sprintf("INSERT INTO `%s`.`%s` (%s) FORMAT RowBinary", db, t.name, strings.Join(names, ", "))
+}
+
 func cat(head []column, tail ...column) []column {
 	return append(append([]column(nil), head...), tail...)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -266,7 +265,7 @@ type batch struct {
 func newBatch() *batch {
 	b := &batch{bufs: map[string]*rowBuf{}, done: map[store.ExportKind][]string{}}
 	for _, t := range tables {
-		b.bufs[t.name] = &rowBuf{}
+		b.bufs[t.name] = &rowBuf{cols: t.cols}
 	}
 	return b
 }
@@ -484,8 +483,7 @@ func (s *Sink) flush(ctx context.Context, b *batch, frontier string, complete bo
 		if w.rows == 0 {
 			continue
 		}
-		q := fmt.Sprintf("INSERT INTO `%s`.`%s` FORMAT JSONEachRow", s.cfg.Endpoint.Database, t.name)
-		if _, err := s.c.exec(ctx, q, bytes.NewReader(w.b)); err != nil {
+		if _, err := s.c.exec(ctx, t.insert(s.cfg.Endpoint.Database), bytes.NewReader(w.b)); err != nil {
 			return err
 		}
 	}

@@ -258,6 +258,25 @@ func TestExportMatchesStore(t *testing.T) {
 	if got := srv.Query(t, "SELECT count() FROM "+database+".tls_failure_details FINAL WHERE domain = 'example.com'"); got != strconv.Itoa(nd) || nd == 0 {
 		t.Errorf("TLS failure details: %s rows, store has %d", got, nd)
 	}
+	// A record's columns as the store has them.
+	rep := e.Reports(t, addrB)[0]
+	var first *store.Record
+	_ = e.DB.ReportRecords(rep.OrgID, rep.ID, func(r *store.Record) error {
+		if first == nil {
+			first = r
+		}
+		return nil
+	})
+	var dkim []string
+	for _, d := range first.AuthResults.DKIM {
+		dkim = append(dkim, "'"+d.Domain+"'")
+	}
+	wantRow := strings.Join([]string{first.SourceIP, rep.DateBegin.UTC().Format("2006-01-02 15:04:05"), rep.DateBegin.UTC().Format("2006-01-02"),
+		"example.org", "beta", rep.OrgName, first.HeaderFrom, "[" + strings.Join(dkim, ",") + "]", strconv.FormatInt(first.Count, 10), first.DMARC}, "\t")
+	gotRow := srv.Query(t, fmt.Sprintf("SELECT source_ip, toString(date_begin), toString(day), domain, org_name, reporter, header_from, dkim_domains, count, dmarc FROM %s.aggregate_records FINAL WHERE report_id = '%s' AND record_index = 0", database, rep.ID))
+	if gotRow != wantRow {
+		t.Errorf("record 0 of %s in ClickHouse:\n%s\nin the store:\n%s", rep.ID, gotRow, wantRow)
+	}
 	st := s.Status()
 	if st.Rows == 0 || st.LastError != "" || st.Cursor.Aggregate == "" || st.LagSeconds != 0 {
 		t.Errorf("status %+v", st)
