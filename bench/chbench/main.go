@@ -25,7 +25,9 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dmarcd/dmarcd/export/clickhouse"
@@ -73,6 +75,7 @@ func main() {
 		}
 	}
 	t0 = time.Now()
+	chCPU0, selfCPU0 := ch.CPUTime(), selfCPU()
 	for {
 		more, err := sink.Pass(context.Background())
 		if err != nil {
@@ -84,15 +87,18 @@ func main() {
 	}
 	exportSec := time.Since(t0).Seconds()
 	pprof.StopCPUProfile()
+	chCPU, dmCPU := (ch.CPUTime() - chCPU0).Seconds(), (selfCPU() - selfCPU0).Seconds()
 	st := sink.Status()
 	got := must(ch.TryQuery("SELECT count() FROM export.aggregate_records"))
 	rate := float64(*records) / exportSec
 	fmt.Printf("export: %d records (%d rows in all, %s in ClickHouse) in %.2f s: %.0f records/s (target 200,000)\n",
 		*records, st.Rows, got, exportSec, rate)
+	fmt.Printf("export CPU: dmarcd %.2f s (%.0f records per CPU second), clickhouse-server %.2f s (%.0f records per CPU second); load average %s\n",
+		dmCPU, float64(*records)/dmCPU, chCPU, float64(*records)/chCPU, loadavg())
 	db.Close()
 
 	// 2. Ingest with the sink off and on, alternating.
-	var off, on []float64
+	var off, on, cpuOff, cpuOn, chOn []float64
 	for r := range *rounds {
 		for _, withSink := range []bool{false, true} {
 			name := fmt.Sprintf("ingest_%d_%v", r, withSink)
@@ -107,26 +113,31 @@ func main() {
 				stop = func() { cancel(); <-done }
 			}
 			reports := generate(*ingestRecords / *perReport, *perReport, int64(r*100000))
-			t0 := time.Now()
+			t0, cpu0, ch0 := time.Now(), selfCPU(), ch.CPUTime()
 			ingestAll(db, reports, *workers)
 			sec := time.Since(t0).Seconds()
 			stop()
+			cpu, chc := (selfCPU() - cpu0).Seconds(), (ch.CPUTime() - ch0).Seconds()
 			db.Close()
 			if withSink {
-				on = append(on, sec)
+				on, cpuOn, chOn = append(on, sec), append(cpuOn, cpu), append(chOn, chc)
 			} else {
-				off = append(off, sec)
+				off, cpuOff = append(off, sec), append(cpuOff, cpu)
 			}
-			log.Printf("round %d, sink %v: %d records ingested in %.2f s", r, withSink, *ingestRecords, sec)
+			log.Printf("round %d, sink %v: %d records ingested in %.2f s (CPU: dmarcd %.2f s, clickhouse-server %.2f s)", r, withSink, *ingestRecords, sec, cpu, chc)
 		}
 	}
 	mOff, mOn := median(off), median(on)
 	fmt.Printf("ingest: %d records, median %.2f s without the sink, %.2f s with it: %+.1f %% (target within 5 %%)\n",
 		*ingestRecords, mOff, mOn, 100*(mOn-mOff)/mOff)
+	fmt.Printf("ingest CPU of dmarcd: median %.2f s without the sink, %.2f s with it (%+.1f %%); clickhouse-server's %.2f s on the same cores; load average %s\n",
+		median(cpuOff), median(cpuOn), 100*(median(cpuOn)-median(cpuOff))/median(cpuOff), median(chOn), loadavg())
 	if *out != "" {
 		res := map[string]any{"export_records": *records, "export_seconds": exportSec, "export_records_per_second": rate,
+			"export_cpu_dmarcd_seconds": dmCPU, "export_cpu_clickhouse_seconds": chCPU,
 			"ingest_records": *ingestRecords, "ingest_off_seconds": off, "ingest_on_seconds": on,
-			"ingest_overhead_percent": 100 * (mOn - mOff) / mOff}
+			"ingest_overhead_percent": 100 * (mOn - mOff) / mOff,
+			"ingest_cpu_off_seconds": cpuOff, "ingest_cpu_on_seconds": cpuOn, "ingest_cpu_clickhouse_seconds": chOn}
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(*out, b, 0o644); err != nil {
 			log.Fatal(err)
@@ -202,6 +213,24 @@ func ingestAll(db *store.DB, reports [][]byte, workers int) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadavg is the first field of /proc/loadavg: how busy the machine was.
+func loadavg() string {
+	raw, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func median(v []float64) float64 {

@@ -280,9 +280,10 @@ func (b *batch) reset() {
 
 // Pass exports, once, what was stored since the cursor, in batches of at
 // most BatchRows rows, and advances the cursor after each batch
-// ClickHouse acknowledged; the first creates the tables that are
-// missing. Run calls it; one goroutine at a time may. more is set when it stopped early with more to
-// export (it bounds one pass to 20 batches, so Status stays fresh).
+// ClickHouse acknowledged; the first pass creates the tables that are
+// missing. Run calls it; one goroutine at a time may. more is set when
+// it stopped early with more to export (a pass sends at most 20 batches,
+// so Status stays fresh).
 func (s *Sink) Pass(ctx context.Context) (more bool, err error) {
 	if !s.ready {
 		f, err := s.c.ensureTables(ctx)

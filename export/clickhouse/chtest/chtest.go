@@ -216,6 +216,29 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// CPUTime returns the CPU time (user and system) the running server has
+// used, read from /proc (Linux); 0 when unknown.
+func (s *Server) CPUTime() time.Duration {
+	if s.cmd == nil {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 14th and 15th fields of the line.
+	i := strings.LastIndexByte(string(raw), ')')
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
 // Restart starts a stopped server again on its ports and data.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
