@@ -137,7 +137,7 @@ func main() {
 			"export_cpu_dmarcd_seconds": dmCPU, "export_cpu_clickhouse_seconds": chCPU,
 			"ingest_records": *ingestRecords, "ingest_off_seconds": off, "ingest_on_seconds": on,
 			"ingest_overhead_percent": 100 * (mOn - mOff) / mOff,
-			"ingest_cpu_off_seconds": cpuOff, "ingest_cpu_on_seconds": cpuOn, "ingest_cpu_clickhouse_seconds": chOn}
+			"ingest_cpu_off_seconds":  cpuOff, "ingest_cpu_on_seconds": cpuOn, "ingest_cpu_clickhouse_seconds": chOn}
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(*out, b, 0o644); err != nil {
 			log.Fatal(err)
