@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -86,9 +87,37 @@ func Body(format string, ev *Event, cc ChatContext) ([]byte, error) {
 	}
 	m := newMessage(data.Alert, ev.Test, cc)
 	if format == FormatSlack {
-		return json.Marshal(m.slack())
+		return marshal(m.slack())
 	}
-	return json.Marshal(m.teams())
+	// Teams has no limit per element but one on the whole message: drop
+	// evidence lines from the end until it fits, saying so.
+	all := m.facts
+	for n := len(all); ; n-- {
+		m.facts = all[:n]
+		if n < len(all) {
+			m.facts = append(slices.Clip(all[:n]), fact{moreLabel, fmt.Sprintf("%d more lines on dmarcd's page", len(all)-n)})
+		}
+		body, err := marshal(m.teams())
+		if err != nil || len(body) <= TeamsMaxBytes || n == 0 {
+			return body, err
+		}
+	}
+}
+
+// moreLabel is the label of the line that says evidence was left out.
+const moreLabel = "And"
+
+// marshal encodes v as JSON without escaping <, > and & (the services
+// read JSON, not HTML, and the escapes would triple the size of text
+// that has many).
+func marshal(v any) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
 // AlertURL returns the page of alert id of domain domainID (which may be
