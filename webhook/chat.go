@@ -241,14 +241,16 @@ const zwsp = "\u200b"
 // defuse keeps hostile text from being markup in chat Markdown: "](" is
 // what makes a Markdown link (Mattermost, Teams), "@" starts a mention
 // (@channel in Mattermost). Both get an invisible space in between, so
-// they show as written and do nothing.
-var defuse = strings.NewReplacer("](", "]"+zwsp+"(", "@", "@"+zwsp)
+// they show as written and do nothing. A backquote, which could open a
+// code span running over the next lines (the link's among them), becomes
+// the look-alike U+02CB.
+var defuse = strings.NewReplacer("](", "]"+zwsp+"(", "@", "@"+zwsp, "`", "\u02cb")
 
 // slackEscape escapes text for Slack mrkdwn: the three characters Slack
 // gives meaning to (links <url|text>, mentions <!channel>) become
 // entities, and defuse applies for Mattermost, which reads the same text
 // as Markdown.
-var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "](", "]"+zwsp+"(", "@", "@"+zwsp)
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "](", "]"+zwsp+"(", "@", "@"+zwsp, "`", "\u02cb")
 
 // slackURL makes u safe between < and | of a Slack link.
 var slackURL = strings.NewReplacer("&", "%26", "<", "%3C", ">", "%3E", "|", "%7C", " ", "%20")

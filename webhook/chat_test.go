@@ -15,7 +15,7 @@ import (
 // hostile is report text written to break a chat message: Slack links and
 // mentions, Markdown links and images, HTML, a forged line, a JSON
 // breaker, bidirectional overrides and invalid UTF-8.
-const hostile = "<https://evil.example/x|Click here> & <!channel> @channel @here [phish](https://evil.example/p) " +
+const hostile = "<https://evil.example/x|Click here> & <!channel> @channel @here [phish](https://evil.example/p) `code " +
 	"![img](https://evil.example/i.png) <b>bold</b>\n*Forged line*\r\n\"},{\"type\":\"x\u202eevil\xff"
 
 // history is an alert.History over nothing raised and nothing seen: every

@@ -206,6 +206,9 @@ func checkMarkdown(where, s, linkPrefix string) error {
 	if m := mention.FindString(s); m != "" {
 		return fmt.Errorf("%s: mention %q", where, m)
 	}
+	if strings.Contains(s, "`") {
+		return fmt.Errorf("%s: a backquote, which opens a code span over what follows", where)
+	}
 	return nil
 }
 
