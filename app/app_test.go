@@ -130,6 +130,10 @@ func (e *env) writeOps() map[string]func(app.Actor) error {
 		},
 		"DeleteQuarantine": func(a app.Actor) error { return e.app.DeleteQuarantine(ctx, a, store.NewID()) },
 		"DismissAlert":     func(a app.Actor) error { _, err := e.app.DismissAlert(ctx, a, store.NewID()); return err },
+		"DismissAlerts": func(a app.Actor) error {
+			_, err := e.app.DismissAlerts(ctx, a, []string{store.NewID()})
+			return err
+		},
 		"CreateOrganization": func(a app.Actor) error {
 			_, err := e.app.CreateOrganization(ctx, a, "delta", store.PlanStarter)
 			return err
