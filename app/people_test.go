@@ -509,7 +509,7 @@ func TestAuditOfEachAction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hook, _, err := e.app.CreateWebhook(ctx, owner, "https://hooks.example.com/audit", "audit")
+	hook, _, err := e.app.CreateWebhook(ctx, owner, "https://hooks.example.com/audit", "audit", "")
 	must(err)
 	must(e.app.DeleteWebhook(ctx, owner, hook.ID))
 	key, _, err := e.app.CreateKey(ctx, owner, "temp", "read")
