@@ -103,6 +103,9 @@ func BenchmarkOperatorView(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	if _, err := db.UseAccountInvitations(acc.ID, clock.Now()); err != nil { // accepted
+		b.Fatal(err)
+	}
 	token, _, err := db.CreatePersonSession(acc.ID, mustFirstOrg(b, db, acc.ID), clock.Now())
 	if err != nil {
 		b.Fatal(err)
