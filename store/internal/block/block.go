@@ -132,6 +132,9 @@ func Encode(dst []byte, ids [][16]byte, rows []Row) ([]byte, error) {
 	d.freeze()
 
 	var cols [nCols]col
+	for i := range cols {
+		cols[i] = make(col, 0, len(rows)+16) // most take a byte or so a row: no regrowing
+	}
 	geoRef := make(map[geoKey]uint64)
 	var geoTable []geoKey
 	var prev4 uint32
@@ -485,12 +488,30 @@ func (b *Block) cursor() *cursor {
 // next decodes the next row into row. With fresh, its lists are new;
 // else they reuse the cursor's scratch and are valid until the next call.
 func (c *cursor) next(row *Row, fresh bool) error {
+	if fresh {
+		return c.decode(row, anyReport)
+	}
+	return c.decode(row, noReport)
+}
+
+// nextOf is next with new lists for the rows of report only.
+func (c *cursor) nextOf(row *Row, report uint32) error { return c.decode(row, int64(report)) }
+
+// Which rows decode gives lists of their own: anyReport, noReport or the
+// rows of one report.
+const (
+	anyReport = -1
+	noReport  = -2
+)
+
+func (c *cursor) decode(row *Row, freshFor int64) error {
 	cols, t := &c.cols, &c.b.strs
 	rep, idx := cols[cReport].uv(), cols[cIndex].uv()
 	if rep >= uint64(len(c.b.ids)) || idx > math.MaxUint32 {
 		return corrupt("row report %d index %d", rep, idx)
 	}
 	row.Report, row.Index = uint32(rep), uint32(idx)
+	fresh := freshFor == anyReport || freshFor == int64(rep)
 	rec := &row.Rec
 	switch kind := cols[cIPKind].byte1(); kind {
 	case ipV4:
@@ -646,33 +667,28 @@ func (b *Block) ReportRows(report uint32, fn func(index uint32, rec *reports.Rec
 	var row Row
 	var mine []Row
 	for range b.n {
-		if err := c.next(&row, false); err != nil {
+		if err := c.nextOf(&row, report); err != nil {
 			return err
 		}
 		if row.Report == report {
-			r := row
-			r.Rec.Reasons = cloneList(row.Rec.Reasons)
-			r.Rec.AuthResults.DKIM = cloneList(row.Rec.AuthResults.DKIM)
-			r.Rec.AuthResults.SPF = cloneList(row.Rec.AuthResults.SPF)
-			mine = append(mine, r)
+			mine = append(mine, row)
 		}
 	}
 	if err := c.done(); err != nil {
 		return err
 	}
-	slices.SortStableFunc(mine, func(x, y Row) int { return cmp.Compare(x.Index, y.Index) })
-	for i := range mine {
+	// Rows are moved by their position, not their bytes.
+	order := make([]int32, len(mine))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		return cmp.Or(cmp.Compare(mine[x].Index, mine[y].Index), cmp.Compare(x, y))
+	})
+	for _, i := range order {
 		if err := fn(mine[i].Index, &mine[i].Rec); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// cloneList copies l, keeping nil nil and empty empty.
-func cloneList[T any](l []T) []T {
-	if l == nil {
-		return nil
-	}
-	return append(make([]T, 0, len(l)), l...)
 }
