@@ -205,16 +205,121 @@ func Encode(dst []byte, ids [][16]byte, rows []Row) ([]byte, error) {
 		cols[cGeo].uv(ref)
 	}
 
-	p := make([]byte, 0, 64+len(ids)*16+len(rows)*24)
+	p := make([]byte, 0, 64+len(rows)*24)
 	p = binary.AppendUvarint(p, uint64(len(rows)))
-	p = appendIDs(p, ids)
 	p = d.appendTo(p)
 	p = binary.AppendUvarint(p, uint64(len(geoTable)))
 	for _, g := range geoTable {
 		p = appendGeo(p, &g)
 	}
 	p = appendCols(p, cols[:])
-	return seal(dst, kindRecords, p), nil
+	return seal(dst, kindRecords, appendHeader(nil, ids, rows), p), nil
+}
+
+// appendHeader writes the report table with the runs of each report's
+// indexes the block holds: for each report, the first 8 bytes of its id as
+// a big-endian number, as the difference (zigzag varint) from the report
+// before (ids are UUIDv7: time-ordered), the last 8 bytes, the number of
+// runs, and each run's first index (as the difference from the end of the
+// run before) and length.
+func appendHeader(h []byte, ids [][16]byte, rows []Row) []byte {
+	keys := make([]uint64, len(rows))
+	for i := range rows {
+		keys[i] = uint64(rows[i].Report)<<32 | uint64(rows[i].Index)
+	}
+	slices.Sort(keys)
+	h = binary.AppendUvarint(h, uint64(len(ids)))
+	var prev uint64
+	var runs []uint32 // first, count, ...
+	for rep := range ids {
+		id := &ids[rep]
+		hi := binary.BigEndian.Uint64(id[:8])
+		h = binary.AppendVarint(h, int64(hi-prev))
+		prev = hi
+		h = append(h, id[8:]...)
+		runs = runs[:0]
+		for len(keys) > 0 && keys[0]>>32 == uint64(rep) {
+			index := uint32(keys[0])
+			if n := len(runs); n > 0 && uint64(runs[n-2])+uint64(runs[n-1]) == uint64(index) {
+				runs[n-1]++
+			} else {
+				runs = append(runs, index, 1)
+			}
+			keys = keys[1:]
+		}
+		h = binary.AppendUvarint(h, uint64(len(runs)/2))
+		var end uint64
+		for i := 0; i < len(runs); i += 2 {
+			h = binary.AppendVarint(h, int64(uint64(runs[i])-end))
+			h = binary.AppendUvarint(h, uint64(runs[i+1]))
+			end = uint64(runs[i]) + uint64(runs[i+1])
+		}
+	}
+	return h
+}
+
+// ScanRuns calls fn with each run of records a block holds, reading only
+// its header (no decompression, no allocation): report by report in the
+// order of the block's report table (with its position in it, which is
+// Row.Report), runs by index: the records of indexes first to
+// first+count-1 of the report with that id. A report of the table with
+// no rows has no run. An error of fn stops the scan and is returned.
+func ScanRuns(b []byte, fn func(report uint32, id [16]byte, first, count uint32) error) error {
+	h, _, err := openHeader(b, kindRecords)
+	if err != nil {
+		return err
+	}
+	r := rd{b: h}
+	n := r.count(9)
+	var prev uint64
+	for rep := range n {
+		var id [16]byte
+		prev += uint64(r.sv())
+		binary.BigEndian.PutUint64(id[:8], prev)
+		copy(id[8:], r.bytes(8))
+		runs := r.count(2)
+		var end uint64
+		for range runs {
+			first := end + uint64(r.sv())
+			count := r.uv()
+			end = first + count
+			if r.bad || end > math.MaxUint32+1 {
+				return corrupt("report %d: runs", rep)
+			}
+			if err := fn(uint32(rep), id, uint32(first), uint32(count)); err != nil {
+				return err
+			}
+		}
+		if r.bad {
+			return corrupt("report table")
+		}
+	}
+	if r.bad || len(r.b) != 0 {
+		return corrupt("report table")
+	}
+	return nil
+}
+
+// readHeader reads the report table of a header (the runs are checked
+// against the rows as they are read, not kept).
+func readHeader(h []byte) ([][16]byte, error) {
+	r := rd{b: h}
+	n := r.count(9)
+	ids := make([][16]byte, n)
+	var prev uint64
+	for rep := range ids {
+		prev += uint64(r.sv())
+		binary.BigEndian.PutUint64(ids[rep][:8], prev)
+		copy(ids[rep][8:], r.bytes(8))
+		for range r.count(2) {
+			r.sv()
+			r.uv()
+		}
+	}
+	if r.bad || len(r.b) != 0 {
+		return nil, corrupt("report table")
+	}
+	return ids, nil
 }
 
 // listLen is the stored length of a list: 0 for nil, else its length + 1.
@@ -376,42 +481,12 @@ func (t *strTable) nonNil(r *rd) *string {
 	return p
 }
 
-// appendIDs writes the report table: the first 8 bytes of each id as a
-// big-endian number, as the difference from the one before (ids are
-// UUIDv7: time-ordered), then the last 8 bytes of each as they are.
-func appendIDs(p []byte, ids [][16]byte) []byte {
-	p = binary.AppendUvarint(p, uint64(len(ids)))
-	var prev uint64
-	for _, id := range ids {
-		hi := binary.BigEndian.Uint64(id[:8])
-		p = binary.AppendVarint(p, int64(hi-prev))
-		prev = hi
-	}
-	for _, id := range ids {
-		p = append(p, id[8:]...)
-	}
-	return p
-}
-
-func readIDs(r *rd) [][16]byte {
-	n := r.count(9) // each takes at least 1 + 8 bytes
-	ids := make([][16]byte, n)
-	var prev uint64
-	for i := range ids {
-		prev += uint64(r.sv())
-		binary.BigEndian.PutUint64(ids[i][:8], prev)
-	}
-	for i := range ids {
-		copy(ids[i][8:], r.bytes(8))
-	}
-	return ids
-}
-
 // Block is a decoded block: its report table and the columns of its rows,
 // read row by row on demand. It holds the decompressed payload (the
 // records it hands out share its strings) and is safe for concurrent
 // reads.
 type Block struct {
+	size int // bytes held, about
 	ids  [][16]byte
 	n    int
 	strs strTable
@@ -422,20 +497,22 @@ type Block struct {
 // Decode reads a block Encode made. A block that does not decode is an
 // error wrapping ErrCorrupt, never a panic.
 func Decode(b []byte) (*Block, error) {
-	p, err := open(b, kindRecords)
+	h, p, err := open(b, kindRecords)
 	if err != nil {
 		return nil, err
 	}
-	return decodePayload(p)
+	ids, err := readHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	return decodePayload(ids, p)
 }
 
-func decodePayload(p []byte) (*Block, error) {
-	whole := string(p) // the records' strings share this one copy
+func decodePayload(ids [][16]byte, p []byte) (*Block, error) {
 	r := rd{b: p}
-	blk := &Block{}
+	blk := &Block{ids: ids, size: len(p) + 16*len(ids)}
 	blk.n = r.count(0)
-	blk.ids = readIDs(&r)
-	blk.strs = readStrTable(&r, whole, len(p))
+	blk.strs = readStrTable(&r)
 	ng := r.count(1)
 	if r.bad {
 		return nil, corrupt("header")
@@ -460,6 +537,20 @@ func decodePayload(p []byte) (*Block, error) {
 
 // Len returns the number of rows.
 func (b *Block) Len() int { return b.n }
+
+// Size returns about how many bytes of memory the block holds (for a
+// cache's accounting).
+func (b *Block) Size() int { return b.size }
+
+// Find returns the position of a report in the report table.
+func (b *Block) Find(id [16]byte) (uint32, bool) {
+	for i := range b.ids {
+		if b.ids[i] == id {
+			return uint32(i), true
+		}
+	}
+	return 0, false
+}
 
 // Reports returns the report table (Row.Report indexes it). The caller
 // must not modify it.
@@ -663,6 +754,11 @@ func (b *Block) Rows() ([]Row, error) {
 // their Index (the order they had in the report). The records are fn's
 // to keep (read-only strings and pointers shared with the block).
 func (b *Block) ReportRows(report uint32, fn func(index uint32, rec *reports.Record) error) error {
+	return b.ReportRange(report, 0, math.MaxUint32, fn)
+}
+
+// ReportRange is ReportRows for the records of indexes from to to-1 only.
+func (b *Block) ReportRange(report, from, to uint32, fn func(index uint32, rec *reports.Record) error) error {
 	c := b.cursor()
 	var row Row
 	var mine []Row
@@ -670,7 +766,7 @@ func (b *Block) ReportRows(report uint32, fn func(index uint32, rec *reports.Rec
 		if err := c.nextOf(&row, report); err != nil {
 			return err
 		}
-		if row.Report == report {
+		if row.Report == report && row.Index >= from && row.Index < to {
 			mine = append(mine, row)
 		}
 	}

@@ -288,6 +288,12 @@ func roundTrip(t testing.TB, ids [][16]byte, rows []Row) []byte {
 		t.Fatal(err)
 	}
 	checkRows(t, got, rows)
+	checkRuns(t, enc, ids, rows)
+	for i, id := range ids {
+		if k, ok := b.Find(id); !ok || ids[k] != id || int(k) > i {
+			t.Fatalf("Find(report %d) = %d, %v", i, k, ok)
+		}
+	}
 	// Each: the same rows, in the same order as Rows.
 	i := 0
 	if err := b.Each(func(r *Row) error {
@@ -383,4 +389,36 @@ func convert(r *aggregate.Record) reports.Record {
 		rec.DMARC = "pass"
 	}
 	return rec
+}
+
+// checkRuns ensures the runs of a block's header are exactly its rows'
+// reports and indexes, in order, ids included.
+func checkRuns(t testing.TB, enc []byte, ids [][16]byte, rows []Row) {
+	t.Helper()
+	var want []uint64
+	for _, r := range rows {
+		want = append(want, uint64(r.Report)<<32|uint64(r.Index))
+	}
+	slices.Sort(want)
+	var got []uint64
+	lastRep, lastEnd := -1, uint64(0)
+	err := ScanRuns(enc, func(rep uint32, id [16]byte, first, count uint32) error {
+		if int(rep) >= len(ids) || ids[rep] != id {
+			t.Fatalf("run of report %d: id %x", rep, id)
+		}
+		if count == 0 || int(rep) < lastRep || int(rep) == lastRep && uint64(first) < lastEnd {
+			t.Fatalf("run of report %d at %d (%d) out of order", rep, first, count)
+		}
+		lastRep, lastEnd = int(rep), uint64(first)+uint64(count)
+		for i := range uint64(count) {
+			got = append(got, uint64(rep)<<32|(uint64(first)+i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("runs cover %d rows, want %d (or other ones)", len(got), len(want))
+	}
 }
