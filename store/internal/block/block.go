@@ -333,7 +333,8 @@ func listLen(isNil bool, n int) uint64 {
 // addrKey is the sort key of a source address, and how it is stored.
 func addrKey(ip string) rowKey {
 	a, err := netip.ParseAddr(ip)
-	if err != nil || a.Zone() != "" || a.String() != ip {
+	var buf [64]byte
+	if err != nil || a.Zone() != "" || string(a.AppendTo(buf[:0])) != ip {
 		return rowKey{kind: ipText, text: ip}
 	}
 	if a.Is4() {
