@@ -329,3 +329,51 @@ func smallBlock(r *rand.Rand, nReports, nRows int) ([][16]byte, []Row) {
 	}
 	return ids, rows
 }
+
+// TestConcurrent encodes and reads one block from several goroutines at
+// once (the zstd encoder and decoder are shared; a Block may be cached):
+// run with -race.
+func TestConcurrent(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	ids, rows := smallBlock(r, 4, 200)
+	enc, err := Encode(nil, ids, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			again, err := Encode(nil, ids, rows)
+			if err == nil && !slices.Equal(again, enc) {
+				err = errors.New("Encode is not deterministic")
+			}
+			if err == nil {
+				i := 0
+				err = b.Each(func(row *Row) error {
+					if d := recordDiff(&row.Rec, &want[i].Rec); d != "" {
+						return errors.New(d)
+					}
+					i++
+					return nil
+				})
+			}
+			if err == nil {
+				err = b.ReportRows(uint32(g%4), func(uint32, *reports.Record) error { return nil })
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
