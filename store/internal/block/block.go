@@ -514,6 +514,9 @@ func decodePayload(ids [][16]byte, p []byte) (*Block, error) {
 	blk := &Block{ids: ids, size: len(p) + 16*len(ids)}
 	blk.n = r.count(0)
 	blk.strs = readStrTable(&r)
+	for _, str := range blk.strs.strs {
+		blk.size += len(str) + 24
+	}
 	ng := r.count(1)
 	if r.bad {
 		return nil, corrupt("header")
