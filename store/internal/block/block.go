@@ -139,11 +139,21 @@ func Encode(dst []byte, ids [][16]byte, rows []Row) ([]byte, error) {
 	var geoTable []geoKey
 	var prev4 uint32
 	var prev6 [16]byte
+	var prevRow *Row
+	var prevKey *rowKey
 	for _, i := range order {
 		r, k := &rows[i], &keys[i]
 		rec := &r.Rec
 		cols[cReport].uv(uint64(r.Report))
-		cols[cIndex].uv(uint64(r.Index))
+		// The rows of one address and report follow each other by index:
+		// after the first, an index is the difference from the one
+		// before, minus one (zigzag: a repeated index is -1).
+		if prevRow != nil && prevRow.Report == r.Report && *prevKey == *k {
+			cols[cIndex].sv(int64(r.Index) - int64(prevRow.Index) - 1)
+		} else {
+			cols[cIndex].uv(uint64(r.Index))
+		}
+		prevRow, prevKey = r, k
 		cols[cIPKind].b(k.kind)
 		switch k.kind {
 		case ipV4:
@@ -567,9 +577,15 @@ type cursor struct {
 	prev4  uint32
 	prev6  [16]byte
 	lastIP string // the text of the last address, reused while it repeats
-	last4  uint32
-	last6  [16]byte
-	kind   byte
+	// the row before: the kind of its address, the reference of its text,
+	// its report and index (see cIndex)
+	rowKind          byte
+	textRef          uint64
+	prevRep, prevIdx uint32
+	rows             int
+	last4            uint32
+	last6            [16]byte
+	kind             byte
 	// scratch lists of the reused row
 	reasons []reports.Reason
 	dkim    []reports.DKIMAuth
@@ -601,16 +617,20 @@ const (
 
 func (c *cursor) decode(row *Row, freshFor int64) error {
 	cols, t := &c.cols, &c.b.strs
-	rep, idx := cols[cReport].uv(), cols[cIndex].uv()
-	if rep >= uint64(len(c.b.ids)) || idx > math.MaxUint32 {
-		return corrupt("row report %d index %d", rep, idx)
+	rep := cols[cReport].uv()
+	if rep >= uint64(len(c.b.ids)) {
+		return corrupt("row report %d", rep)
 	}
-	row.Report, row.Index = uint32(rep), uint32(idx)
+	row.Report = uint32(rep)
 	fresh := freshFor == anyReport || freshFor == int64(rep)
 	rec := &row.Rec
-	switch kind := cols[cIPKind].byte1(); kind {
+	var same bool // the address of the row before
+	kind := cols[cIPKind].byte1()
+	switch kind {
 	case ipV4:
-		v := c.prev4 + uint32(cols[cIPv4].uv())
+		delta := cols[cIPv4].uv()
+		same = c.rowKind == ipV4 && delta == 0
+		v := c.prev4 + uint32(delta)
 		c.prev4 = v
 		if c.kind != ipV4 || v != c.last4 {
 			var a [4]byte
@@ -624,16 +644,34 @@ func (c *cursor) decode(row *Row, freshFor int64) error {
 		if shared > 16 {
 			return corrupt("address prefix %d", shared)
 		}
+		same = c.rowKind == ipV6 && shared == 16
 		copy(c.prev6[shared:], col.bytes(uint64(16-shared)))
 		if c.kind != ipV6 || c.prev6 != c.last6 {
 			c.lastIP, c.last6, c.kind = netip.AddrFrom16(c.prev6).String(), c.prev6, ipV6
 		}
 		rec.SourceIP = c.lastIP
 	case ipText:
-		rec.SourceIP = t.str(&cols[cIPText])
+		ref := cols[cIPText].uv()
+		if ref == 0 || ref >= uint64(len(t.strs)) {
+			return corrupt("address %d", ref)
+		}
+		same = c.rowKind == ipText && ref == c.textRef
+		rec.SourceIP, c.textRef = t.strs[ref], ref
 	default:
 		return corrupt("address kind %d", kind)
 	}
+	idx := uint64(0)
+	if same && c.rows > 0 && rep == uint64(c.prevRep) {
+		idx = uint64(int64(c.prevIdx) + 1 + cols[cIndex].sv())
+	} else {
+		idx = cols[cIndex].uv()
+	}
+	if idx > math.MaxUint32 {
+		return corrupt("row index %d", idx)
+	}
+	row.Index = uint32(idx)
+	c.rowKind, c.prevRep, c.prevIdx = kind, uint32(rep), uint32(idx)
+	c.rows++
 	rec.Count = cols[cCount].sv()
 	rec.Disposition = t.str(&cols[cDisposition])
 	rec.DKIM = reports.Verdict(t.str(&cols[cDKIM]))

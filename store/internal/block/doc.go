@@ -78,7 +78,9 @@
 // each, and a value nobody expected is just another string. The geo table
 // holds each distinct Geo once (presence bits, string references, float
 // bits, ASN); a row refers to one, 0 for none. The columns, one value per
-// row unless said: report, index, address kind (4, 16, 1 for text not in
+// row unless said: report, index (for a row of the same address and
+// report as the row before, the zigzag difference from its index minus
+// one, so that a sender's rows cost nothing; else the index), address kind (4, 16, 1 for text not in
 // netip's canonical form), IPv4 (uvarint difference from the previous
 // one: rows are sorted by address), IPv6 (bytes shared with the previous
 // one, then the rest), address text, count (zigzag varint), disposition,
