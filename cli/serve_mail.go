@@ -131,4 +131,3 @@ func (s *server) mailJobs() {
 	s.sched.Add((&worker.MailSender{Store: s.db, Relay: s.relay, MessageHost: messageHost(o.PublicURL),
 		RetryDelays: o.Mail.RetryDelays, Log: s.log, Metrics: s.reg}).Job())
 }
-
