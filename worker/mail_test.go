@@ -312,4 +312,3 @@ func TestMailKilledBeforeTheRelayAnswered(t *testing.T) {
 		t.Fatalf("status %+v (%v), want sent at its first recorded attempt", final, err)
 	}
 }
-
