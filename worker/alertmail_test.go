@@ -260,3 +260,25 @@ func BenchmarkAlertMailBurst(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// TestAlertMailStartsAfterHistory: alerts raised before the first run
+// (before alert mail was configured) are not mailed; those after are.
+func TestAlertMailStartsAfterHistory(t *testing.T) {
+	e := &alertMailEnv{mailEnv: newMailEnv(t, nil), records: map[string]string{}}
+	e.job = &worker.AlertMail{Store: e.db, PublicURL: "https://dmarc.example.net"}
+	if _, err := e.db.PutNotificationSettings(e.org.ID, []store.NotificationRecipient{{Email: "ops@example.org", Severities: []string{"critical"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d := storetest.MustDomain(t, e.db, e.org.ID, "one.example")
+	e.raise(t, d, alert.SeverityCritical, "old", "m")
+	e.run(t)
+	e.run(t)
+	if n := len(e.mails(t)); n != 0 {
+		t.Fatalf("%d mails for history", n)
+	}
+	e.raise(t, d, alert.SeverityCritical, "new", "m")
+	e.run(t)
+	if got := e.mails(t); len(got) != 1 || !strings.Contains(got[0].Subject, "new") {
+		t.Fatalf("mails %+v, want the new alert's", got)
+	}
+}
