@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/export/clickhouse"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/senders"
@@ -64,6 +65,7 @@ type Service interface {
 	Mailboxes
 	Domains
 	Mail
+	Exports
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
@@ -89,6 +91,9 @@ type Local struct {
 	// Views computes the sender views; nil uses the embedded known-sender
 	// map without SPF evaluation.
 	Views *senders.Views
+	// Export is the running server's ClickHouse sink; nil without one
+	// (the export operations then work on the cursor in the file).
+	Export *clickhouse.Sink
 
 	once sync.Once
 	def  *app.App

@@ -13,6 +13,7 @@
 #   bench/run.sh tls        # only TLS reports: parse, import through the pipeline, HTTPS POST (TLS_REPORTS=20000)
 #   bench/run.sh web        # every web page's server time (p99) and weight over 1,000 domains, beside the API
 #                           # (WEB_LOADS=200 loads a page; WEB_RECORDS=5 records a report, 333 gives issue 9's 10 million)
+#   bench/run.sh clickhouse # ClickHouse export of 1M stored records, and ingest with the sink off and on, alternating (CH_RECORDS=1000000 CH_ROUNDS=3)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,7 @@ go build -o "$out/bin/ingestbench" ./bench/ingestbench
 go build -o "$out/bin/importbench" ./bench/importbench
 go build -o "$out/bin/deliverbench" ./bench/deliverbench
 go build -o "$out/bin/failurebench" ./bench/failurebench
+go build -o "$out/bin/chbench" ./bench/chbench
 what=${1:-all}
 # Every dmarcd the tools start listens for SMTP on a free port, not on the
 # default 127.0.0.1:2525, which may be taken on a shared machine.
@@ -92,6 +94,16 @@ if [[ $what == all || $what == tls ]]; then
       printf "import: %8.0f reports/s   target 20000 (before: 14388/s, the store benchmark)\n", im
       printf "https:  %8.0f reports/s   target 2000\n", po
     }' "$out/tls-$stamp.txt"
+  echo
+fi
+
+if [[ $what == all || $what == clickhouse ]]; then
+  echo "== ClickHouse export: 1M stored records into a local clickhouse-server (target 200,000 records/s); ingest with the sink on vs off (target within 5 %)"
+  if command -v clickhouse-server >/dev/null 2>&1 || [[ -x /usr/sbin/clickhouse-server ]]; then
+    "$out/bin/chbench" -records "${CH_RECORDS:-1000000}" -rounds "${CH_ROUNDS:-3}" -json "$out/clickhouse-$stamp.json"
+  else
+    echo "clickhouse-server not installed: skipped"
+  fi
   echo
 fi
 

@@ -18,6 +18,7 @@ import (
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/export/clickhouse"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
@@ -64,7 +65,8 @@ type server struct {
 	rdns            *senders.RDNSJob
 	senderWatch     *worker.SenderWatch // new_sender and policy_ready
 	lns             *listeners
-	firstKey        *firstKey // created on an empty database, announced by run
+	firstKey        *firstKey        // created on an empty database, announced by run
+	export          *clickhouse.Sink // nil without --export-clickhouse
 
 	// ready is what /readyz reports: set once everything serves, cleared
 	// when shutdown begins.
@@ -98,7 +100,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		return nil, err
 	}
 	for _, step := range []func() error{s.openStore, s.openClients, s.buildIntake, s.buildSMTP,
-		s.buildApp, s.buildHTTP, s.buildJobs, s.listen} {
+		s.buildApp, s.buildExport, s.buildHTTP, s.buildJobs, s.listen} {
 		if err = step(); err != nil {
 			return nil, err
 		}
@@ -254,7 +256,7 @@ func (s *server) buildHTTP() error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: s.db, App: s.app, Pipeline: s.pipeline, Views: s.views}, log),
+		Handler:           admin.Handler(&admin.Local{DB: s.db, App: s.app, Pipeline: s.pipeline, Views: s.views, Export: s.export}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
@@ -337,7 +339,7 @@ func (s *server) buildJobs() error {
 	s.sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
 		QuarantineRetention: o.QuarantineRetention, Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
-		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg})
+		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg, PublicURL: o.PublicURL})
 	if err != nil {
 		return err
 	}

@@ -139,6 +139,10 @@ var (
 	bucketRDNSPending = []byte("rdns_pending")
 	// bucketRDNS: source IP (text) -> rdnsEntry (binary, rdns.go).
 	bucketRDNS = []byte("rdns")
+	// Export to other systems (export_cursor.go).
+	// bucketExportCursors: sink name (e.g. "clickhouse") -> ExportCursor
+	// JSON: how far a sink has exported the stored reports (export_cursor.go).
+	bucketExportCursors = []byte("export_cursors")
 	// IMAP intake (mailbox.go).
 	// bucketMailboxes: mailbox id -> mailboxRecord JSON (sealed credentials included).
 	bucketMailboxes = []byte("mailboxes")
@@ -197,6 +201,7 @@ var allBuckets = [][]byte{
 	bucketReportsByOrg, bucketReportCounts,
 	bucketDayTotals,
 	bucketNotifySettings, bucketMailOutbox, bucketMailLog, bucketAlertMail, bucketAlertMailWindows,
+	bucketExportCursors,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
