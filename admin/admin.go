@@ -64,6 +64,7 @@ type Service interface {
 
 	Mailboxes
 	Domains
+	Mail
 	Exports
 
 	// Senders returns the sender groups and policy advice of a domain (a
