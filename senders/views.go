@@ -208,6 +208,11 @@ func (g *Group) EvidenceText() string {
 	return strings.Join(parts, "; ")
 }
 
+// Key names the group the same way in every window ("s:" and the
+// service, "d:" and the base domain, "a:" and the AS number, "u:"), as
+// SenderVolume.Key: what tells a new sender from one seen before.
+func (g *Group) Key() string { return g.key }
+
 type authKey struct{ kind, domain, result string }
 
 // window is what the views read of one domain over a window.
