@@ -13,8 +13,8 @@ import (
 	"github.com/dmarcd/dmarcd/senders"
 )
 
-// MaxBytes is the most a rendered digest (text and HTML parts together)
-// may take; the caps of Limits keep it under.
+// MaxBytes is the most a rendered digest (subject, text and HTML parts
+// together) may take.
 const MaxBytes = 100 << 10
 
 // Message is a rendered digest: a subject, a plain-text part and an HTML
@@ -81,8 +81,44 @@ func (d *Digest) Subject() string {
 	return clean(fmt.Sprintf("%s DMARC digest for %s: %s", kind, d.Organization, d.Period.Label(d.From, d.To)))
 }
 
-// Render renders the digest's subject, text and HTML.
+// Render renders the digest's subject, text and HTML, together under
+// MaxBytes: when the lists within the caps of Limits still make it
+// larger (long names, many of them escaped in HTML), the last domain
+// sections, then table rows and alerts, are left out and counted ("and
+// 3 more domains") until it fits.
 func Render(d *Digest, o RenderOptions) (*Message, error) {
+	cur := *d
+	for {
+		m, err := render(&cur, o)
+		if err != nil || len(m.Text)+len(m.HTML)+len(m.Subject) <= MaxBytes {
+			return m, err
+		}
+		if !shrink(&cur) {
+			return nil, fmt.Errorf("digest: %s does not fit %d bytes", d, MaxBytes)
+		}
+	}
+}
+
+// shrink leaves out the last domain section, else half the alerts, else
+// half the table's rows; false when nothing is left to leave out.
+func shrink(d *Digest) bool {
+	switch {
+	case len(d.Detailed) > 0:
+		d.Detailed = d.Detailed[:len(d.Detailed)-1]
+		d.MoreDetailed++
+	case len(d.Alerts) > 0:
+		d.Alerts = d.Alerts[:len(d.Alerts)/2]
+	case len(d.Domains) > 0:
+		keep := len(d.Domains) / 2
+		d.MoreDomains += len(d.Domains) - keep
+		d.Domains = d.Domains[:keep]
+	default:
+		return false
+	}
+	return true
+}
+
+func render(d *Digest, o RenderOptions) (*Message, error) {
 	v := view{Digest: d, Subject: d.Subject(), PeriodLabel: d.Period.Label(d.From, d.To),
 		PrevLabel: d.Period.Label(d.PrevFrom, d.PrevTo), PublicURL: strings.TrimRight(o.PublicURL, "/"), SettingsURL: o.SettingsURL}
 	var t, h bytes.Buffer
