@@ -21,6 +21,7 @@ import (
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/internal/egress"
+	"github.com/dmarcd/dmarcd/mailout"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
@@ -88,6 +89,10 @@ type Config struct {
 	Mailboxes *imapin.Intake
 	// Quarantine retries quarantine entries.
 	Quarantine QuarantineRetrier
+
+	// Mail is the relay test mail is sent through (--mail-relay); nil
+	// without one.
+	Mail *mailout.Relay
 
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time

@@ -157,6 +157,23 @@ var (
 	bucketReportsByOrg = []byte("reports_by_org")
 	// bucketReportCounts: org id -> its entries in bucketReportsByOrg (uint64, big-endian).
 	bucketReportCounts = []byte("report_counts")
+
+	// Notifications (issue 27).
+	// bucketNotifySettings: org id -> NotificationSettings JSON
+	// (notification.go).
+	bucketNotifySettings = []byte("notification_settings")
+	// bucketMailOutbox: mailKey(due, mail id) -> mailRecord JSON: the mail
+	// waiting for its next attempt, in due order (mail_outbox.go).
+	bucketMailOutbox = []byte("mail_outbox")
+	// bucketMailLog: mail id -> MailStatus JSON: what became of each mail,
+	// kept MailLogKeep after it was sent or given up.
+	bucketMailLog = []byte("mail_log")
+	// bucketAlertMail: "cursor" -> the id of the last alert the alert
+	// mail job read (alert_mail.go).
+	bucketAlertMail = []byte("alert_mail")
+	// bucketAlertMailWindows: alertWindowKey(org id, domain id, recipient)
+	// -> alertWindow JSON: the alerts pending for one mail.
+	bucketAlertMailWindows = []byte("alert_mail_windows")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -179,6 +196,7 @@ var allBuckets = [][]byte{
 	bucketAlertSenders,
 	bucketReportsByOrg, bucketReportCounts,
 	bucketDayTotals,
+	bucketNotifySettings, bucketMailOutbox, bucketMailLog, bucketAlertMail, bucketAlertMailWindows,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
