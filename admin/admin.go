@@ -63,6 +63,7 @@ type Service interface {
 
 	Mailboxes
 	Domains
+	Mail
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the

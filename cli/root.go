@@ -188,6 +188,7 @@ Exit codes:
 		newRestoreCommand(g),
 		newWebhookCommand(g),
 		newMailboxCommand(g),
+		newMailCommand(g),
 		newVersionCommand(g),
 		newReportsCommand(g),
 	)

@@ -25,6 +25,7 @@ import (
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/egress"
+	"github.com/dmarcd/dmarcd/mailout"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -49,6 +50,7 @@ type server struct {
 	dns             *dnscheck.Checker
 	hooks           *webhook.Client
 	hookPolicy      egress.Policy
+	relay           *mailout.Relay // nil without --mail-relay
 	views           *senders.Views
 	pipeline        *ingest.Pipeline
 	imap            *imapIntake
@@ -150,7 +152,8 @@ func (s *server) openClients() (err error) {
 		}
 	}
 	s.views = &senders.Views{DB: s.db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0), DMARC: s.resolver}
-	return nil
+	s.relay, err = o.Mail.relay(s.resolver, o.PublicURL, s.log)
+	return err
 }
 
 // buildIntake builds the ingest pipeline and the ways into it besides
@@ -216,6 +219,7 @@ func (s *server) buildApp() error {
 		WebhookPolicy:   s.hookPolicy,
 		Mailboxes:       s.imap.in,
 		Quarantine:      s.pipeline,
+		Mail:            s.relay,
 		Logger:          s.log,
 	})
 	return nil
@@ -341,6 +345,7 @@ func (s *server) buildJobs() error {
 	s.sched.Add(s.senderWatch.Job())
 	s.sched.Add((&worker.SessionSweep{Store: db}).Job())
 	s.sched.Add((&worker.KeyUsage{Keys: s.app}).Job())
+	s.mailJobs()
 	return nil
 }
 

@@ -159,6 +159,9 @@ func IsPermanent(err error) bool {
 // sendErr classifies err as the relay's answer at stage.
 func sendErr(stage string, err error) *SendError {
 	se := &SendError{Stage: stage, Err: err}
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		se.Stage = "tls"
+	}
 	if smtpErr, ok := errors.AsType[*smtp.SMTPError](err); ok {
 		se.Code = smtpErr.Code
 		se.Permanent = smtpErr.Code >= 500 && smtpErr.Code < 600
