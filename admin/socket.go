@@ -64,6 +64,7 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	h.mailboxRoutes(mux)
 	h.domainRoutes(mux)
 	h.mailRoutes(mux)
+	h.digestRoutes(mux)
 	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }

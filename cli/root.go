@@ -189,6 +189,7 @@ Exit codes:
 		newWebhookCommand(g),
 		newMailboxCommand(g),
 		newMailCommand(g),
+		newDigestCommand(g),
 		newVersionCommand(g),
 		newReportsCommand(g),
 	)

@@ -17,6 +17,7 @@ import (
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/dmarc"
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
@@ -220,6 +221,7 @@ func (s *server) buildApp() error {
 		Mailboxes:       s.imap.in,
 		Quarantine:      s.pipeline,
 		Mail:            s.relay,
+		Digests:         &digest.Builder{DB: s.db, Views: s.views},
 		Logger:          s.log,
 	})
 	return nil

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/dmarcd/dmarcd/alert"
@@ -50,6 +51,9 @@ type Builder struct {
 	// /policy-advice); nil uses the embedded known senders and no DNS.
 	Views  *senders.Views
 	Limits Limits
+
+	once sync.Once
+	def  *senders.Views // without Views
 }
 
 // Digest is the digest of one organization over one period.
@@ -168,10 +172,11 @@ func (b *Builder) limits() Limits {
 }
 
 func (b *Builder) views() *senders.Views {
-	if b.Views == nil {
-		b.Views = &senders.Views{DB: b.DB, Known: senders.DefaultKnownSenders()}
+	if b.Views != nil {
+		return b.Views
 	}
-	return b.Views
+	b.once.Do(func() { b.def = &senders.Views{DB: b.DB, Known: senders.DefaultKnownSenders()} })
+	return b.def
 }
 
 // Build builds the digest of organization orgID for the last complete
