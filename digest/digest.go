@@ -15,12 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/dmarcd/dmarcd/alert"
-	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -222,16 +222,10 @@ func (b *Builder) Build(ctx context.Context, orgID string, p Period, now time.Ti
 		rows = rows[:lim.Domains]
 	}
 	d.Domains = rows
-	for _, r := range rows {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if err := b.details(ctx, r, byID[r.ID], d, lim); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			return nil, err
-		}
+	if err := b.allDetails(ctx, d, lim); err != nil {
+		return nil, err
+	}
+	for _, r := range d.Domains {
 		if r.noteworthy() {
 			if len(d.Detailed) < lim.Detailed {
 				d.Detailed = append(d.Detailed, r)
@@ -262,29 +256,60 @@ func (b *Builder) stats(r *Domain, orgID string, d *Digest) error {
 	return nil
 }
 
-// details fills a domain's senders, advice, TLS failures and alert count.
-func (b *Builder) details(ctx context.Context, r *Domain, dom *store.Domain, d *Digest, lim Limits) error {
-	v := b.views()
-	if r.Messages > 0 {
-		groups, err := v.Senders(ctx, d.OrgID, r.ID, d.From, d.To)
-		if err != nil {
-			return err
-		}
-		failing(r, groups, lim)
-		if err := b.newSenders(ctx, r, groups, d, lim); err != nil {
-			return err
-		}
+// allDetails fills the details of the table's domains, as many at once
+// as there are CPUs: each reads the store on its own.
+func (b *Builder) allDetails(ctx context.Context, d *Digest, lim Limits) error {
+	next := make(chan *Domain)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(d.Domains)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range next {
+				// A domain deleted meanwhile keeps its figures, without details.
+				if err := b.details(ctx, r, d, lim); err != nil && !errors.Is(err, store.ErrNotFound) {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
 	}
-	adv, err := v.PolicyAdvice(ctx, d.OrgID, r.ID, d.To.AddDate(0, 0, -(AdviceDays-1)), d.To)
-	switch {
-	case errors.Is(err, dnscheck.ErrTemporary) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		r.AdviceError = "The published DMARC record of " + dom.Name + " could not be read: the DNS did not answer."
-	case err != nil:
+	for _, r := range d.Domains {
+		if ctx.Err() != nil || len(errs) > 0 {
+			break
+		}
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
 		return err
 	default:
-		r.Stage, r.Reasons = adv.Stage, cleanAll(adv.Reasons)
-		if adv.NextRecord != nil {
-			r.NextRecord = clean(*adv.NextRecord)
+	}
+	return ctx.Err()
+}
+
+// details fills a domain's senders, advice, TLS failures and alert count.
+func (b *Builder) details(ctx context.Context, r *Domain, d *Digest, lim Limits) error {
+	pv, err := b.views().Period(ctx, d.OrgID, r.ID,
+		senders.Window{From: d.From, To: d.To},
+		senders.Window{From: d.From.AddDate(0, 0, -d.LookbackDays), To: d.From.AddDate(0, 0, -1)},
+		senders.Window{From: d.To.AddDate(0, 0, -(AdviceDays - 1)), To: d.To})
+	if err != nil {
+		return err
+	}
+	failing(r, pv.Groups, lim)
+	newSenders(r, pv.Groups, pv.Before, lim)
+	if pv.Advice == nil {
+		r.AdviceError = clean(pv.AdviceError)
+	} else {
+		r.Stage, r.Reasons = pv.Advice.Stage, cleanAll(pv.Advice.Reasons)
+		if pv.Advice.NextRecord != nil {
+			r.NextRecord = clean(*pv.Advice.NextRecord)
 		}
 	}
 	tls, err := b.DB.TLSStatistics(d.OrgID, r.ID, d.From, d.To)
@@ -336,29 +361,16 @@ func failing(r *Domain, groups []*senders.Group, lim Limits) {
 	r.Failing = out
 }
 
-// newSenders keeps the groups that name a sender (a known service or a
-// base domain, as the new_sender alert does) and did not send in the
-// alert rules' look-back days before the period.
-func (b *Builder) newSenders(ctx context.Context, r *Domain, groups []*senders.Group, d *Digest, lim Limits) error {
-	var cands []*senders.Group
-	for _, g := range groups {
-		if (g.Type == senders.GroupService || g.Type == senders.GroupDomain) && g.Messages > 0 {
-			cands = append(cands, g)
-		}
-	}
-	if len(cands) == 0 {
-		return nil
-	}
-	before, err := b.views().Senders(ctx, d.OrgID, r.ID, d.From.AddDate(0, 0, -d.LookbackDays), d.From.AddDate(0, 0, -1))
-	if err != nil {
-		return err
-	}
+// newSenders keeps the period's groups that name a sender (a known
+// service or a base domain, as the new_sender alert does) and did not
+// send in the look-back window before it.
+func newSenders(r *Domain, groups, before []*senders.Group, lim Limits) {
 	seen := map[string]bool{}
 	for _, g := range before {
 		seen[g.Key()] = true
 	}
-	for _, g := range cands { // most messages first, as Senders sorts
-		if seen[g.Key()] {
+	for _, g := range groups { // most messages first, as Senders sorts
+		if g.Type != senders.GroupService && g.Type != senders.GroupDomain || g.Messages <= 0 || seen[g.Key()] {
 			continue
 		}
 		if len(r.NewSenders) == lim.NewSenders {
@@ -367,7 +379,6 @@ func (b *Builder) newSenders(ctx context.Context, r *Domain, groups []*senders.G
 		}
 		r.NewSenders = append(r.NewSenders, Sender{Name: clean(g.Name), Type: g.Type, Messages: g.Messages, DMARCPassRate: g.DMARCPassRate})
 	}
-	return nil
 }
 
 // noteworthy reports whether the domain has anything for a section of

@@ -39,3 +39,36 @@ func (v *Views) Domain(ctx context.Context, orgID, domainID string, from, to tim
 	}
 	return dv, nil
 }
+
+// PeriodView is what a digest reads of a domain: its sender groups over a
+// period and over the look-back window before it, and its policy advice
+// over an advice window.
+type PeriodView struct {
+	Groups []*Group // the period's, most messages first
+	Before []*Group // the look-back window's
+	// Advice is nil when the published record could not be read
+	// (AdviceError says why).
+	Advice      *Advice
+	AdviceError string
+}
+
+// Period returns Senders over period and over before, and PolicyAdvice
+// over advice, each as those compute it, from one read of the domain's
+// per-source roll-ups over the days the three span. Errors as Domain.
+func (v *Views) Period(ctx context.Context, orgID, domainID string, period, before, advice Window) (*PeriodView, error) {
+	ws, err := v.loadWindows(ctx, orgID, domainID, []Window{period, before, advice})
+	if err != nil {
+		return nil, err
+	}
+	name := ws[0].domain.Name
+	pv := &PeriodView{Groups: v.group(name, ws[0].sources), Before: v.group(name, ws[1].sources)}
+	pv.Advice, err = v.advice(ctx, ws[2], advice.From, advice.To)
+	switch {
+	case errors.Is(err, dnscheck.ErrTemporary) || errors.Is(err, context.DeadlineExceeded):
+		pv.Advice = nil
+		pv.AdviceError = "The published DMARC record of " + name + " could not be read: the DNS did not answer. Reload in a minute."
+	case err != nil:
+		return nil, err
+	}
+	return pv, nil
+}
