@@ -66,7 +66,8 @@ type Digest struct {
 	From, To, PrevFrom, PrevTo time.Time
 	GeneratedAt                time.Time
 	// LookbackDays is how many days before the period a new sender did
-	// not send (the alert rules' NewSourceDays).
+	// not send: the days of the AdviceDays ending with the period that
+	// are not the period's.
 	LookbackDays int
 
 	// Totals over every domain of the organization.
@@ -118,7 +119,7 @@ type Domain struct {
 }
 
 // Sender is a new sender of a domain: a known service or base domain that
-// sent as it in the period and not in the look-back days before.
+// sent as it in the period and not in the LookbackDays before.
 type Sender struct {
 	Name          string
 	Type          string // senders.GroupService or senders.GroupDomain
@@ -190,7 +191,7 @@ func (b *Builder) Build(ctx context.Context, orgID string, p Period, now time.Ti
 	lim := b.limits()
 	d := &Digest{OrgID: org.ID, Organization: clean(org.Name), Period: p, GeneratedAt: now.UTC()}
 	d.From, d.To = p.Bounds(now)
-	d.LookbackDays = max(b.DB.AlertRules().NewSourceDays, 1)
+	d.LookbackDays = AdviceDays - p.days()
 	d.PrevTo = d.From.AddDate(0, 0, -1)
 	d.PrevFrom = d.PrevTo.AddDate(0, 0, -(p.days() - 1))
 	doms, _, err := b.DB.ListDomains(org.ID, store.Page{Page: 1, Limit: math.MaxInt32})
@@ -295,9 +296,7 @@ func (b *Builder) allDetails(ctx context.Context, d *Digest, lim Limits) error {
 
 // details fills a domain's senders, advice, TLS failures and alert count.
 func (b *Builder) details(ctx context.Context, r *Domain, d *Digest, lim Limits) error {
-	pv, err := b.views().Period(ctx, d.OrgID, r.ID,
-		senders.Window{From: d.From, To: d.To},
-		senders.Window{From: d.From.AddDate(0, 0, -d.LookbackDays), To: d.From.AddDate(0, 0, -1)},
+	pv, err := b.views().Period(ctx, d.OrgID, r.ID, senders.Window{From: d.From, To: d.To},
 		senders.Window{From: d.To.AddDate(0, 0, -(AdviceDays - 1)), To: d.To})
 	if err != nil {
 		return err
@@ -363,12 +362,8 @@ func failing(r *Domain, groups []*senders.Group, lim Limits) {
 
 // newSenders keeps the period's groups that name a sender (a known
 // service or a base domain, as the new_sender alert does) and did not
-// send in the look-back window before it.
-func newSenders(r *Domain, groups, before []*senders.Group, lim Limits) {
-	seen := map[string]bool{}
-	for _, g := range before {
-		seen[g.Key()] = true
-	}
+// send (seen) in the days of the advice window before the period.
+func newSenders(r *Domain, groups []*senders.Group, seen map[string]bool, lim Limits) {
 	for _, g := range groups { // most messages first, as Senders sorts
 		if g.Type != senders.GroupService && g.Type != senders.GroupDomain || g.Messages <= 0 || seen[g.Key()] {
 			continue

@@ -221,6 +221,7 @@ type window struct {
 	sources []*Source          // most messages first
 	recent  map[string]*Source // by IP, the last ReadyDays days only
 	days    map[time.Time]bool // UTC days with reports
+	early   map[string]bool    // IPs with mail before a day (loadWindows' early)
 	from    time.Time
 	to      time.Time
 }
@@ -236,7 +237,7 @@ func (v *Views) thresholds() Thresholds {
 // names, senders and SPF authorization. Errors from the store as
 // store.EachSourceDay (ErrNotFound for another organization's domain).
 func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.Time) (*window, error) {
-	ws, err := v.loadWindows(ctx, orgID, domainID, []Window{{From: from, To: to}})
+	ws, err := v.loadWindows(ctx, orgID, domainID, []Window{{From: from, To: to}}, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -249,8 +250,10 @@ type Window struct{ From, To time.Time }
 
 // loadWindows is load for each window of spans, from one read of the
 // roll-ups over the days they span together: each window's sources are
-// what load of that window alone has, named from its own mail.
-func (v *Views) loadWindows(ctx context.Context, orgID, domainID string, spans []Window) ([]*window, error) {
+// what load of that window alone has, named from its own mail. Unless
+// early is zero, each window's early set has the IPs with mail on a day
+// before early's.
+func (v *Views) loadWindows(ctx context.Context, orgID, domainID string, spans []Window, early time.Time) ([]*window, error) {
 	dom, err := v.DB.FindDomain(orgID, domainID)
 	if err != nil {
 		return nil, err
@@ -265,7 +268,7 @@ func (v *Views) loadWindows(ctx context.Context, orgID, domainID string, spans [
 	lo, hi := spans[0].From, spans[0].To
 	for i, sp := range spans {
 		to := sp.To.UTC().Truncate(24 * time.Hour)
-		accs[i] = &acc{w: &window{domain: dom, recent: map[string]*Source{}, days: map[time.Time]bool{}, from: sp.From, to: sp.To},
+		accs[i] = &acc{w: &window{domain: dom, recent: map[string]*Source{}, days: map[time.Time]bool{}, from: sp.From, to: sp.To, early: map[string]bool{}},
 			fromDay: sp.From.UTC().Truncate(24 * time.Hour), toDay: to, recentFrom: to.AddDate(0, 0, -(th.ReadyDays - 1)),
 			all: map[string]*store.SourceRollup{}, recent: map[string]*store.SourceRollup{}}
 		if sp.From.Before(lo) {
@@ -290,6 +293,7 @@ func (v *Views) loadWindows(ctx context.Context, orgID, domainID string, spans [
 		m[s.SourceIP] = s
 		return !taken
 	}
+	earlyDay := early.UTC().Truncate(24 * time.Hour)
 	err = v.DB.EachSourceDay(orgID, domainID, lo, hi, func(day time.Time, s *store.SourceRollup) {
 		taken := false
 		for _, a := range accs {
@@ -297,6 +301,9 @@ func (v *Views) loadWindows(ctx context.Context, orgID, domainID string, spans [
 				continue
 			}
 			a.w.days[day] = true
+			if !early.IsZero() && day.Before(earlyDay) {
+				a.w.early[s.SourceIP] = true
+			}
 			taken = merge(a.all, s, taken) || taken
 			if !day.Before(a.recentFrom) {
 				taken = merge(a.recent, s, taken) || taken
