@@ -120,15 +120,16 @@ func messageHost(publicURL string) string {
 	return ""
 }
 
-// mailJobs are the jobs of outbound mail: the sending job (with a relay)
-// and alert mail (always: alerts are filed and mail queued even before a
-// relay is set; it waits in the outbox).
+// mailJobs are the jobs of outbound mail, with a relay only: the sending
+// job and alert mail. Without a relay no alert mail is queued (it could
+// never leave); the first start with one mails the alerts raised from
+// then on.
 func (s *server) mailJobs() {
 	o := s.o
-	s.sched.Add((&worker.AlertMail{Store: s.db, PublicURL: o.PublicURL, Window: o.Mail.AlertWindow, Log: s.log}).Job())
 	if s.relay == nil {
 		return
 	}
+	s.sched.Add((&worker.AlertMail{Store: s.db, PublicURL: o.PublicURL, Window: o.Mail.AlertWindow, Log: s.log}).Job())
 	s.sched.Add((&worker.MailSender{Store: s.db, Relay: s.relay, MessageHost: messageHost(o.PublicURL),
 		RetryDelays: o.Mail.RetryDelays, Log: s.log, Metrics: s.reg}).Job())
 	// Digests only with a relay: none is built for an outbox nobody sends.

@@ -119,21 +119,29 @@ func TestBuildOnePart(t *testing.T) {
 func TestBuildRefuses(t *testing.T) {
 	ok := mailout.Message{To: "a@example.org", Subject: "s", Text: "t"}
 	for name, c := range map[string]func(m *mailout.Message) *mailout.Envelope{
-		"CRLF in subject":           func(m *mailout.Message) *mailout.Envelope { m.Subject = "hi\r\nBcc: victim@example.com"; return nil },
-		"LF in subject":             func(m *mailout.Message) *mailout.Envelope { m.Subject = "hi\nX: y"; return nil },
-		"CR in header value":        func(m *mailout.Message) *mailout.Envelope { m.Headers = map[string]string{"X-A": "a\rb"}; return nil },
-		"reserved header":           func(m *mailout.Message) *mailout.Envelope { m.Headers = map[string]string{"bcc": "x@example.com"}; return nil },
-		"header name with colon":    func(m *mailout.Message) *mailout.Envelope { m.Headers = map[string]string{"X-A: b": "c"}; return nil },
-		"address with CRLF":         func(m *mailout.Message) *mailout.Envelope { m.To = "a@example.org\r\nRCPT TO:<b@example.org>"; return nil },
-		"display name":              func(m *mailout.Message) *mailout.Envelope { m.To = "Eve <a@example.org>"; return nil },
-		"two addresses":             func(m *mailout.Message) *mailout.Envelope { m.To = "a@example.org, b@example.org"; return nil },
-		"no body":                   func(m *mailout.Message) *mailout.Envelope { m.Text = ""; return nil },
-		"empty subject":             func(m *mailout.Message) *mailout.Envelope { m.Subject = ""; return nil },
-		"unsubscribe not http":      func(m *mailout.Message) *mailout.Envelope { m.ListUnsubscribe = "javascript:alert(1)"; return nil },
-		"unsubscribe with bracket":  func(m *mailout.Message) *mailout.Envelope { m.ListUnsubscribe = "https://x/>, <mailto:e@x"; return nil },
-		"bad sender":                func(*mailout.Message) *mailout.Envelope { return &mailout.Envelope{From: "x", MessageID: "a@b"} },
-		"Message-ID with brackets":  func(*mailout.Message) *mailout.Envelope { return &mailout.Envelope{From: "a@b.c", MessageID: "<a@b>"} },
-		"Message-ID with line feed": func(*mailout.Message) *mailout.Envelope { return &mailout.Envelope{From: "a@b.c", MessageID: "a@b\nX: y"} },
+		"CRLF in subject":    func(m *mailout.Message) *mailout.Envelope { m.Subject = "hi\r\nBcc: victim@example.com"; return nil },
+		"LF in subject":      func(m *mailout.Message) *mailout.Envelope { m.Subject = "hi\nX: y"; return nil },
+		"CR in header value": func(m *mailout.Message) *mailout.Envelope { m.Headers = map[string]string{"X-A": "a\rb"}; return nil },
+		"reserved header": func(m *mailout.Message) *mailout.Envelope {
+			m.Headers = map[string]string{"bcc": "x@example.com"}
+			return nil
+		},
+		"header name with colon": func(m *mailout.Message) *mailout.Envelope { m.Headers = map[string]string{"X-A: b": "c"}; return nil },
+		"address with CRLF": func(m *mailout.Message) *mailout.Envelope {
+			m.To = "a@example.org\r\nRCPT TO:<b@example.org>"
+			return nil
+		},
+		"display name":             func(m *mailout.Message) *mailout.Envelope { m.To = "Eve <a@example.org>"; return nil },
+		"two addresses":            func(m *mailout.Message) *mailout.Envelope { m.To = "a@example.org, b@example.org"; return nil },
+		"no body":                  func(m *mailout.Message) *mailout.Envelope { m.Text = ""; return nil },
+		"empty subject":            func(m *mailout.Message) *mailout.Envelope { m.Subject = ""; return nil },
+		"unsubscribe not http":     func(m *mailout.Message) *mailout.Envelope { m.ListUnsubscribe = "javascript:alert(1)"; return nil },
+		"unsubscribe with bracket": func(m *mailout.Message) *mailout.Envelope { m.ListUnsubscribe = "https://x/>, <mailto:e@x"; return nil },
+		"bad sender":               func(*mailout.Message) *mailout.Envelope { return &mailout.Envelope{From: "x", MessageID: "a@b"} },
+		"Message-ID with brackets": func(*mailout.Message) *mailout.Envelope { return &mailout.Envelope{From: "a@b.c", MessageID: "<a@b>"} },
+		"Message-ID with line feed": func(*mailout.Message) *mailout.Envelope {
+			return &mailout.Envelope{From: "a@b.c", MessageID: "a@b\nX: y"}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := ok

@@ -57,15 +57,15 @@ func (db *DB) CollectAlertMail(now time.Time) (int, error) {
 		n = 0
 		state := tx.Bucket(bucketAlertMail)
 		alerts := tx.Bucket(bucketAlerts)
-		cursor := state.Get(keyAlertMailCursor)
+		// The cursor's value is 'c' and the last alert id read (none on an
+		// empty file), never empty.
+		raw := state.Get(keyAlertMailCursor)
 		c := alerts.Cursor()
-		if cursor == nil {
+		if len(raw) == 0 || raw[0] != 'c' {
 			last, _ := c.Last()
-			if last == nil {
-				last = []byte{}
-			}
-			return state.Put(keyAlertMailCursor, bytes.Clone(last))
+			return state.Put(keyAlertMailCursor, append([]byte{'c'}, last...))
 		}
+		cursor := raw[1:]
 		settings := map[string]*NotificationSettings{}
 		windows := tx.Bucket(bucketAlertMailWindows)
 		var k, v []byte
@@ -100,7 +100,7 @@ func (db *DB) CollectAlertMail(now time.Time) (int, error) {
 			}
 		}
 		if lastKey != nil {
-			if err := state.Put(keyAlertMailCursor, bytes.Clone(lastKey)); err != nil {
+			if err := state.Put(keyAlertMailCursor, append([]byte{'c'}, lastKey...)); err != nil {
 				return err
 			}
 		}

@@ -168,8 +168,8 @@ var (
 	// bucketMailLog: mail id -> MailStatus JSON: what became of each mail,
 	// kept MailLogKeep after it was sent or given up.
 	bucketMailLog = []byte("mail_log")
-	// bucketAlertMail: "cursor" -> the id of the last alert the alert
-	// mail job read (alert_mail.go).
+	// bucketAlertMail: "cursor" -> 'c' | the id of the last alert the
+	// alert mail job read, none on an empty file (alert_mail.go).
 	bucketAlertMail = []byte("alert_mail")
 	// bucketAlertMailWindows: alertWindowKey(org id, domain id, recipient)
 	// -> alertWindow JSON: the alerts pending for one mail.

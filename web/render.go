@@ -168,6 +168,14 @@ var funcs = template.FuncMap{
 		return *n
 	},
 	"list": func(v ...string) []string { return v },
+	"add":  func(a, b int) int { return a + b },
+	"seq": func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = i
+		}
+		return s
+	},
 	// alertLinks are where an alert's cause is seen.
 	"alertLinks": linksOf,
 	// evidenceLines are a source's DKIM and SPF domains as people read them.

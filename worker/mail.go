@@ -59,6 +59,7 @@ type MailSender struct {
 	Now func() time.Time
 
 	outcomes *metrics.CounterVec
+	pruned   time.Time // when the mail log was last pruned
 }
 
 // Job returns the job to give the Scheduler, and registers the metrics
@@ -102,18 +103,34 @@ func (j *MailSender) init() {
 // due). The error is a failure to read or write the store.
 func (j *MailSender) SendDue(ctx context.Context, _ time.Time) error {
 	j.init()
+	tried := map[string]bool{} // one attempt per mail and run
 	for ctx.Err() == nil {
 		due, err := j.Store.DueMails(j.Now(), mailBatch)
-		if err != nil || len(due) == 0 {
+		if err != nil {
 			return err
 		}
+		n := 0
 		for _, d := range due {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if tried[d.Mail.ID] {
+				continue
+			}
+			tried[d.Mail.ID] = true
+			n++
 			if err := j.attempt(ctx, d); err != nil {
 				return err
 			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if time.Since(j.pruned) > time.Hour {
+		j.pruned = time.Now()
+		if _, err := j.Store.PruneMailLog(j.Now().Add(-store.MailLogKeep)); err != nil {
+			return err
 		}
 	}
 	return nil
