@@ -65,6 +65,7 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	h.domainRoutes(mux)
 	h.mailRoutes(mux)
 	h.exportRoutes(mux)
+	h.digestRoutes(mux)
 	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }

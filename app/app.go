@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
@@ -93,6 +94,10 @@ type Config struct {
 	// Mail is the relay test mail is sent through (--mail-relay); nil
 	// without one.
 	Mail *mailout.Relay
+
+	// Digests builds the digests of Digest and SendDigest; nil builds
+	// them over Store with the embedded known senders and no DNS.
+	Digests *digest.Builder
 
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time

@@ -190,6 +190,7 @@ Exit codes:
 		newMailboxCommand(g),
 		newMailCommand(g),
 		newExportCommand(g),
+		newDigestCommand(g),
 		newVersionCommand(g),
 		newReportsCommand(g),
 	)

@@ -16,6 +16,7 @@ import (
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/export/clickhouse"
@@ -222,6 +223,7 @@ func (s *server) buildApp() error {
 		Mailboxes:       s.imap.in,
 		Quarantine:      s.pipeline,
 		Mail:            s.relay,
+		Digests:         &digest.Builder{DB: s.db, Views: s.views},
 		Logger:          s.log,
 	})
 	return nil

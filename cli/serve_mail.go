@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/internal/egress"
 	"github.com/dmarcd/dmarcd/mailout"
@@ -131,4 +132,7 @@ func (s *server) mailJobs() {
 	s.sched.Add((&worker.AlertMail{Store: s.db, PublicURL: o.PublicURL, Window: o.Mail.AlertWindow, Log: s.log}).Job())
 	s.sched.Add((&worker.MailSender{Store: s.db, Relay: s.relay, MessageHost: messageHost(o.PublicURL),
 		RetryDelays: o.Mail.RetryDelays, Log: s.log, Metrics: s.reg}).Job())
+	// Digests only with a relay: none is built for an outbox nobody sends.
+	s.sched.Add((&worker.DigestMail{Store: s.db, Builder: &digest.Builder{DB: s.db, Views: s.views},
+		PublicURL: o.PublicURL, Log: s.log}).Job())
 }

@@ -178,6 +178,11 @@ var (
 	// bucketAlertMailWindows: alertWindowKey(org id, domain id, recipient)
 	// -> alertWindow JSON: the alerts pending for one mail.
 	bucketAlertMailWindows = []byte("alert_mail_windows")
+	// bucketDigestSent: digestSentKey(org id, recipient, period) ->
+	// queued at (big-endian Unix seconds) | mail id: the digests queued,
+	// so that each goes out once per period and recipient
+	// (digest_mail.go).
+	bucketDigestSent = []byte("digest_sent")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -202,6 +207,7 @@ var allBuckets = [][]byte{
 	bucketDayTotals,
 	bucketNotifySettings, bucketMailOutbox, bucketMailLog, bucketAlertMail, bucketAlertMailWindows,
 	bucketExportCursors,
+	bucketDigestSent,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
