@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/export/clickhouse"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
@@ -65,7 +66,9 @@ type Service interface {
 	Mailboxes
 	Domains
 	Users
+	Mail
 	Exports
+	Digests
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
@@ -110,7 +113,9 @@ func (l *Local) app() *app.App {
 	if l.App != nil {
 		return l.App
 	}
-	l.once.Do(func() { l.def = app.New(app.Config{Store: l.DB}) })
+	l.once.Do(func() {
+		l.def = app.New(app.Config{Store: l.DB, Digests: &digest.Builder{DB: l.DB, Views: l.Views}})
+	})
 	return l.def
 }
 

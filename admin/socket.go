@@ -64,7 +64,9 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	h.mailboxRoutes(mux)
 	h.domainRoutes(mux)
 	h.userRoutes(mux)
+	h.mailRoutes(mux)
 	h.exportRoutes(mux)
+	h.digestRoutes(mux)
 	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }

@@ -141,11 +141,25 @@ func (e *env) writeOps() map[string]func(app.Actor) error {
 		"SetPlan":            func(a app.Actor) error { _, err := e.app.SetPlan(ctx, a, store.PlanStarter); return err },
 		"RenameOrganization": func(a app.Actor) error { _, err := e.app.RenameOrganization(ctx, a, "omega"); return err },
 		"DeleteOrganization": func(a app.Actor) error { _, err := e.app.DeleteOrganization(ctx, a); return err },
+		"SetNotifications": func(a app.Actor) error {
+			_, err := e.app.SetNotifications(ctx, a, []store.NotificationRecipient{{Email: "x@example.org"}})
+			return err
+		},
+		"SetNotificationFor": func(a app.Actor) error {
+			_, err := e.app.SetNotificationFor(ctx, a, "x@example.org", store.NotificationRecipient{Digest: "daily"})
+			return err
+		},
+		"QueueMail": func(a app.Actor) error {
+			_, err := e.app.QueueMail(ctx, a, &store.OutgoingMail{Kind: store.MailKindDigest, To: "x@example.org", Subject: "s", Text: "t"})
+			return err
+		},
+		"SendTestMail": func(a app.Actor) error { _, err := e.app.SendTestMail(ctx, a, "x@example.org"); return err },
 	}
 }
 
 // adminOps are the write operations only the operator may run.
-var adminOps = map[string]bool{"CreateOrganization": true, "SetPlan": true, "RenameOrganization": true, "DeleteOrganization": true}
+var adminOps = map[string]bool{"CreateOrganization": true, "SetPlan": true, "RenameOrganization": true, "DeleteOrganization": true,
+	"QueueMail": true, "SendTestMail": true}
 
 // state is what the write operations could change, to see that a refusal
 // changed nothing.
@@ -164,6 +178,12 @@ func (e *env) state() string {
 			e.t.Fatal(err)
 		}
 		fmt.Fprintf(&b, "%s %s %s domains=%d", o.ID, o.Name, o.Plan, domains)
+		if n, err := e.db.NotificationSettings(o.ID); err == nil {
+			fmt.Fprintf(&b, " recipients=%d", len(n.Recipients))
+		}
+		if log, err := e.db.MailLog(o.ID, 100); err == nil {
+			fmt.Fprintf(&b, " mail=%d", len(log))
+		}
 		for _, k := range keys {
 			fmt.Fprintf(&b, " key=%s/%v", k.ID, k.Active())
 		}

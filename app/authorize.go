@@ -191,6 +191,16 @@ var (
 	// ManageOwnAccount is a person's own sign-in settings (TOTP): any
 	// signed-in person, of any role; no key.
 	ManageOwnAccount = Action{name: "manage-own-account", role: RoleViewer, self: true}
+	// ReadNotifications is reading the organization's notification
+	// settings and mail log (every signed-in actor; viewers see them
+	// read-only).
+	ReadNotifications = Action{name: "read-notifications", role: RoleViewer}
+	// WriteNotifications is changing the organization's notification
+	// recipients: owners and admins, and full-scope keys.
+	WriteNotifications = Action{name: "write-notifications", role: RoleAdmin, write: true}
+	// SendMail is sending a test mail or queuing a built one (a digest
+	// sent now): the operator's alone.
+	SendMail = Action{name: "send-mail", role: RoleOwner, write: true, admin: true}
 	// Administer is creating, renaming, re-planning and deleting
 	// organizations, and what crosses them: the operator's alone.
 	Administer = Action{name: "administer", role: RoleOwner, write: true, admin: true}

@@ -8,6 +8,8 @@
 #   bench/run.sh smtp       # only SMTP intake over 8 and 64 connections (MAILS=3000 SMTP_CONNS="8 64")
 #   bench/run.sh ingest     # only the ingest pipeline, beside encoding/xml and the parse+geo+append floor (INGEST_WORKERS=1024)
 #   bench/run.sh import     # dmarcd import offline vs into a running server, which reads the files or gets them handed over (IMPORT_SHAPES=2000x50,20000x5 IMPORT_ROUNDS=3 IMPORT_MODE=all)
+#   bench/run.sh storage    # bytes a record on disk after dmarcd import into a running server, and after compact; peak RSS
+#                           # (STORAGE_SHAPES=2000x50,20000x5,1x1000000; STORAGE_WAIT_URL/STORAGE_WAIT_FOR: wait for sealing)
 #   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
 #   bench/run.sh tls        # only TLS reports: parse, import through the pipeline, HTTPS POST (TLS_REPORTS=20000)
@@ -27,6 +29,7 @@ go build -o "$out/bin/ingestbench" ./bench/ingestbench
 go build -o "$out/bin/importbench" ./bench/importbench
 go build -o "$out/bin/deliverbench" ./bench/deliverbench
 go build -o "$out/bin/failurebench" ./bench/failurebench
+go build -o "$out/bin/storagebench" ./bench/storagebench
 go build -o "$out/bin/chbench" ./bench/chbench
 what=${1:-all}
 # Every dmarcd the tools start listens for SMTP on a free port, not on the
@@ -61,6 +64,13 @@ if [[ $what == all || $what == import ]]; then
   echo "== dmarcd import: offline (baseline) vs into a running server through the admin socket, alternating rounds, medians"
   "$out/bin/importbench" -dmarcd "$out/bin/dmarcd" -shape "${IMPORT_SHAPES:-2000x50,20000x5}" -rounds "${IMPORT_ROUNDS:-3}" -mode "${IMPORT_MODE:-all}" \
     -json "$out/import-$stamp.json"
+  echo
+fi
+
+if [[ $what == all || $what == storage ]]; then
+  echo "== Storage: the data folder's allocated bytes a record after dmarcd import into a running server (idle), stopped, compacted; peak RSS"
+  "$out/bin/storagebench" -dmarcd "$out/bin/dmarcd" -shape "${STORAGE_SHAPES:-2000x50,20000x5,1x1000000}" \
+    -wait-url "${STORAGE_WAIT_URL:-}" -wait-for "${STORAGE_WAIT_FOR:-}" -json "$out/storage-$stamp.json"
   echo
 fi
 

@@ -16,6 +16,7 @@ import (
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/export/clickhouse"
@@ -26,6 +27,7 @@ import (
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/egress"
+	"github.com/dmarcd/dmarcd/mailout"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -50,6 +52,7 @@ type server struct {
 	dns             *dnscheck.Checker
 	hooks           *webhook.Client
 	hookPolicy      egress.Policy
+	relay           *mailout.Relay // nil without --mail-relay
 	views           *senders.Views
 	pipeline        *ingest.Pipeline
 	imap            *imapIntake
@@ -152,7 +155,8 @@ func (s *server) openClients() (err error) {
 		}
 	}
 	s.views = &senders.Views{DB: s.db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0), DMARC: s.resolver}
-	return nil
+	s.relay, err = o.Mail.relay(s.resolver, o.PublicURL, s.log)
+	return err
 }
 
 // buildIntake builds the ingest pipeline and the ways into it besides
@@ -218,6 +222,8 @@ func (s *server) buildApp() error {
 		WebhookPolicy:    s.hookPolicy,
 		Mailboxes:        s.imap.in,
 		Quarantine:       s.pipeline,
+		Mail:             s.relay,
+		Digests:          &digest.Builder{DB: s.db, Views: s.views},
 		Logger:           s.log,
 		DisableKeySignIn: !s.o.WebKeySignIn,
 	})
@@ -348,6 +354,7 @@ func (s *server) buildJobs() error {
 	if s.o.AuditRetention > 0 {
 		s.sched.Add((&worker.AuditRetention{Audit: s.app, Retention: s.o.AuditRetention}).Job())
 	}
+	s.mailJobs()
 	return nil
 }
 

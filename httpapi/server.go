@@ -86,6 +86,8 @@ var (
 	write        = access{act: app.Write}
 	readHooks    = access{act: app.ReadWebhooks}
 	writeHooks   = access{act: app.WriteWebhooks}
+	readNotify   = access{act: app.ReadNotifications}
+	writeNotify  = access{act: app.WriteNotifications}
 	readFailures = access{act: app.ReadFailureReports}
 	readPeople   = access{act: app.ReadPeople}
 	managePeople = access{act: app.ManagePeople}
@@ -203,6 +205,9 @@ func (s *Server) registerRoutes() {
 	s.handle("PATCH", "/api/v1/members/:id", managePeople, s.updateMember)
 	s.handle("DELETE", "/api/v1/members/:id", managePeople, s.deleteMember)
 	s.handle("GET", "/api/v1/audit-log", readAudit, s.auditLog)
+	s.handle("GET", "/api/v1/notifications", readNotify, s.getNotifications)
+	s.handle("PUT", "/api/v1/notifications", writeNotify, s.putNotifications)
+	s.handle("GET", "/api/v1/notifications/mail", readNotify, s.listMail)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.

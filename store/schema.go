@@ -182,6 +182,27 @@ var (
 	bucketSessionsByAccount = []byte("web_sessions_by_account")
 	// bucketAudit: orgTimeIDKey(org id, at, entry id) -> AuditEntry JSON.
 	bucketAudit = []byte("audit_log")
+	// Notifications (issue 27).
+	// bucketNotifySettings: org id -> NotificationSettings JSON
+	// (notification.go).
+	bucketNotifySettings = []byte("notification_settings")
+	// bucketMailOutbox: mailKey(due, mail id) -> mailRecord JSON: the mail
+	// waiting for its next attempt, in due order (mail_outbox.go).
+	bucketMailOutbox = []byte("mail_outbox")
+	// bucketMailLog: mail id -> MailStatus JSON: what became of each mail,
+	// kept MailLogKeep after it was sent or given up.
+	bucketMailLog = []byte("mail_log")
+	// bucketAlertMail: "cursor" -> 'c' | the id of the last alert the
+	// alert mail job read, none on an empty file (alert_mail.go).
+	bucketAlertMail = []byte("alert_mail")
+	// bucketAlertMailWindows: alertWindowKey(org id, domain id, recipient)
+	// -> alertWindow JSON: the alerts pending for one mail.
+	bucketAlertMailWindows = []byte("alert_mail_windows")
+	// bucketDigestSent: digestSentKey(org id, recipient, period) ->
+	// queued at (big-endian Unix seconds) | mail id: the digests queued,
+	// so that each goes out once per period and recipient
+	// (digest_mail.go).
+	bucketDigestSent = []byte("digest_sent")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -207,7 +228,9 @@ var allBuckets = [][]byte{
 	bucketAccounts, bucketAccountsByEmail, bucketMemberships, bucketMembershipsByOrg,
 	bucketMembershipsByAccount, bucketInvitations, bucketInvitationsByOrg,
 	bucketSessionsByAccount, bucketAudit,
+	bucketNotifySettings, bucketMailOutbox, bucketMailLog, bucketAlertMail, bucketAlertMailWindows,
 	bucketExportCursors,
+	bucketDigestSent,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
