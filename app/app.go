@@ -15,6 +15,8 @@ package app
 import (
 	"context"
 	"log/slog"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/dmarcd/dmarcd/dnscheck"
@@ -75,6 +77,12 @@ type Config struct {
 	// may make per minute (the API and the sign-in form together), and a
 	// revoked key on its own; 0 means 30.
 	AuthFailLimit int
+	// AccountFailLimit is how many failed password sign-ins one email
+	// address may take per 15 minutes, whoever tries; 0 means 10.
+	AccountFailLimit int
+	// DisableKeySignIn refuses web sign-in with an API key (SignIn):
+	// --web-key-sign-in=false. The API takes keys regardless.
+	DisableKeySignIn bool
 
 	// WebhookClient sends test deliveries; WebhookResolver and
 	// WebhookPolicy validate webhook URLs (the policy the client was built
@@ -108,6 +116,14 @@ type App struct {
 	// id, apart from authFail (see authFailure).
 	revokedFail *failLimiter
 	lastUsed    lastUsed
+	// accountFail counts failed password sign-ins by email address.
+	accountFail *failLimiter
+	// hashSem bounds the argon2id hashes running at once.
+	hashSem chan struct{}
+	// dummyHash is verified against for an unknown email, so that it
+	// takes the time a wrong password takes; made on first use.
+	dummyHash     string
+	dummyHashOnce sync.Once
 }
 
 // New returns the App of cfg.
@@ -118,6 +134,9 @@ func New(cfg Config) *App {
 	if cfg.AuthFailLimit <= 0 {
 		cfg.AuthFailLimit = 30
 	}
+	if cfg.AccountFailLimit <= 0 {
+		cfg.AccountFailLimit = 10
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -127,6 +146,9 @@ func New(cfg Config) *App {
 	a := &App{cfg: cfg, db: cfg.Store, clock: cfg.Now, log: cfg.Logger,
 		authFail: newFailLimiter(cfg.AuthFailLimit), revokedFail: newFailLimiter(cfg.AuthFailLimit)}
 	a.lastUsed.m = map[string]time.Time{}
+	a.accountFail = newFailLimiter(cfg.AccountFailLimit)
+	a.accountFail.window = accountFailWindow
+	a.hashSem = make(chan struct{}, max(1, runtime.NumCPU()))
 	return a
 }
 

@@ -34,7 +34,7 @@ func (a *App) Authenticate(addr, secret string) (Actor, error) {
 		a.authFail.fail(addr, now)
 		return Actor{}, err
 	}
-	return keyActor(key, org), nil
+	return keyActor(key, org).WithAddr(addr), nil
 }
 
 // authFailure counts one failed authentication with secret from client
@@ -74,6 +74,9 @@ func (a *App) authFailure(addr, secret string, now time.Time, cause error) error
 // for it, returning the session's token (the cookie's value) and who
 // signed in.
 func (a *App) SignIn(addr, key string) (string, Actor, error) {
+	if a.cfg.DisableKeySignIn {
+		return "", Actor{}, &Error{Kind: Forbidden, Msg: "signing in with an API key is turned off on this server: sign in with your email"}
+	}
 	actor, err := a.Authenticate(addr, key)
 	if err != nil {
 		return "", Actor{}, err
@@ -82,11 +85,18 @@ func (a *App) SignIn(addr, key string) (string, Actor, error) {
 	if err != nil {
 		return "", Actor{}, err
 	}
+	a.audit(actor, "sign-in", "key:"+actor.key.Prefix)
 	return token, actor, nil
 }
 
+// KeySignInEnabled reports whether the web takes API keys at sign-in
+// (--web-key-sign-in).
+func (a *App) KeySignInEnabled() bool { return !a.cfg.DisableKeySignIn }
+
 // Session returns the Actor and the session of token: Unauthenticated for
-// a token unknown or expired, or whose key was revoked.
+// a token unknown or expired, whose key was revoked, or whose person is
+// no longer a member of the session's organization. The Actor has no
+// client address: the web adds it (Actor.WithAddr).
 func (a *App) Session(token string) (Actor, *store.Session, error) {
 	s, key, org, err := a.db.FindSession(token, a.now())
 	if errors.Is(err, store.ErrNotFound) {
@@ -94,6 +104,10 @@ func (a *App) Session(token string) (Actor, *store.Session, error) {
 	}
 	if err != nil {
 		return Actor{}, nil, err
+	}
+	if s.Account != nil {
+		role, _ := ParseRole(s.Role)
+		return personActor(s.Account, org, role), s, nil
 	}
 	return keyActor(key, org), s, nil
 }

@@ -59,6 +59,7 @@ func (a *App) CreateDomain(ctx context.Context, actor Actor, name string) (*stor
 	if err := a.db.CreateDomain(d); err != nil {
 		return nil, nil, err
 	}
+	a.audit(actor, "domain.create", d.Name)
 	return d, a.DomainRecords(d), nil
 }
 
@@ -106,7 +107,15 @@ func (a *App) DeleteDomain(_ context.Context, actor Actor, id string) error {
 	if err := Authorize(actor, Write); err != nil {
 		return err
 	}
-	return notFound(a.db.DeleteDomain(actor.orgID(), id), "domain")
+	d, err := a.db.FindDomain(actor.orgID(), id)
+	if err != nil {
+		return notFound(err, "domain")
+	}
+	if err := a.db.DeleteDomain(actor.orgID(), id); err != nil {
+		return notFound(err, "domain")
+	}
+	a.audit(actor, "domain.delete", d.Name)
+	return nil
 }
 
 // CheckDMARC looks up and judges the DMARC record of any domain (given as

@@ -53,12 +53,16 @@ const (
 	// Throttled is a client address (or a revoked key, KeyID) over its
 	// failed-authentication limit; RetryAfter says for how long.
 	Throttled
+	// TOTPRequired is a right password of an account with a second factor
+	// and no code given: ask for the code (or a recovery code).
+	TOTPRequired
 )
 
 var kindNames = [...]string{Internal: "internal", Invalid: "invalid", NotFound: "not found", Conflict: "conflict",
 	Forbidden: "forbidden", PlanFeature: "plan feature", PlanLimit: "plan limit", KeyLimit: "key limit",
 	Unverified: "unverified", Unreachable: "unreachable", DNSUnavailable: "DNS unavailable",
-	NoSecretKey: "no secret key", Unauthenticated: "unauthenticated", Throttled: "throttled"}
+	NoSecretKey: "no secret key", Unauthenticated: "unauthenticated", Throttled: "throttled",
+	TOTPRequired: "TOTP required"}
 
 // String names the kind.
 func (k Kind) String() string {

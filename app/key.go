@@ -53,6 +53,9 @@ func (a *App) CreateKey(_ context.Context, actor Actor, name, scope string) (*st
 		}
 		return nil, "", invalid(err, FieldError{Field: "name", Message: msg})
 	}
+	if err == nil {
+		a.audit(actor, "key.create", key.Prefix+" "+key.Name)
+	}
 	return key, secret, err
 }
 
@@ -67,5 +70,9 @@ func (a *App) RevokeKey(_ context.Context, actor Actor, id string) (*store.APIKe
 		return a.db.RevokeAPIKey(id)
 	}
 	key, err := a.db.RevokeOrgAPIKey(actor.orgID(), id)
-	return key, notFound(err, "API key")
+	if err != nil {
+		return nil, notFound(err, "API key")
+	}
+	a.audit(actor, "key.revoke", key.Prefix+" "+key.Name)
+	return key, nil
 }

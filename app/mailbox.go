@@ -126,6 +126,7 @@ func (a *App) CreateMailbox(ctx context.Context, actor Actor, sp MailboxSpec) (*
 		return nil, err
 	}
 	in.Changed()
+	a.audit(actor, "mailbox.create", m.Username+"@"+m.Host)
 	return m, nil
 }
 
@@ -198,10 +199,15 @@ func (a *App) DeleteMailbox(_ context.Context, actor Actor, id string) error {
 	if err != nil {
 		return err
 	}
+	m, err := a.db.FindMailbox(actor.orgID(), id)
+	if err != nil {
+		return notFound(err, "mailbox")
+	}
 	if err := a.db.DeleteMailbox(actor.orgID(), id); err != nil {
 		return notFound(err, "mailbox")
 	}
 	in.Changed()
+	a.audit(actor, "mailbox.delete", m.Username+"@"+m.Host)
 	return nil
 }
 

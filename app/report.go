@@ -16,7 +16,11 @@ func (a *App) DismissAlert(_ context.Context, actor Actor, id string) (*store.Al
 		return nil, err
 	}
 	al, err := a.db.DismissAlert(actor.orgID(), id)
-	return al, notFound(err, "alert")
+	if err != nil {
+		return nil, notFound(err, "alert")
+	}
+	a.audit(actor, "alert.dismiss", al.ID)
+	return al, nil
 }
 
 // FailureReports returns one page of the failure reports f selects, and

@@ -67,6 +67,7 @@ func (a *App) CreateWebhook(ctx context.Context, actor Actor, url, name string) 
 	if err := a.db.CreateWebhook(hook, store.WebhookSecret(secret)); err != nil {
 		return nil, "", err
 	}
+	a.audit(actor, "webhook.create", hook.URL)
 	return hook, secret, nil
 }
 
@@ -99,7 +100,15 @@ func (a *App) DeleteWebhook(_ context.Context, actor Actor, id string) error {
 	if err := Authorize(actor, WriteWebhooks); err != nil {
 		return err
 	}
-	return notFound(a.db.DeleteWebhook(actor.orgID(), id), "webhook")
+	hook, err := a.db.FindWebhook(actor.orgID(), id)
+	if err != nil {
+		return notFound(err, "webhook")
+	}
+	if err := a.db.DeleteWebhook(actor.orgID(), id); err != nil {
+		return notFound(err, "webhook")
+	}
+	a.audit(actor, "webhook.delete", hook.URL)
+	return nil
 }
 
 // TestWebhook sends a test event ("test": true, a sample alert) to webhook

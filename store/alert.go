@@ -503,3 +503,21 @@ func (db *DB) SenderStages(domainIDs []string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// CountOpenAlerts returns how many alerts of organization orgID are open
+// (pending or sent), from the index alone.
+func (db *DB) CountOpenAlerts(orgID string) (int, error) {
+	n := 0
+	pending, sent := statusCode(AlertPending), statusCode(AlertSent)
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		prefix := orgPrefix(orgID)
+		c := tx.Bucket(bucketAlertsByOrg).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if st, _, _ := decodeAlertIndex(v); st == pending || st == sent {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, wrap("count open alerts", err)
+}

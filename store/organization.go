@@ -277,6 +277,16 @@ func (db *DB) DeleteOrganization(id string) (*OrganizationDeletion, error) {
 				return err
 			}
 		}
+		// Its people's places, links and audit log (the accounts stay).
+		if err := deleteOrgMemberships(tx, org.ID); err != nil {
+			return err
+		}
+		if err := deleteInvitationsPrefix(tx, orgPrefix(org.ID)); err != nil {
+			return err
+		}
+		if err := deleteAllWithPrefix(tx.Bucket(bucketAudit), orgPrefix(org.ID)); err != nil {
+			return err
+		}
 		if err := tx.Bucket(bucketOrgsByName).Delete(orgNameKey(rec.Name)); err != nil {
 			return err
 		}

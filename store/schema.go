@@ -157,6 +157,27 @@ var (
 	bucketReportsByOrg = []byte("reports_by_org")
 	// bucketReportCounts: org id -> its entries in bucketReportsByOrg (uint64, big-endian).
 	bucketReportCounts = []byte("report_counts")
+
+	// People (issue 26: account.go, membership.go, invitation.go, audit.go).
+	// bucketAccounts: account id -> Account JSON.
+	bucketAccounts = []byte("accounts")
+	// bucketAccountsByEmail: lower(email) -> account id.
+	bucketAccountsByEmail = []byte("accounts_by_email")
+	// bucketMemberships: membership id -> Membership JSON.
+	bucketMemberships = []byte("memberships")
+	// bucketMembershipsByOrg: org id | account id -> membership id.
+	bucketMembershipsByOrg = []byte("memberships_by_org")
+	// bucketMembershipsByAccount: account id | org id -> membership id.
+	bucketMembershipsByAccount = []byte("memberships_by_account")
+	// bucketInvitations: sha256(token) -> Invitation JSON.
+	bucketInvitations = []byte("invitations")
+	// bucketInvitationsByOrg: org id | account id | sha256(token) -> empty.
+	bucketInvitationsByOrg = []byte("invitations_by_org")
+	// bucketSessionsByAccount: account id | sha256(token) -> empty, so that
+	// removing a member, changing a role or a password ends the sessions.
+	bucketSessionsByAccount = []byte("web_sessions_by_account")
+	// bucketAudit: orgTimeIDKey(org id, at, entry id) -> AuditEntry JSON.
+	bucketAudit = []byte("audit_log")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -179,6 +200,9 @@ var allBuckets = [][]byte{
 	bucketAlertSenders,
 	bucketReportsByOrg, bucketReportCounts,
 	bucketDayTotals,
+	bucketAccounts, bucketAccountsByEmail, bucketMemberships, bucketMembershipsByOrg,
+	bucketMembershipsByAccount, bucketInvitations, bucketInvitationsByOrg,
+	bucketSessionsByAccount, bucketAudit,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.

@@ -30,10 +30,18 @@ const (
 	sessionTouchEvery = time.Minute
 )
 
-// Session is a signed-in browser. The token itself is not kept.
+// Session is a signed-in browser. The token itself is not kept. A
+// session belongs to an API key (KeyID, key sign-in) or to a person
+// (AccountID, with the role of their membership in the session's current
+// organization OrgID, read with the session).
 type Session struct {
-	KeyID string
-	OrgID string
+	KeyID     string
+	AccountID string
+	OrgID     string
+	// Account and Role are the person and their role in OrgID, for a
+	// person's session (FindSession); nil and "" for a key's.
+	Account *Account
+	Role    string
 	// CSRFToken is the value every state-changing form of the session
 	// must carry (field csrf_token); random, bound to this session.
 	CSRFToken  string
@@ -44,6 +52,7 @@ type Session struct {
 // sessionRecord is how a session is stored.
 type sessionRecord struct {
 	KeyID      string    `json:"key_id"`
+	AccountID  string    `json:"account_id,omitempty"`
 	OrgID      string    `json:"org_id"`
 	CSRF       string    `json:"csrf"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -56,7 +65,7 @@ func (rec *sessionRecord) expired(now time.Time) bool {
 }
 
 func (rec *sessionRecord) session() *Session {
-	return &Session{KeyID: rec.KeyID, OrgID: rec.OrgID, CSRFToken: rec.CSRF,
+	return &Session{KeyID: rec.KeyID, AccountID: rec.AccountID, OrgID: rec.OrgID, CSRFToken: rec.CSRF,
 		CreatedAt: rec.CreatedAt, LastSeenAt: rec.LastSeenAt}
 }
 
@@ -110,8 +119,82 @@ func (db *DB) CreateSession(keyID string, now time.Time) (token string, s *Sessi
 	return token, rec.session(), nil
 }
 
+// CreatePersonSession opens a session for account accountID in
+// organization orgID, of which it must be a member, at now, stamps the
+// account's last sign-in, and returns the token and the session (with
+// the account and role). ErrNotFound for an unknown account or no
+// membership.
+func (db *DB) CreatePersonSession(accountID, orgID string, now time.Time) (string, *Session, error) {
+	var raw [32]byte
+	_, _ = rand.Read(raw[:])
+	token := base64.RawURLEncoding.EncodeToString(raw[:])
+	var csrf [32]byte
+	_, _ = rand.Read(csrf[:])
+	now = now.UTC().Truncate(time.Second)
+	hash := sessionHash(token)
+	var s *Session
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		acc, err := getAccount(tx, accountID)
+		if err != nil {
+			return err
+		}
+		m, err := membershipOf(tx, orgID, accountID)
+		if err != nil {
+			return err
+		}
+		rec := &sessionRecord{AccountID: accountID, OrgID: orgID, CSRF: hex.EncodeToString(csrf[:]),
+			CreatedAt: now, LastSeenAt: now}
+		if err := putSession(tx, hash[:], rec); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketSessionsByAccount).Put(sessionByAccountKey(accountID, hash[:]), nil); err != nil {
+			return err
+		}
+		acc.LastSignInAt = &now
+		if err := putAccount(tx, acc); err != nil {
+			return err
+		}
+		s = rec.session()
+		s.Account, s.Role = acc, m.Role
+		return nil
+	})
+	if err != nil {
+		return "", nil, wrap("create session", err)
+	}
+	return token, s, nil
+}
+
+// SetSessionOrg makes orgID the current organization of the person's
+// session of token. ErrNotFound for a token unknown or expired, a key's
+// session, or an organization the person is no member of.
+func (db *DB) SetSessionOrg(token, orgID string, now time.Time) error {
+	if len(token) != sessionTokenLen {
+		return errSessionNotFound()
+	}
+	hash := sessionHash(token)
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		rec, err := getSession(tx, hash[:])
+		if err != nil {
+			return err
+		}
+		if rec.expired(now) || rec.AccountID == "" {
+			return errSessionNotFound()
+		}
+		if _, err := getOrg(tx, orgID); err != nil {
+			return err
+		}
+		if _, err := membershipOf(tx, orgID, rec.AccountID); err != nil {
+			return errOrgNotFound()
+		}
+		rec.OrgID = orgID
+		return putSession(tx, hash[:], rec)
+	})
+	return wrap("switch organization", err)
+}
+
 // FindSession returns the live session of token at now, with its key and
-// organization. An unknown, malformed or expired token, or one whose key
+// organization; a person's session has no key (nil) and carries its
+// account and role. An unknown, malformed or expired token, or one whose key
 // was revoked, is ErrNotFound (one message for all); an expired session is
 // deleted. A lookup more than a minute after the last one records the time,
 // which keeps the session from idling out.
@@ -125,6 +208,8 @@ func (db *DB) FindSession(token string, now time.Time) (*Session, *APIKey, *Orga
 		rec   *sessionRecord
 		key   *keyRecord
 		org   *orgRecord
+		acc   *Account
+		m     *Membership
 		stale bool
 	)
 	err := db.bolt.View(func(tx *bolt.Tx) error {
@@ -135,6 +220,17 @@ func (db *DB) FindSession(token string, now time.Time) (*Session, *APIKey, *Orga
 		if rec.expired(now) {
 			stale = true
 			return errSessionNotFound()
+		}
+		if rec.AccountID != "" {
+			if acc, err = getAccount(tx, rec.AccountID); err != nil {
+				return notFoundAs(err, errSessionNotFound())
+			}
+			if m, err = membershipOf(tx, rec.OrgID, rec.AccountID); err != nil {
+				stale = true
+				return errSessionNotFound()
+			}
+			org, err = getOrg(tx, rec.OrgID)
+			return notFoundAs(err, errSessionNotFound())
 		}
 		if key, err = getKey(tx, rec.KeyID); err != nil {
 			return notFoundAs(err, errSessionNotFound())
@@ -168,7 +264,12 @@ func (db *DB) FindSession(token string, now time.Time) (*Session, *APIKey, *Orga
 			return nil, nil, nil, wrap("touch session", err)
 		}
 	}
-	return rec.session(), key.apiKey(), org.organization(), nil
+	s := rec.session()
+	if acc != nil {
+		s.Account, s.Role = acc, m.Role
+		return s, nil, org.organization(), nil
+	}
+	return s, key.apiKey(), org.organization(), nil
 }
 
 // DeleteSession ends the session of token (sign-out). An unknown token is
@@ -186,12 +287,24 @@ func (db *DB) DeleteSession(token string) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketSessionsByKey).Delete(sessionByKeyKey(rec.KeyID, hash[:])); err != nil {
+		if err := unindexSession(tx, rec, hash[:]); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketSessions).Delete(hash[:])
 	})
 	return wrap("delete session", err)
+}
+
+// unindexSession deletes the index entry of a session (by key or by
+// account).
+func unindexSession(tx *bolt.Tx, rec *sessionRecord, hash []byte) error {
+	if rec.AccountID != "" {
+		return tx.Bucket(bucketSessionsByAccount).Delete(sessionByAccountKey(rec.AccountID, hash))
+	}
+	if rec.KeyID != "" {
+		return tx.Bucket(bucketSessionsByKey).Delete(sessionByKeyKey(rec.KeyID, hash))
+	}
+	return nil
 }
 
 // deleteKeySessions ends every session of key keyID.
@@ -278,7 +391,7 @@ func (db *DB) SweepSessions(now time.Time) (int, error) {
 			return total, wrap("sweep sessions", err)
 		}
 		err = db.bolt.Update(func(tx *bolt.Tx) error {
-			sessions, byKey := tx.Bucket(bucketSessions), tx.Bucket(bucketSessionsByKey)
+			sessions := tx.Bucket(bucketSessions)
 			for i, h := range hashes {
 				// Read again: the session may have been used (and so
 				// renewed) between the two transactions.
@@ -289,10 +402,8 @@ func (db *DB) SweepSessions(now time.Time) (int, error) {
 				if rec, err := decodeSessionRecord(raw); err == nil && !rec.expired(now) {
 					continue
 				}
-				if doomed[i].KeyID != "" {
-					if err := byKey.Delete(sessionByKeyKey(doomed[i].KeyID, h)); err != nil {
-						return err
-					}
+				if err := unindexSession(tx, doomed[i], h); err != nil {
+					return err
 				}
 				if err := sessions.Delete(h); err != nil {
 					return err
