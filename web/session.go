@@ -27,6 +27,15 @@ type req struct {
 // orgID is the id of the signed-in organization.
 func (r *req) orgID() string { return r.actor.Org().ID }
 
+// keyID is the id of the key the session was opened with, "" for a
+// person's session.
+func (r *req) keyID() string {
+	if k := r.actor.Key(); k != nil {
+		return k.ID
+	}
+	return ""
+}
+
 // readOnly reports whether the session's key may change nothing.
 func (r *req) readOnly() bool { return app.Authorize(r.actor, app.Write) != nil }
 
@@ -104,7 +113,7 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*req, bool) 
 func (h *Handler) checkPost(r *req) error {
 	if m := h.checkOrigin(r.Request); m != nil {
 		h.log.Warn("form refused", "reason", m.reason, "origin", m.got, "expected", m.want, "path", r.URL.Path,
-			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
+			"who", r.actor.Name(), "remote", clientaddr.Of(r.Request))
 		return m.page()
 	}
 	if err := r.ParseForm(); err != nil {
@@ -113,7 +122,7 @@ func (h *Handler) checkPost(r *req) error {
 	got := r.PostForm.Get("csrf_token")
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(r.session.CSRFToken)) != 1 {
 		h.log.Warn("form refused", "reason", "stale form (no or wrong CSRF token)", "path", r.URL.Path,
-			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
+			"who", r.actor.Name(), "remote", clientaddr.Of(r.Request))
 		return errForbidden
 	}
 	return nil
