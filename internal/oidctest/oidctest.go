@@ -72,7 +72,7 @@ func Start(t testing.TB, redirectURIs ...string) *Provider {
 		codes:    map[string]string{},
 		tokens:   map[string]*accessToken{},
 		key:      key,
-		client: &client{id: "dmarcd", secret: "s3cret-" + randomID(), redirects: redirectURIs},
+		client:   &client{id: "dmarcd", secret: "s3cret-" + randomID(), redirects: redirectURIs},
 	}
 	p := &Provider{ClientID: st.client.id, ClientSecret: st.client.secret, st: st}
 	mux := http.NewServeMux()
@@ -410,12 +410,14 @@ type client struct {
 	loginURL   func(string) string
 }
 
-func (c *client) GetID() string                        { return c.id }
-func (c *client) RedirectURIs() []string               { return c.redirects }
-func (c *client) PostLogoutRedirectURIs() []string     { return nil }
-func (c *client) ApplicationType() op.ApplicationType  { return op.ApplicationTypeWeb }
-func (c *client) AuthMethod() oidc.AuthMethod          { return oidc.AuthMethodBasic }
-func (c *client) ResponseTypes() []oidc.ResponseType   { return []oidc.ResponseType{oidc.ResponseTypeCode} }
+func (c *client) GetID() string                       { return c.id }
+func (c *client) RedirectURIs() []string              { return c.redirects }
+func (c *client) PostLogoutRedirectURIs() []string    { return nil }
+func (c *client) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
+func (c *client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodBasic }
+func (c *client) ResponseTypes() []oidc.ResponseType {
+	return []oidc.ResponseType{oidc.ResponseTypeCode}
+}
 func (c *client) GrantTypes() []oidc.GrantType         { return []oidc.GrantType{oidc.GrantTypeCode} }
 func (c *client) LoginURL(id string) string            { return c.loginURL(id) }
 func (c *client) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
