@@ -15,6 +15,7 @@ import (
 
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/web"
 )
 
@@ -426,4 +427,129 @@ func TestRolesInPages(t *testing.T) {
 func storetestAlert(t *testing.T, e *env) string {
 	t.Helper()
 	return mustAlertOf(t, e.db, e.domA, "warning", "an alert").ID
+}
+
+// TestOrganizationsOfAPerson ensures a person of several organizations
+// gets the header's switcher and the operator view with each
+// organization's domains, pass rate and open alerts; switching changes
+// the organization every page shows; and an organization not theirs stays
+// 404, from the switcher and by its ids.
+func TestOrganizationsOfAPerson(t *testing.T) {
+	e := newEnv(t)
+	e.person(e.orgA, "msp@alpha.example", "owner")
+	if _, _, err := e.app.AddMember(app.Operator(e.orgB), "msp@alpha.example", "viewer"); err != nil {
+		t.Fatal(err)
+	}
+	orgC := storetestOrg(t, e, "gamma")
+	domC := storetestDomain(t, e, orgC.ID, "gamma.example")
+	mustAlertOf(t, e.db, e.domB, "warning", "beta alert")
+
+	cookie := e.signInAs("msp@alpha.example")
+	home := e.send("GET", "/", cookie, nil)
+	if !strings.Contains(home.body, `class="orgswitch"`) || !strings.Contains(home.body, ">beta</button>") || strings.Contains(home.body, "gamma") {
+		t.Fatalf("switcher: %s", home.body)
+	}
+	orgs := e.send("GET", "/orgs", cookie, nil)
+	for _, want := range []string{"alpha", "beta", "alpha.example", "beta.example", ">owner<", ">viewer<"} {
+		if !strings.Contains(orgs.body, want) {
+			t.Errorf("operator view lacks %q", want)
+		}
+	}
+	if strings.Contains(orgs.body, "gamma") {
+		t.Error("the operator view shows an organization of others")
+	}
+	if !regexp.MustCompile(`data-label="Open alerts" class="r"><strong>1</strong>`).MatchString(orgs.body) {
+		t.Error("the operator view does not count beta's open alert")
+	}
+
+	csrf := e.csrf(cookie)
+	p := e.send("POST", "/orgs/switch", cookie, url.Values{"csrf_token": {csrf}, "org": {e.orgB.ID}}, "Referer", e.srv.URL+"/alerts")
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/alerts" {
+		t.Fatalf("switch: %d %q", p.status, p.header.Get("Location"))
+	}
+	if home := e.send("GET", "/", cookie, nil); !strings.Contains(home.body, "beta.example") || strings.Contains(home.body, ">alpha.example</a>") {
+		t.Errorf("after switching, the overview is not beta's: %s", home.body)
+	}
+	if p := e.send("GET", "/domains/"+e.domA.ID, cookie, nil); p.status != 404 {
+		t.Errorf("alpha's domain while in beta: %d", p.status)
+	}
+	// A viewer in beta: no write form there.
+	for _, path := range []string{"/", "/alerts", "/settings/keys"} {
+		if f := writeForms(e.send("GET", path, cookie, nil).body); len(f) > 0 {
+			t.Errorf("viewer in beta sees write forms on %s: %v", path, f)
+		}
+	}
+	// gamma is not theirs: 404, and the session stays in beta.
+	if p := e.send("POST", "/orgs/switch", cookie, url.Values{"csrf_token": {csrf}, "org": {orgC.ID}}); p.status != 404 {
+		t.Errorf("switch to another's organization: %d", p.status)
+	}
+	for _, path := range []string{"/domains/" + domC.ID, "/domains/" + domC.ID + "/sources", "/domains/" + domC.ID + "/delete"} {
+		if p := e.send("GET", path, cookie, nil); p.status != 404 {
+			t.Errorf("GET %s of gamma: %d", path, p.status)
+		}
+	}
+	if home := e.send("GET", "/", cookie, nil); !strings.Contains(home.body, "beta.example") {
+		t.Error("a refused switch moved the session")
+	}
+	// A key's session has one organization: no switcher, no /orgs.
+	key := e.signIn(e.fullA)
+	if p := e.send("GET", "/", key, nil); strings.Contains(p.body, `class="orgswitch"`) {
+		t.Error("a key's session shows the switcher")
+	}
+	if p := e.send("GET", "/orgs", key, nil); p.status != 404 {
+		t.Errorf("/orgs for a key's session: %d", p.status)
+	}
+}
+
+func storetestOrg(t *testing.T, e *env, name string) *store.Organization {
+	t.Helper()
+	o, err := e.db.CreateOrganization(name, store.PlanUnlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func storetestDomain(t *testing.T, e *env, orgID, name string) *store.Domain {
+	t.Helper()
+	return storetest.MustDomain(t, e.db, orgID, name)
+}
+
+// TestAuditLogPage ensures the audit log page filters by actor, action
+// and date and pages with its cursor, newest first.
+func TestAuditLogPage(t *testing.T) {
+	e := newEnv(t)
+	e.person(e.orgA, "owner@alpha.example", "owner")
+	owner := app.Operator(e.orgA)
+	for i := range 60 {
+		e.app.Audit(owner, "domain.create", fmt.Sprintf("d%02d.alpha.example", i), "198.51.100.9")
+		e.clock.Advance(time.Second)
+	}
+	e.clock.Advance(48 * time.Hour)
+	e.app.Audit(owner, "key.revoke", "late", "198.51.100.9")
+	cookie := e.signInAs("owner@alpha.example")
+
+	first := e.send("GET", "/settings/audit?action=domain.create", cookie, nil)
+	rows := strings.Count(first.body, "<code>domain.create</code>")
+	next := regexp.MustCompile(`<a href="([^"]+)" rel="next">`).FindStringSubmatch(first.body)
+	if first.status != 200 || rows != 50 || next == nil || !strings.Contains(first.body, "d59.alpha.example") || strings.Contains(first.body, "late") {
+		t.Fatalf("first page: %d, %d rows, next %v", first.status, rows, next)
+	}
+	second := e.send("GET", htmlUnescape(next[1]), cookie, nil)
+	if n := strings.Count(second.body, "<code>domain.create</code>"); n != 10 || !strings.Contains(second.body, "d00.alpha.example") ||
+		strings.Contains(second.body, "d59.alpha.example") || strings.Contains(second.body, `rel="next"`) {
+		t.Errorf("second page: %d rows", n)
+	}
+	day := e.clock.Now().UTC().Format(time.DateOnly)
+	late := e.send("GET", "/settings/audit?from="+day, cookie, nil)
+	if !strings.Contains(late.body, "late") || strings.Contains(late.body, "d59.alpha.example") {
+		t.Error("the date filter")
+	}
+	who := e.send("GET", "/settings/audit?actor=owner@alpha.example", cookie, nil)
+	if !strings.Contains(who.body, "<code>sign-in</code>") || strings.Contains(who.body, "domain.create</code>") {
+		t.Error("the actor filter")
+	}
+	if bad := e.send("GET", "/settings/audit?from=yesterday", cookie, nil); bad.status != 200 || errorRE.FindString(bad.body) == "" {
+		t.Errorf("a bad date: %d", bad.status)
+	}
 }
