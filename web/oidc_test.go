@@ -34,7 +34,6 @@ func newOIDCEnv(t *testing.T, only bool) (*env, *oidctest.Provider) {
 	return e, prov
 }
 
-
 // browser is a cookie-keeping client that follows redirects, trusting the
 // provider's certificate.
 func browser(t *testing.T, prov *oidctest.Provider) *http.Client {
