@@ -63,6 +63,7 @@ type Service interface {
 
 	Mailboxes
 	Domains
+	Users
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
@@ -88,6 +89,10 @@ type Local struct {
 	// Views computes the sender views; nil uses the embedded known-sender
 	// map without SPF evaluation.
 	Views *senders.Views
+	// WebURL is the web interface's URL (the --public-url, else the
+	// API's address), for the one-time links of 'dmarcd user'; "" leaves
+	// the link to the CLI.
+	WebURL string
 
 	once sync.Once
 	def  *app.App

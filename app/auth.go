@@ -204,3 +204,23 @@ func (l *failLimiter) prune(now time.Time) {
 		}
 	}
 }
+
+// AuthenticateSession returns the Actor of the web session token
+// presented from client address addr as a bearer token (the API takes a
+// person's session that way; docs/people.md). Errors as Authenticate: an
+// unknown or expired token counts against addr.
+func (a *App) AuthenticateSession(addr, token string) (Actor, error) {
+	now := a.clock()
+	if blocked, until := a.authFail.blocked(addr, now); blocked {
+		return Actor{}, &Error{Kind: Throttled, Msg: "too many failed authentications from this address",
+			RetryAfter: until.Sub(now)}
+	}
+	actor, _, err := a.Session(token)
+	if err != nil {
+		if KindOf(err) == Unauthenticated {
+			a.authFail.fail(addr, now)
+		}
+		return Actor{}, err
+	}
+	return actor.WithAddr(addr), nil
+}

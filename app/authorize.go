@@ -224,3 +224,7 @@ func Authorize(actor Actor, act Action) error {
 	}
 	return &Error{Kind: Forbidden, Msg: "your role (" + actor.role.String() + ") may not " + act.name}
 }
+
+// Writes reports whether the action changes something (a viewer and a
+// read-scope key are refused it).
+func (a Action) Writes() bool { return a.write }

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dmarcd/dmarcd/store"
@@ -533,4 +534,14 @@ func (a *App) DisableTOTP(actor Actor, code string) error {
 	}
 	a.audit(actor, "totp.disable", actor.account.Email)
 	return nil
+}
+
+// InviteLink is the URL of one-time link token: <public-url>/invite/<token>,
+// or base (the request's scheme and host) without a public URL.
+func (a *App) InviteLink(base, token string) string {
+	u := a.cfg.PublicURL
+	if u == "" {
+		u = base
+	}
+	return strings.TrimRight(u, "/") + "/invite/" + token
 }

@@ -177,6 +177,7 @@ Exit codes:
 		newServeCommand(g),
 		newOrgCommand(g),
 		newKeysCommand(g),
+		newUserCommand(g),
 		newDomainCommand(g),
 		newImportCommand(g),
 		newQuarantineCommand(g),

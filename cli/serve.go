@@ -61,6 +61,10 @@ type serveOptions struct {
 	// FailureRetention is how long failure reports are kept, by arrival
 	// date; 0 keeps them forever.
 	FailureRetention time.Duration
+	// AuditRetention is how long audit log entries are kept (0: forever).
+	AuditRetention time.Duration
+	// WebKeySignIn lets the web sign-in form take API keys.
+	WebKeySignIn bool
 	// Webhooks are the delivery settings (--webhook-*).
 	Webhooks webhookOptions
 	// Senders are the sender-intelligence settings (--rdns-rate, --sender-map).
@@ -127,6 +131,7 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.PublicURL, "public-url", "", "URL people and reporters reach dmarcd by (scheme included, e.g. https://dmarc.example.net): the web interface's Secure cookie and Origin check, and POST /tlsrpt/<local part> for TLS reports (default: the request's host; no TLS report POSTs)")
 	f.IntVar(&o.TLSRPTRateLimit, "tlsrpt-rate-limit", tlshttps.DefaultRateLimit, "TLS report POSTs per minute allowed per client address")
 	f.StringSliceVar(&o.TrustedProxies, "trusted-proxy", nil, "reverse proxy address or CIDR whose X-Forwarded-For names the client, repeatable (e.g. 127.0.0.1): the per-address limits and the sign-in log then see the client, not the proxy (default: none; the header is ignored)")
+	f.BoolVar(&o.WebKeySignIn, "web-key-sign-in", true, "let the web interface's sign-in take an API key beside email and password (false: people only; the API still takes keys)")
 	f.BoolVar(&o.Demo, "demo", false, "load sample reports for the domain "+demoDomain+" (organization default) at start")
 }
 
@@ -205,6 +210,8 @@ func (o *serveOptions) validate() error {
 		return usagef("--smtp-read-timeout and --smtp-write-timeout must be positive")
 	case (o.SMTPTLSCert == "") != (o.SMTPTLSKey == ""):
 		return usagef("--smtp-tls-cert and --smtp-tls-key go together")
+	case o.AuditRetention < 0:
+		return usagef("--audit-retention must not be negative")
 	case o.FailureRetention < 0:
 		return usagef("--failure-retention must not be negative (0 keeps failure reports forever)")
 	case o.TLSRPTRateLimit < 1:
@@ -242,6 +249,7 @@ func (o *serveOptions) addJobFlags(cmd *cobra.Command) {
 	durationVar(f, &o.FailureRetention, "failure-retention", 90*24*time.Hour, "delete failure (forensic) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
 	durationVar(f, &o.FailureRetention, "forensic-retention", 90*24*time.Hour, "the former name of --failure-retention")
 	deprecatedAlias(f, "forensic-retention", "failure-retention")
+	durationVar(f, &o.AuditRetention, "audit-retention", worker.DefaultAuditRetention, "delete audit log entries older than this (checked hourly; 0 keeps them forever)")
 }
 
 // addAlertRuleFlags adds the thresholds of the report alert rules.

@@ -206,18 +206,19 @@ func (s *server) buildApp() error {
 	// address policy (--webhook-allow-private, --webhook-ca-file).
 	fetcher := egress.NewClient(s.resolver, s.hookPolicy).WithTimeout(dnscheck.MTASTSBudget)
 	s.app = app.New(app.Config{
-		Store:           s.db,
-		DNS:             s.dns,
-		Published:       s.views,
-		TLS:             &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: fetcher},
-		ReportingDomain: s.reportingDomain,
-		PublicURL:       s.o.PublicURL,
-		WebhookClient:   s.hooks,
-		WebhookResolver: s.resolver,
-		WebhookPolicy:   s.hookPolicy,
-		Mailboxes:       s.imap.in,
-		Quarantine:      s.pipeline,
-		Logger:          s.log,
+		Store:            s.db,
+		DNS:              s.dns,
+		Published:        s.views,
+		TLS:              &dnscheck.TLSChecker{Resolver: s.resolver, Fetcher: fetcher},
+		ReportingDomain:  s.reportingDomain,
+		PublicURL:        s.o.PublicURL,
+		WebhookClient:    s.hooks,
+		WebhookResolver:  s.resolver,
+		WebhookPolicy:    s.hookPolicy,
+		Mailboxes:        s.imap.in,
+		Quarantine:       s.pipeline,
+		Logger:           s.log,
+		DisableKeySignIn: !s.o.WebKeySignIn,
 	})
 	return nil
 }
@@ -266,7 +267,8 @@ func (s *server) buildHTTP() error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: s.db, App: s.app, Pipeline: s.pipeline, Views: s.views}, log),
+		Handler: admin.Handler(&admin.Local{DB: s.db, App: s.app, Pipeline: s.pipeline, Views: s.views,
+			WebURL: webURL(o.Listen, o.PublicURL)}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
@@ -357,6 +359,9 @@ func (s *server) buildJobs() error {
 	s.sched.Add(s.senderWatch.Job())
 	s.sched.Add((&worker.SessionSweep{Store: db}).Job())
 	s.sched.Add((&worker.KeyUsage{Keys: s.app}).Job())
+	if s.o.AuditRetention > 0 {
+		s.sched.Add((&worker.AuditRetention{Audit: s.app, Retention: s.o.AuditRetention}).Job())
+	}
 	return nil
 }
 

@@ -87,6 +87,9 @@ var (
 	readHooks    = access{act: app.ReadWebhooks}
 	writeHooks   = access{act: app.WriteWebhooks}
 	readFailures = access{act: app.ReadFailureReports}
+	readPeople   = access{act: app.ReadPeople}
+	managePeople = access{act: app.ManagePeople}
+	readAudit    = access{act: app.ReadAudit}
 )
 
 // New returns a Server with every route registered.
@@ -194,6 +197,12 @@ func (s *Server) registerRoutes() {
 	s.handle("PUT", "/api/v1/mailboxes/:id", write, s.updateMailbox)
 	s.handle("DELETE", "/api/v1/mailboxes/:id", write, s.deleteMailbox)
 	s.handle("POST", "/api/v1/mailboxes/:id/poll", write, s.pollMailbox)
+
+	s.handle("GET", "/api/v1/members", readPeople, s.listMembers)
+	s.handle("POST", "/api/v1/members", managePeople, s.createMember)
+	s.handle("PATCH", "/api/v1/members/:id", managePeople, s.updateMember)
+	s.handle("DELETE", "/api/v1/members/:id", managePeople, s.deleteMember)
+	s.handle("GET", "/api/v1/audit-log", readAudit, s.auditLog)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.
@@ -242,7 +251,16 @@ func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) err
 	if acc.public {
 		return nil
 	}
-	actor, err := s.app.Authenticate(clientaddr.Of(r.Request), r.Header.Get("X-API-Key"))
+	var (
+		actor app.Actor
+		err   error
+	)
+	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && r.Header.Get("X-API-Key") == "" {
+		// A person's web session (docs/people.md).
+		actor, err = s.app.AuthenticateSession(clientaddr.Of(r.Request), strings.TrimSpace(bearer))
+	} else {
+		actor, err = s.app.Authenticate(clientaddr.Of(r.Request), r.Header.Get("X-API-Key"))
+	}
 	if err != nil {
 		if e := app.AsError(err); e.Kind == app.Throttled {
 			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
@@ -250,7 +268,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) err
 		return err
 	}
 	now := s.cfg.Now()
-	q := s.keys.take(actor.Key().ID, now)
+	q := s.keys.take(limitKey(actor), now)
 	h := w.Header()
 	h.Set("X-RateLimit-Limit", strconv.Itoa(q.limit))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(q.remaining))
@@ -267,6 +285,15 @@ func (s *Server) authenticate(w http.ResponseWriter, r *request, acc access) err
 		s.app.KeyUsed(actor)
 	}
 	return err
+}
+
+// limitKey is whom the request rate limit counts: the key, or the
+// person.
+func limitKey(actor app.Actor) string {
+	if k := actor.Key(); k != nil {
+		return k.ID
+	}
+	return "account:" + actor.Person().ID
 }
 
 func ceilUnix(t time.Time) int64 {

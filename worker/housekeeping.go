@@ -56,3 +56,33 @@ func (j *KeyUsage) Job() Job {
 
 // Run writes the stamps batched so far.
 func (j *KeyUsage) Run(context.Context, time.Time) error { return j.Keys.FlushKeyUsage() }
+
+// DefaultAuditRetention is how long audit log entries are kept
+// (--audit-retention).
+const DefaultAuditRetention = 400 * 24 * time.Hour
+
+// AuditSweeper deletes audit entries past their retention, with the
+// one-time links long used or expired (*app.App).
+type AuditSweeper interface {
+	SweepAudit(retention time.Duration) (int, error)
+}
+
+// AuditRetention is the job that keeps the audit log to its retention
+// (docs/people.md).
+type AuditRetention struct {
+	Audit AuditSweeper
+	// Retention is how long entries are kept; 0 keeps them forever (the
+	// job is then not scheduled).
+	Retention time.Duration
+}
+
+// Job returns the job to give the Scheduler: hourly.
+func (j *AuditRetention) Job() Job {
+	return Job{Name: "audit-retention", Every: time.Hour, Run: j.Run}
+}
+
+// Run deletes the entries older than the retention.
+func (j *AuditRetention) Run(context.Context, time.Time) error {
+	_, err := j.Audit.SweepAudit(j.Retention)
+	return err
+}
