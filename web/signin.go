@@ -17,7 +17,8 @@ import (
 // account has one), by the provider of --oidc-issuer, or by an API key
 // (the bootstrap; off with --web-key-sign-in=false). The password form
 // carries csrf_token, a double-submit token: the same random value in the
-// cookie loginCookie (HttpOnly, SameSite=Strict, only for /login) and in
+// cookie loginCookie (HttpOnly, SameSite=Strict; /login and /invite/ use
+// it) and in
 // the page, so that another site cannot sign a browser in to an account
 // of its choosing. When an account needs a code, the page that answers
 // asks for it; the address and password wait here, in memory, under a
@@ -94,7 +95,7 @@ func (h *Handler) loginCSRF(w http.ResponseWriter, r *http.Request) string {
 		return c.Value
 	}
 	t := randomToken()
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: t, Path: "/login", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: t, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: h.secure(r), MaxAge: 86400})
 	return t
 }
@@ -232,8 +233,10 @@ func (h *Handler) postPasswordLogin(w http.ResponseWriter, r *http.Request, addr
 	if err != nil {
 		switch e := app.AsError(err); {
 		case e.Kind == app.TOTPRequired:
+			// The right password: the page asks for the code (a step,
+			// not a failure).
 			st := h.steps.put(totpStep{email: email, password: password, next: next}, h.now())
-			h.renderLogin(w, r, http.StatusUnauthorized, loginPage{Next: next, Step: st})
+			h.renderLogin(w, r, http.StatusOK, loginPage{Next: next, Step: st})
 		case e.Kind == app.Throttled:
 			h.log.Warn("sign-in refused", "method", "password", "reason", "too many failed sign-ins", "remote", addr)
 			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
