@@ -100,8 +100,8 @@ func (h *Handler) orgs(w http.ResponseWriter, r *req) error {
 // organization not theirs is not found.
 func (h *Handler) switchOrg(w http.ResponseWriter, r *req) error {
 	c, err := r.Cookie(CookieName)
-	if err != nil {
-		return errNotFound
+	if err != nil || r.actor.Person() == nil {
+		return errNotFound // a key's session has one organization
 	}
 	if _, err := h.app.SwitchOrganization(c.Value, r.PostForm.Get("org")); err != nil {
 		return err

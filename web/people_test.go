@@ -371,8 +371,8 @@ func TestRolesInPages(t *testing.T) {
 		"/alerts/" + alert + "/dismiss", "/settings/keys", "/settings/keys/" + e.fullAID + "/revoke", "/settings/webhooks",
 		"/settings/mailboxes", "/settings/people"} {
 		p := e.send("POST", path, viewer, url.Values{"csrf_token": {csrf}, "name": {"x.example"}, "email": {"x@alpha.example"}, "role": {"owner"}})
-		if p.status != http.StatusForbidden {
-			t.Errorf("viewer POST %s: %d, want 403", path, p.status)
+		if p.status != http.StatusForbidden || !strings.Contains(p.body, "your role (viewer)") || strings.Contains(p.body, "read-only key") {
+			t.Errorf("viewer POST %s: %d, want 403 naming the role: %s", path, p.status, errorTitle(p.body))
 		}
 	}
 	if after := e.send("GET", "/settings/keys", viewer, nil).body; after != before {

@@ -75,6 +75,10 @@ func (h *Handler) errorPage(w http.ResponseWriter, r *req, err error) {
 		switch e := app.AsError(err); {
 		case e.Kind == app.NotFound:
 			pe = errNotFound
+		case e.Kind == app.Forbidden && r != nil && r.actor.Person() != nil:
+			// A person's role: the application layer's words say which.
+			pe = &pageError{status: http.StatusForbidden, title: "Not allowed",
+				msg: "You cannot do this in " + r.actor.Org().Name + ": " + e.Msg + ". Ask an owner of the organization if you need to."}
 		case e.Kind == app.Forbidden:
 			pe = errReadOnly
 		case e.Kind == app.PlanFeature && e.Feature == app.Webhooks:
