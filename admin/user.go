@@ -41,6 +41,8 @@ type UserEntry struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	LastSignInAt   *time.Time `json:"last_sign_in_at"`
 	TOTP           bool       `json:"totp"`
+	// Pending: the invitation is not used yet (no access).
+	Pending bool `json:"pending"`
 }
 
 // AddedUser is a member with a one-time link: Token, and Link when the
@@ -53,7 +55,7 @@ type AddedUser struct {
 
 func userEntry(m app.Member, org *store.Organization) UserEntry {
 	return UserEntry{ID: m.ID, Email: m.Email, Role: m.Role.String(), OrganizationID: org.ID, Organization: org.Name,
-		CreatedAt: m.CreatedAt, LastSignInAt: m.LastSignInAt, TOTP: m.TOTP}
+		CreatedAt: m.CreatedAt, LastSignInAt: m.LastSignInAt, TOTP: m.TOTP, Pending: m.Pending}
 }
 
 // link is the one-time link of token, "" when the URL is not known.

@@ -35,15 +35,19 @@ func (a *App) Audit(actor Actor, action, target, addr string) {
 func (a *App) audit(actor Actor, action, target string) { a.Audit(actor, action, target, "") }
 
 // auditAccount records action by the person of acc in each of their
-// organizations (a failed sign-in belongs to none in particular).
+// organizations (a failed sign-in belongs to none in particular), in one
+// write.
 func (a *App) auditAccount(acc *store.Account, action, addr string) {
-	ms, orgs, err := a.db.AccountMemberships(acc.ID)
+	ms, _, err := a.db.AccountMemberships(acc.ID)
+	if err == nil {
+		es := make([]store.AuditEntry, len(ms))
+		for i, m := range ms {
+			es[i] = store.AuditEntry{At: a.clock(), OrgID: m.OrgID, Actor: acc.Email, Action: action, Target: acc.Email, IP: addr}
+		}
+		err = a.db.AppendAudit(es...)
+	}
 	if err != nil {
 		a.log.Error("writing the audit log", "action", action, "error", err)
-		return
-	}
-	for i := range ms {
-		a.Audit(Actor{account: acc, org: orgs[i]}, action, acc.Email, addr)
 	}
 }
 

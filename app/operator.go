@@ -12,6 +12,8 @@ const OperatorDays = 30
 
 // DomainOverview is one domain in the operator view.
 type DomainOverview struct {
+	// Domain carries the id, name, status, verification and last report
+	// only (store.OrganizationsTotals).
 	Domain         *store.Domain
 	Messages, Pass int64
 	// PassRate is Pass/Messages (0 without messages), as the overview
@@ -39,33 +41,25 @@ func (a *App) OperatorView(actor Actor) ([]OrgOverview, error) {
 	}
 	to := a.clock().UTC()
 	from := to.AddDate(0, 0, -(OperatorDays - 1))
-	out := make([]OrgOverview, 0, len(orgs))
-	for _, om := range orgs {
-		ov := OrgOverview{Org: om.Org, Role: om.Role}
-		domains, _, err := a.db.ListDomains(om.Org.ID, store.Page{Page: 1, Limit: 1 << 20})
-		if err != nil {
-			return nil, err
-		}
-		days, err := a.db.DomainDays(om.Org.ID, from, to)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range domains {
-			row := DomainOverview{Domain: d}
-			for _, ds := range days[d.ID] {
-				row.Messages += ds.Messages
-				row.Pass += ds.DMARCPass
-			}
-			row.PassRate = passRate(row.Pass, row.Messages)
-			ov.Messages += row.Messages
-			ov.Pass += row.Pass
-			ov.Domains = append(ov.Domains, row)
+	ids := make([]string, len(orgs))
+	for i, om := range orgs {
+		ids[i] = om.Org.ID
+	}
+	totals, err := a.db.OrganizationsTotals(ids, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OrgOverview, len(orgs))
+	for i, om := range orgs {
+		ov := OrgOverview{Org: om.Org, Role: om.Role, OpenAlerts: totals[i].OpenAlerts,
+			Domains: make([]DomainOverview, len(totals[i].Domains))}
+		for j, d := range totals[i].Domains {
+			ov.Domains[j] = DomainOverview{Domain: d.Domain, Messages: d.Messages, Pass: d.Pass, PassRate: passRate(d.Pass, d.Messages)}
+			ov.Messages += d.Messages
+			ov.Pass += d.Pass
 		}
 		ov.PassRate = passRate(ov.Pass, ov.Messages)
-		if ov.OpenAlerts, err = a.db.CountOpenAlerts(om.Org.ID); err != nil {
-			return nil, err
-		}
-		out = append(out, ov)
+		out[i] = ov
 	}
 	return out, nil
 }

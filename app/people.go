@@ -67,6 +67,8 @@ func (a *App) SignInPassword(addr, email, password, totp string) (string, Actor,
 		a.accountFail.fail(key, now)
 		if acc != nil {
 			a.auditAccount(acc, "sign-in.fail", addr)
+		} else if err := a.db.SyncAudit(); err != nil {
+			a.log.Error("syncing the database", "error", err)
 		}
 		return "", Actor{}, errSignIn(cause)
 	}
@@ -144,7 +146,7 @@ func (a *App) openPersonSession(acc *store.Account, addr, action string) (string
 		return "", Actor{}, err
 	}
 	if len(ms) == 0 {
-		return "", Actor{}, &Error{Kind: Forbidden, Msg: "your account belongs to no organization: ask an owner to invite you"}
+		return "", Actor{}, &Error{Kind: Forbidden, Msg: "your account gives access to no organization: use your invitation link, or ask an owner to invite you"}
 	}
 	return a.openSessionIn(acc, orgs[0], addr, action)
 }
@@ -260,12 +262,16 @@ type Member struct {
 	LastSignInAt *time.Time
 	HasPassword  bool
 	TOTP         bool
+	// Pending: the person has not used their invitation yet, so the
+	// membership gives no access.
+	Pending bool
 }
 
 func newMember(m *store.Member) Member {
 	role, _ := ParseRole(m.Role)
 	return Member{ID: m.ID, AccountID: m.AccountID, Email: m.Account.Email, Role: role, CreatedAt: m.CreatedAt,
-		LastSignInAt: m.Account.LastSignInAt, HasPassword: m.Account.PasswordHash != "", TOTP: m.Account.TOTPEnabled}
+		LastSignInAt: m.Account.LastSignInAt, HasPassword: m.Account.PasswordHash != "", TOTP: m.Account.TOTPEnabled,
+		Pending: !m.Accepted()}
 }
 
 // Members lists the people of the actor's organization, by email
@@ -368,7 +374,8 @@ func (a *App) RemoveMember(actor Actor, memberID string) (Member, error) {
 // actor's organization (owners, and the operator) and returns its token
 // (<public-url>/invite/<token>, good for ResetTTL, single use). The
 // person's sessions end at once; their password works until the link is
-// used.
+// used. Forbidden for an owner when the person belongs to another
+// organization too (only the operator resets them then).
 func (a *App) ResetPassword(actor Actor, memberID string) (string, error) {
 	if err := Authorize(actor, ManagePeople); err != nil {
 		return "", err
@@ -376,6 +383,19 @@ func (a *App) ResetPassword(actor Actor, memberID string) (string, error) {
 	m, err := a.db.FindMember(actor.orgID(), memberID)
 	if err != nil {
 		return "", notFound(err, "member")
+	}
+	if !actor.operator {
+		// A reset link signs its holder in as the person: an owner may
+		// not reach the person's other organizations with it.
+		ms, _, err := a.db.AccountMemberships(m.AccountID)
+		if err != nil {
+			return "", err
+		}
+		for _, o := range ms {
+			if o.OrgID != actor.orgID() {
+				return "", &Error{Kind: Forbidden, Msg: m.Account.Email + " belongs to other organizations too: the operator resets their password (dmarcd user reset)"}
+			}
+		}
 	}
 	if err := a.db.EndAccountSessions(m.AccountID); err != nil {
 		return "", err
@@ -388,16 +408,24 @@ func (a *App) ResetPassword(actor Actor, memberID string) (string, error) {
 	return token, nil
 }
 
-// InvitationView is what the page of a one-time link shows.
+// InvitationView is what the page of a one-time link shows, and what
+// AcceptInvitation needs in its password field.
 type InvitationView struct {
 	Email     string
 	OrgName   string
 	ExpiresAt time.Time
 	// Reset is a password-reset link (else an invitation).
 	Reset bool
-	// NeedsPassword: the form must set a password (a reset, or an
-	// account without one).
+	// NeedsPassword: the form sets a new password (with a confirmation):
+	// a reset, or an invitation of a person who has no password and no
+	// organization yet.
 	NeedsPassword bool
+	// CurrentPassword: the person has a password already; the form asks
+	// for it, so that the link alone does not sign anyone in as them.
+	CurrentPassword bool
+	// SingleSignOn: the person signs in with single sign-on only; they
+	// accept by signing in that way (SignInOIDC), not with the link.
+	SingleSignOn bool
 }
 
 // Invitation returns what the page of link token shows; NotFound for a
@@ -407,9 +435,21 @@ func (a *App) Invitation(token string) (InvitationView, error) {
 	if err != nil {
 		return InvitationView{}, notFoundLink(err)
 	}
-	reset := inv.Kind == store.ResetKind
-	return InvitationView{Email: acc.Email, OrgName: org.Name, ExpiresAt: inv.ExpiresAt, Reset: reset,
-		NeedsPassword: reset || acc.PasswordHash == ""}, nil
+	v := InvitationView{Email: acc.Email, OrgName: org.Name, ExpiresAt: inv.ExpiresAt, Reset: inv.Kind == store.ResetKind}
+	switch {
+	case v.Reset:
+		v.NeedsPassword = true
+	case acc.PasswordHash != "":
+		v.CurrentPassword = true
+	default:
+		ms, _, err := a.db.AccountMemberships(acc.ID)
+		if err != nil {
+			return InvitationView{}, err
+		}
+		v.SingleSignOn = len(ms) > 0
+		v.NeedsPassword = !v.SingleSignOn
+	}
+	return v, nil
 }
 
 func notFoundLink(err error) error {
@@ -419,13 +459,24 @@ func notFoundLink(err error) error {
 	return err
 }
 
-// AcceptInvitation uses the one-time link token from client address
-// addr: it sets password when the link needs one (a reset, or an account
-// without a password; MinPasswordLen and up, else Invalid naming
-// password), ends the person's other sessions on a reset, and signs them
-// in to the link's organization. NotFound for a token unknown, used or
-// expired.
-func (a *App) AcceptInvitation(addr, token, password string) (string, Actor, error) {
+// errLinkChanged is a link whose person changed between the page and the
+// form (a password set meanwhile): show the page again.
+var errLinkChanged = &Error{Kind: Conflict, Msg: "this account changed meanwhile: open the link again"}
+
+// AcceptInvitation uses the one-time link token from client address addr
+// and signs the person in to the link's organization, accepting their
+// membership there. What password is depends on the link
+// (InvitationView): a new password for a reset, or for a person with no
+// password and no organization yet (MinPasswordLen and up, else Invalid
+// naming password; a reset also ends the person's other sessions); the
+// person's current password when they have one (Unauthenticated when
+// wrong, counted like a failed sign-in); a person of single sign-on only
+// is Forbidden (they accept by signing in that way). NotFound for a token
+// unknown, used or expired.
+//
+// A person with TOTP gives a code (or a recovery code) as totp beside
+// their current password: TOTPRequired without one, as at sign-in.
+func (a *App) AcceptInvitation(addr, token, password string, totp ...string) (string, Actor, error) {
 	now := a.clock()
 	if blocked, until := a.authFail.blocked(addr, now); blocked {
 		return "", Actor{}, throttled("from this address", until, now)
@@ -438,13 +489,45 @@ func (a *App) AcceptInvitation(addr, token, password string) (string, Actor, err
 		return "", Actor{}, err
 	}
 	hash := ""
-	if view.NeedsPassword {
+	switch {
+	case view.SingleSignOn:
+		return "", Actor{}, &Error{Kind: Forbidden, Msg: "you sign in with single sign-on: do so to accept this invitation"}
+	case view.CurrentPassword:
+		if blocked, until := a.accountFail.blocked(view.Email, now); blocked {
+			return "", Actor{}, throttled("for this account", until, now)
+		}
+		acc, err := a.db.FindAccountByEmail(view.Email)
+		if err != nil {
+			return "", Actor{}, notFoundLink(err)
+		}
+		if !a.verifyPassword(acc.PasswordHash, password) {
+			a.authFail.fail(addr, now)
+			a.accountFail.fail(view.Email, now)
+			a.auditAccount(acc, "sign-in.fail", addr)
+			return "", Actor{}, &Error{Kind: Unauthenticated, Msg: "wrong password: enter the password of " + view.Email}
+		}
+		if acc.TOTPEnabled {
+			if len(totp) == 0 || totp[0] == "" {
+				return "", Actor{}, errTOTPRequired
+			}
+			if _, err := a.useSecondFactor(acc, totp[0], now); err != nil {
+				if KindOf(err) == Unauthenticated {
+					a.authFail.fail(addr, now)
+					a.accountFail.fail(view.Email, now)
+				}
+				return "", Actor{}, err
+			}
+		}
+	case view.NeedsPassword:
 		if err := checkPassword("password", password); err != nil {
 			return "", Actor{}, err
 		}
 		hash = a.hashPassword(password)
 	}
-	inv, acc, org, err := a.db.UseInvitation(token, now, view.Reset, func(_ *store.Invitation, acc *store.Account) error {
+	inv, acc, org, err := a.db.UseInvitation(token, now, view.Reset, func(inv *store.Invitation, acc *store.Account) error {
+		if inv.Kind == store.InviteKind && (acc.PasswordHash != "") != view.CurrentPassword {
+			return errLinkChanged
+		}
 		if hash != "" {
 			acc.PasswordHash = hash
 		}

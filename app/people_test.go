@@ -2,10 +2,12 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -265,8 +267,26 @@ func TestSessionsEnd(t *testing.T) {
 func TestSwitchOrganization(t *testing.T) {
 	e := newEnv(t, nil)
 	e.person(e.alpha, "eve@example.com", "viewer")
-	if _, _, err := e.app.AddMember(app.Operator(e.beta), "eve@example.com", "owner"); err != nil {
+	_, link, err := e.app.AddMember(app.Operator(e.beta), "eve@example.com", "owner")
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Pending in beta until she uses the link: no access there yet.
+	_, actor, err := e.app.SignInPassword("192.0.2.5", "eve@example.com", testPassword, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if orgs, _ := e.app.Organizations(actor); len(orgs) != 1 {
+		t.Fatalf("a pending membership gives access: %d organizations", len(orgs))
+	}
+	v, err := e.app.Invitation(link)
+	if err != nil || !v.CurrentPassword || v.NeedsPassword {
+		t.Fatalf("the link of a person with a password: %+v %v", v, err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.5", link, "not her password")
+	wantKind(t, "the link with a wrong password", err, app.Unauthenticated)
+	if _, actor, err = e.app.AcceptInvitation("192.0.2.5", link, testPassword); err != nil || actor.Org().ID != e.beta.ID {
+		t.Fatalf("the link with her password: %v", err)
 	}
 	token, actor, err := e.app.SignInPassword("192.0.2.5", "eve@example.com", testPassword, "")
 	if err != nil || actor.Org().Name != "alpha" {
@@ -412,6 +432,25 @@ func TestTOTPSignIn(t *testing.T) {
 	}
 	_, _, err = e.app.BeginTOTP(e.fullA)
 	wantKind(t, "BeginTOTP for a key", err, app.Forbidden)
+
+	// A link of another organization asks for the code too.
+	secret, _, err = e.app.BeginTOTP(actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.app.ConfirmTOTP(actor, app.TOTPCode(secret, e.clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	_, link, err := e.app.AddMember(app.Operator(e.beta), "tia@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.6", link, testPassword)
+	wantKind(t, "a link without the code", err, app.TOTPRequired)
+	e.clock.Advance(30 * time.Second)
+	if _, actor, err := e.app.AcceptInvitation("192.0.2.6", link, testPassword, app.TOTPCode(secret, e.clock.Now())); err != nil || actor.Org().ID != e.beta.ID {
+		t.Errorf("the link with the code: %v", err)
+	}
 }
 
 // TestSignInOIDC: a verified email of an account signs in and accepts its
@@ -432,4 +471,136 @@ func TestSignInOIDC(t *testing.T) {
 	}
 	_, err = e.app.Invitation(link)
 	wantKind(t, "the invitation after SSO", err, app.NotFound)
+}
+
+// TestPersonNotFoundAcrossOrganizations: an owner of gamma finds nothing
+// of alpha's, and changes nothing there.
+func TestPersonNotFoundAcrossOrganizations(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	_, _, owner := e.person(e.gamma, "g@example.com", "owner")
+	am, _, _ := e.person(e.alpha, "a@example.com", "owner")
+	before := e.state()
+	wantKind(t, "deleting alpha's domain", e.app.DeleteDomain(ctx, owner, e.domA.ID), app.NotFound)
+	_, err := e.app.FindWebhook(ctx, owner, e.hookA.ID)
+	wantKind(t, "reading alpha's webhook", err, app.NotFound)
+	_, err = e.app.RevokeKey(ctx, owner, e.keyAlph)
+	wantKind(t, "revoking alpha's key", err, app.NotFound)
+	_, err = e.app.RemoveMember(owner, am.ID)
+	wantKind(t, "removing alpha's member", err, app.NotFound)
+	if after := e.state(); after != before {
+		t.Fatalf("changed:\n%s\n%s", before, after)
+	}
+	if ms, _ := e.app.Members(owner); len(ms) != 1 || ms[0].Email != "g@example.com" {
+		t.Errorf("gamma's members: %+v", ms)
+	}
+}
+
+// TestAuditOfEachAction runs each audited operation once and finds its
+// entry.
+func TestAuditOfEachAction(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	_, _, owner := e.person(e.alpha, "owner@example.com", "owner")
+	m, _, viewer := e.person(e.alpha, "viewer@example.com", "viewer")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook, _, err := e.app.CreateWebhook(ctx, owner, "https://hooks.example.com/audit", "audit")
+	must(err)
+	must(e.app.DeleteWebhook(ctx, owner, hook.ID))
+	key, _, err := e.app.CreateKey(ctx, owner, "temp", "read")
+	must(err)
+	_, err = e.app.RevokeKey(ctx, owner, key.ID)
+	must(err)
+	al, err := e.db.RecordDNSCheck(store.DNSCheck{DomainID: e.domA.ID, Seen: e.domA.LastDNSRecord, Record: e.domA.LastDNSRecord,
+		Alert: &alert.Candidate{Type: alert.TypeDNSRecordChanged, Severity: alert.SeverityWarning, Title: "t", Message: "m",
+			Details: json.RawMessage(`{}`)}})
+	must(err)
+	_, err = e.app.DismissAlert(ctx, owner, al.ID)
+	must(err)
+	secret, _, err := e.app.BeginTOTP(viewer)
+	must(err)
+	_, err = e.app.ConfirmTOTP(viewer, app.TOTPCode(secret, e.clock.Now()))
+	must(err)
+	_, err = e.app.SetRole(owner, m.ID, "admin")
+	must(err)
+	_, err = e.app.ResetPassword(owner, m.ID)
+	must(err)
+	_, err = e.app.RemoveMember(owner, m.ID)
+	must(err)
+	_, _, err = e.app.SignIn("192.0.2.50", e.readSecret)
+	must(err)
+	page, err := e.app.AuditLog(owner, app.AuditFilter{Limit: 500})
+	must(err)
+	got := map[string]string{}
+	for _, en := range page.Entries {
+		got[en.Action] = en.Actor + " " + en.Target
+	}
+	want := map[string]string{
+		"webhook.create": "owner@example.com https://hooks.example.com/audit",
+		"webhook.delete": "owner@example.com https://hooks.example.com/audit",
+		"key.create":     "owner@example.com " + key.Prefix + " temp",
+		"key.revoke":     "owner@example.com " + key.Prefix + " temp",
+		"totp.enable":    "viewer@example.com viewer@example.com",
+		"member.role":    "owner@example.com viewer@example.com to admin",
+		"member.reset":   "owner@example.com viewer@example.com",
+		"member.remove":  "owner@example.com viewer@example.com",
+		"sign-in":        "key:" + e.readA.Key().Prefix + " key:" + e.readA.Key().Prefix,
+	}
+	want["alert.dismiss"] = "owner@example.com " + al.ID
+	for action, w := range want {
+		if got[action] != w {
+			t.Errorf("%s: %q, want %q", action, got[action], w)
+		}
+	}
+}
+
+// TestLinksDoNotCrossOrganizations: a link made by one organization's
+// owner never signs its holder in as a person of other organizations.
+func TestLinksDoNotCrossOrganizations(t *testing.T) {
+	e := newEnv(t, nil)
+	_, _, ownerG := e.person(e.gamma, "g@example.com", "owner")
+	e.person(e.alpha, "shared@example.com", "admin")
+	// gamma's owner invites alpha's admin: the link needs her password.
+	m, link, err := e.app.AddMember(ownerG, "shared@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.9", link, "a password of my choice")
+	wantKind(t, "gamma's owner using the link", err, app.Unauthenticated)
+	// Nor may gamma's owner reset her password: she is alpha's too.
+	_, err = e.app.ResetPassword(ownerG, m.ID)
+	wantKind(t, "gamma's owner resetting alpha's admin", err, app.Forbidden)
+	if _, err := e.app.ResetPassword(app.Operator(e.gamma), m.ID); err != nil {
+		t.Errorf("the operator's reset: %v", err)
+	}
+	// A person of single sign-on only accepts by signing in that way.
+	_, l2, err := e.app.AddMember(app.Operator(e.alpha), "sso@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.app.SignInOIDC("192.0.2.9", "sso@example.com", true); err != nil {
+		t.Fatal(err)
+	}
+	_, l3, err := e.app.AddMember(ownerG, "sso@example.com", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := e.app.Invitation(l3); err != nil || !v.SingleSignOn || v.NeedsPassword {
+		t.Errorf("the link of a person of single sign-on: %+v %v", v, err)
+	}
+	_, _, err = e.app.AcceptInvitation("192.0.2.9", l3, "a password of my choice")
+	wantKind(t, "setting a password through gamma's link", err, app.Forbidden)
+	_, err = e.app.Invitation(l2)
+	wantKind(t, "alpha's link after single sign-on", err, app.NotFound)
+	ms, _ := e.app.Members(ownerG)
+	for _, mm := range ms {
+		if mm.Email == "sso@example.com" && !mm.Pending {
+			t.Error("gamma's invitation is not pending")
+		}
+	}
 }

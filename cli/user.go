@@ -135,13 +135,16 @@ func newUserListCommand(g *globalOptions) *cobra.Command {
 			if g.JSON {
 				return printJSON(g.stdout, us)
 			}
-			tw := newTable(g.stdout, "ID", "EMAIL", "ROLE", "ORGANIZATION", "CREATED", "LAST SIGN-IN", "TOTP")
+			tw := newTable(g.stdout, "ID", "EMAIL", "ROLE", "ORGANIZATION", "STATUS", "CREATED", "LAST SIGN-IN", "TOTP")
 			for _, u := range us {
-				totp := "off"
+				totp, status := "off", "active"
 				if u.TOTP {
 					totp = "on"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.ID, u.Email, u.Role, u.Organization,
+				if u.Pending {
+					status = "invited"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.ID, u.Email, u.Role, u.Organization, status,
 					u.CreatedAt.Format(time.RFC3339), timeOrNever(u.LastSignInAt), totp)
 			}
 			return tw.Flush()

@@ -58,7 +58,7 @@ func TestUserCommandsOffline(t *testing.T) {
 		t.Fatalf("user reset: %d %s", code, out)
 	}
 	code, out, _ = run(t, nil, dd, "user", "list")
-	if code != 0 || !strings.Contains(out, "owner@example.com") || !regexp.MustCompile(`viewer@example.com\s+admin\s+acme`).MatchString(out) {
+	if code != 0 || !strings.Contains(out, "owner@example.com") || !regexp.MustCompile(`viewer@example.com\s+admin\s+acme\s+invited`).MatchString(out) {
 		t.Errorf("user list:\n%s", out)
 	}
 	// The links work, once, on the file the commands wrote.

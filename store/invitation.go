@@ -131,8 +131,8 @@ func (db *DB) FindInvitation(token string, now time.Time) (*Invitation, *Account
 
 // UseInvitation uses the live invitation of token at now, once: in one
 // transaction it marks it used, lets fn change its account (set the
-// password), ends the account's sessions when ends is true, and stamps
-// the sign-in. ErrNotFound for a token unknown, used or expired, or
+// password), accepts the membership it was made for, and ends the
+// account's sessions when endSessions is true. ErrNotFound for a token unknown, used or expired, or
 // whose member was removed meanwhile; fn's error is returned as it is
 // and uses nothing.
 func (db *DB) UseInvitation(token string, now time.Time, endSessions bool, fn func(*Invitation, *Account) error) (*Invitation, *Account, *Organization, error) {
@@ -164,6 +164,9 @@ func (db *DB) UseInvitation(token string, now time.Time, endSessions bool, fn fu
 		if err := putInvitation(tx, hash, inv); err != nil {
 			return err
 		}
+		if err := acceptMembership(tx, inv.OrgID, inv.AccountID, now); err != nil {
+			return err
+		}
 		if endSessions {
 			if err := deleteAccountSessions(tx, acc.ID); err != nil {
 				return err
@@ -177,9 +180,9 @@ func (db *DB) UseInvitation(token string, now time.Time, endSessions bool, fn fu
 	return inv, acc, org.organization(), nil
 }
 
-// UseAccountInvitations marks every live invitation of account
-// accountID used at now (the person signed in another way, OIDC) and
-// returns how many.
+// UseAccountInvitations accepts every membership of account accountID
+// and marks its live invitations used at now (the person proved their
+// email another way: single sign-on), and returns how many invitations.
 func (db *DB) UseAccountInvitations(accountID string, now time.Time) (int, error) {
 	now = now.UTC().Truncate(time.Second)
 	n := 0
@@ -192,6 +195,9 @@ func (db *DB) UseAccountInvitations(accountID string, now time.Time) (int, error
 			orgs = append(orgs, string(k[len(prefix):]))
 		}
 		for _, orgID := range orgs {
+			if err := acceptMembership(tx, orgID, accountID, now); err != nil {
+				return err
+			}
 			p := pairKey(orgID, accountID)
 			ic := tx.Bucket(bucketInvitationsByOrg).Cursor()
 			for k, _ := ic.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = ic.Next() {

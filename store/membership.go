@@ -26,7 +26,16 @@ type Membership struct {
 	AccountID string    `json:"account_id"`
 	Role      string    `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
+	// AcceptedAt is when the person took their place: they used the
+	// membership's invitation link, or signed in with single sign-on (a
+	// verified email). Until then the membership is pending: it is listed
+	// but gives no access (no session opens in its organization), so that
+	// whoever holds a link cannot reach the person's other organizations.
+	AcceptedAt *time.Time `json:"accepted_at,omitempty"`
 }
+
+// Accepted reports whether the membership gives access.
+func (m *Membership) Accepted() bool { return m.AcceptedAt != nil }
 
 func errMemberNotFound() error { return errorf(ErrNotFound, "member not found") }
 
@@ -101,6 +110,30 @@ func getOrgMembership(tx *bolt.Tx, orgID, id string) (*Membership, error) {
 		return nil, errMemberNotFound()
 	}
 	return m, nil
+}
+
+// acceptedMembershipOf reads the accepted membership of accountID in
+// orgID; a pending one is ErrNotFound.
+func acceptedMembershipOf(tx *bolt.Tx, orgID, accountID string) (*Membership, error) {
+	m, err := membershipOf(tx, orgID, accountID)
+	if err != nil {
+		return nil, err
+	}
+	if !m.Accepted() {
+		return nil, errMemberNotFound()
+	}
+	return m, nil
+}
+
+// acceptMembership marks the membership of accountID in orgID accepted at
+// now (no change when it is).
+func acceptMembership(tx *bolt.Tx, orgID, accountID string, now time.Time) error {
+	m, err := membershipOf(tx, orgID, accountID)
+	if err != nil || m.Accepted() {
+		return err
+	}
+	m.AcceptedAt = &now
+	return putMembership(tx, m)
 }
 
 // membershipOf reads the membership of accountID in orgID.
@@ -193,8 +226,9 @@ func sortMembers(ms []*Member) {
 	}
 }
 
-// AccountMemberships returns the memberships of account accountID with
-// their organizations, by organization name.
+// AccountMemberships returns the accepted memberships of account
+// accountID (the ones that give access) with their organizations, by
+// organization name.
 func (db *DB) AccountMemberships(accountID string) ([]*Membership, []*Organization, error) {
 	var ms []*Membership
 	var orgs []*Organization
@@ -205,6 +239,9 @@ func (db *DB) AccountMemberships(accountID string) ([]*Membership, []*Organizati
 			m, err := getMembership(tx, string(v))
 			if err != nil {
 				return err
+			}
+			if !m.Accepted() {
+				continue
 			}
 			org, err := getOrg(tx, m.OrgID)
 			if err != nil {

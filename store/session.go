@@ -120,7 +120,7 @@ func (db *DB) CreateSession(keyID string, now time.Time) (token string, s *Sessi
 }
 
 // CreatePersonSession opens a session for account accountID in
-// organization orgID, of which it must be a member, at now, stamps the
+// organization orgID, of which it must be an accepted member, at now, stamps the
 // account's last sign-in, and returns the token and the session (with
 // the account and role). ErrNotFound for an unknown account or no
 // membership.
@@ -138,7 +138,7 @@ func (db *DB) CreatePersonSession(accountID, orgID string, now time.Time) (strin
 		if err != nil {
 			return err
 		}
-		m, err := membershipOf(tx, orgID, accountID)
+		m, err := acceptedMembershipOf(tx, orgID, accountID)
 		if err != nil {
 			return err
 		}
@@ -183,7 +183,7 @@ func (db *DB) SetSessionOrg(token, orgID string, now time.Time) error {
 		if _, err := getOrg(tx, orgID); err != nil {
 			return err
 		}
-		if _, err := membershipOf(tx, orgID, rec.AccountID); err != nil {
+		if _, err := acceptedMembershipOf(tx, orgID, rec.AccountID); err != nil {
 			return errOrgNotFound()
 		}
 		rec.OrgID = orgID
@@ -225,7 +225,7 @@ func (db *DB) FindSession(token string, now time.Time) (*Session, *APIKey, *Orga
 			if acc, err = getAccount(tx, rec.AccountID); err != nil {
 				return notFoundAs(err, errSessionNotFound())
 			}
-			if m, err = membershipOf(tx, rec.OrgID, rec.AccountID); err != nil {
+			if m, err = acceptedMembershipOf(tx, rec.OrgID, rec.AccountID); err != nil {
 				stale = true
 				return errSessionNotFound()
 			}

@@ -147,7 +147,11 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 		b.Fatal(err)
 	}
 	other := storetest.MustOrganization(b, db, "other", store.PlanUnlimited)
-	if _, _, err := a.AddMember(app.Operator(other), "owner@bench.example", "viewer"); err != nil {
+	_, link, err = a.AddMember(app.Operator(other), "owner@bench.example", "viewer")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := a.AcceptInvitation("192.0.2.1", link, "a bench password"); err != nil {
 		b.Fatal(err)
 	}
 	return &benchEnv{h: ui, api: api, key: secret, cookie: token, person: person, busy: busy.ID, report: reps[0].ID, tls: tlsID}

@@ -425,10 +425,15 @@ type invitePage struct {
 	Passwords bool
 	// Reset is a password-reset link.
 	Reset bool
-	// NeedsPassword: the link sets a password (an account without one,
-	// or a reset); else accepting is one button.
+	// NeedsPassword: the link sets a new password (a reset, or a person
+	// without one): password and password_confirm.
 	NeedsPassword bool
-	MinLen        int
+	// CurrentPassword: the person has a password; the form asks for it
+	// (and for a TOTP code, TOTP, once the server said it is needed).
+	CurrentPassword, TOTP bool
+	// SingleSignOn: the person accepts by signing in with the provider.
+	SingleSignOn bool
+	MinLen       int
 }
 
 // auditActions are the actions the audit log records (docs/people.md),
@@ -454,7 +459,8 @@ func (h *Handler) invitationPage(w http.ResponseWriter, r *http.Request, token s
 		return invitePage{}, false
 	}
 	p := invitePage{Token: token, Email: inv.Email, Org: inv.OrgName, Reset: inv.Reset, NeedsPassword: inv.NeedsPassword,
-		Passwords: inv.NeedsPassword && (h.oidc == nil || !h.oidc.cfg.Only), MinLen: app.MinPasswordLen}
+		CurrentPassword: inv.CurrentPassword, SingleSignOn: inv.SingleSignOn,
+		Passwords: (inv.NeedsPassword || inv.CurrentPassword) && (h.oidc == nil || !h.oidc.cfg.Only), MinLen: app.MinPasswordLen}
 	if h.oidc != nil {
 		p.OIDC = h.oidc.cfg.Name
 	}
@@ -490,7 +496,7 @@ func (h *Handler) postInvite(w http.ResponseWriter, r *http.Request, ps httprout
 		h.render(w, nil, http.StatusForbidden, "invite", "Join "+p.Org, p)
 		return
 	}
-	if p.NeedsPassword && !p.Passwords {
+	if !p.Passwords {
 		p.Error = "Passwords are turned off on this server: join with " + p.OIDC + "."
 		h.render(w, nil, http.StatusForbidden, "invite", "Join "+p.Org, p)
 		return
@@ -501,13 +507,36 @@ func (h *Handler) postInvite(w http.ResponseWriter, r *http.Request, ps httprout
 		h.render(w, nil, http.StatusUnprocessableEntity, "invite", "Join "+p.Org, p)
 		return
 	}
-	token, actor, err := h.app.AcceptInvitation(addr, ps.ByName("token"), pw)
+	token, actor, err := h.app.AcceptInvitation(addr, ps.ByName("token"), pw, strings.TrimSpace(r.PostForm.Get("totp")))
 	if err != nil {
-		switch app.KindOf(err) {
+		switch e := app.AsError(err); e.Kind {
 		case app.Invalid:
-			p.Error = app.AsError(err).Msg
+			p.Error = e.Msg
 			h.render(w, nil, http.StatusUnprocessableEntity, "invite", "Join "+p.Org, p)
-		case app.NotFound, app.Unauthenticated:
+		case app.TOTPRequired:
+			// The right password of an account with TOTP: ask for the
+			// code with it.
+			p.TOTP = true
+			if r.PostForm.Get("totp") != "" {
+				p.Error = "That code did not work. Enter the current code of your authenticator app, or a recovery code."
+			}
+			h.render(w, nil, http.StatusOK, "invite", "Join "+p.Org, p)
+		case app.Unauthenticated:
+			p.TOTP = r.PostForm.Get("totp") != ""
+			if p.TOTP {
+				p.Error = "That password or code did not work. Enter both again."
+			} else {
+				p.Error = "That is not the password of " + p.Email + "."
+			}
+			h.render(w, nil, http.StatusUnauthorized, "invite", "Join "+p.Org, p)
+		case app.Throttled:
+			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
+			p.Error = "Too many failed attempts. Wait a minute and try again."
+			h.render(w, nil, http.StatusTooManyRequests, "invite", "Join "+p.Org, p)
+		case app.Forbidden:
+			p.Error = "You sign in with single sign-on: use the button above to accept."
+			h.render(w, nil, http.StatusForbidden, "invite", "Join "+p.Org, p)
+		case app.NotFound:
 			h.errorPage(w, nil, errInvitation)
 		default:
 			h.errorPage(w, nil, err)

@@ -437,7 +437,11 @@ func storetestAlert(t *testing.T, e *env) string {
 func TestOrganizationsOfAPerson(t *testing.T) {
 	e := newEnv(t)
 	e.person(e.orgA, "msp@alpha.example", "owner")
-	if _, _, err := e.app.AddMember(app.Operator(e.orgB), "msp@alpha.example", "viewer"); err != nil {
+	_, link, err := e.app.AddMember(app.Operator(e.orgB), "msp@alpha.example", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.app.AcceptInvitation("192.0.2.1", link, testPassword); err != nil {
 		t.Fatal(err)
 	}
 	orgC := storetestOrg(t, e, "gamma")
@@ -552,4 +556,67 @@ func TestAuditLogPage(t *testing.T) {
 	if bad := e.send("GET", "/settings/audit?from=yesterday", cookie, nil); bad.status != 200 || errorRE.FindString(bad.body) == "" {
 		t.Errorf("a bad date: %d", bad.status)
 	}
+}
+
+// TestInvitationOfAPersonWithAPassword ensures a link for a person who
+// has a password asks for it (the link alone signs nobody in), and for
+// their TOTP code when they enrolled one.
+func TestInvitationOfAPersonWithAPassword(t *testing.T) {
+	e := newEnv(t)
+	e.person(e.orgA, "msp@alpha.example", "owner")
+	secret, _, err := e.app.BeginTOTP(e.personActor(t, "msp@alpha.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.app.ConfirmTOTP(e.personActor(t, "msp@alpha.example"), totpCode(t, secret, e.clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	_, link, err := e.app.AddMember(app.Operator(e.orgB), "msp@alpha.example", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := e.send("GET", "/invite/"+link, "", nil)
+	if form.status != 200 || strings.Contains(form.body, `name="password_confirm"`) || !strings.Contains(form.body, `autocomplete="current-password"`) {
+		t.Fatalf("the link of a person with a password: %d %s", form.status, form.body)
+	}
+	token := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindStringSubmatch(form.body)[1]
+	var cookie string
+	for _, c := range (&http.Response{Header: form.header}).Cookies() {
+		if c.Name == "dmarcd_login" {
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	post := func(v url.Values) page {
+		v.Set("csrf_token", token)
+		return e.send("POST", "/invite/"+link, "", v, "Cookie", cookie)
+	}
+	if p := post(url.Values{"password": {"not the password"}}); p.status != http.StatusUnauthorized || sessionCookieSet(p) {
+		t.Errorf("a wrong password: %d", p.status)
+	}
+	p := post(url.Values{"password": {testPassword}})
+	if p.status != 200 || !strings.Contains(p.body, `name="totp"`) || sessionCookieSet(p) {
+		t.Fatalf("the right password of a person with TOTP: %d %s", p.status, p.body)
+	}
+	if p := post(url.Values{"password": {testPassword}, "totp": {"000000"}}); p.status == http.StatusSeeOther || sessionCookieSet(p) {
+		t.Errorf("a wrong code: %d", p.status)
+	}
+	p = post(url.Values{"password": {testPassword}, "totp": {totpCode(t, secret, e.clock.Now())}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("password and code: %d %s", p.status, p.body)
+	}
+	if home := e.send("GET", "/", sessionOf(t, p), nil); !strings.Contains(home.body, ">beta</button>") && !strings.Contains(home.body, "beta") {
+		t.Error("not signed in to beta")
+	}
+}
+
+// personActor is the Actor of email's session, signed in with testPassword.
+func (e *env) personActor(t *testing.T, email string) app.Actor {
+	t.Helper()
+	token, actor, err := e.app.SignInPassword("192.0.2.1", email, testPassword, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = token
+	return actor
 }

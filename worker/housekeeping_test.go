@@ -78,3 +78,27 @@ func TestKeyUsageWritesBatchedStamps(t *testing.T) {
 		t.Errorf("last used %v, want %v", got, clock.Now())
 	}
 }
+
+// TestAuditRetention ensures a run deletes the audit entries older than
+// the retention and keeps the newer ones.
+func TestAuditRetention(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch())
+	db := storetest.OpenWithClock(t, clock)
+	org := storetest.MustOrganization(t, db, "alpha", store.PlanUnlimited)
+	for _, age := range []time.Duration{401 * 24 * time.Hour, 399 * 24 * time.Hour, time.Hour} {
+		if err := db.AppendAudit(store.AuditEntry{At: clock.Now().Add(-age), OrgID: org.ID, Actor: "operator", Action: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := &AuditRetention{Audit: app.New(app.Config{Store: db, Now: clock.Now}), Retention: DefaultAuditRetention}
+	if j.Job().Name != "audit-retention" {
+		t.Errorf("job %q", j.Job().Name)
+	}
+	if err := j.Run(t.Context(), clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := db.ListAudit(org.ID, store.AuditFilter{})
+	if err != nil || len(p.Entries) != 2 {
+		t.Fatalf("left: %d, %v", len(p.Entries), err)
+	}
+}

@@ -237,3 +237,37 @@ func Keys(tb testing.TB, db *store.DB, bucket string) [][]byte {
 	}
 	return keys
 }
+
+// MustAccount creates the account of email or fails the test.
+func MustAccount(tb testing.TB, db *store.DB, email string) *store.Account {
+	tb.Helper()
+	acc, err := db.CreateAccount(email)
+	if err != nil {
+		tb.Fatalf("storetest: create account %q: %v", email, err)
+	}
+	return acc
+}
+
+// MustMember creates the account of email (when it has none) and makes it
+// an accepted member of orgID with role ("owner", "admin" or "viewer"),
+// as single sign-on with its verified email would (every membership of
+// the account is accepted), or fails the test.
+func MustMember(tb testing.TB, db *store.DB, orgID, email, role string) (*store.Account, *store.Membership) {
+	tb.Helper()
+	acc, err := db.FindAccountByEmail(email)
+	if err != nil {
+		acc = MustAccount(tb, db, email)
+	}
+	m, err := db.AddMembership(orgID, acc.ID, role)
+	if err != nil {
+		tb.Fatalf("storetest: add member %q: %v", email, err)
+	}
+	if _, err := db.UseAccountInvitations(acc.ID, time.Now()); err != nil {
+		tb.Fatalf("storetest: accept member %q: %v", email, err)
+	}
+	m, err = db.FindMembership(orgID, acc.ID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return acc, m
+}
