@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dmarcd/dmarcd/internal/egress"
+	"github.com/dmarcd/dmarcd/internal/oidctest"
 )
 
 // TestOIDCFlags ensures the --oidc-* flags are checked at start with a
@@ -57,5 +62,50 @@ func TestOIDCFlags(t *testing.T) {
 	local.Issuer, local.AllowPrivate = "https://127.0.0.1:9443", true
 	if _, err := local.config("https://d.example", egress.SystemResolver{}); err != nil {
 		t.Errorf("--oidc-allow-private with a loopback issuer: %v", err)
+	}
+}
+
+// TestServeWithOIDC builds serve with --oidc-* against a real provider on
+// loopback: discovery runs at start and says so with the redirect URL,
+// and the sign-in page sends the browser to the provider's authorization
+// endpoint with PKCE; an unreachable provider is said in the log and does
+// not stop the server.
+func TestServeWithOIDC(t *testing.T) {
+	prov := oidctest.Start(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(prov.ClientSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	build := func(issuer string) (*server, string) {
+		o, err := parseServe(t, "--reporting-domain", "reports.test", "--listen", "127.0.0.1:0", "--smtp-listen", "",
+			"--public-url", "https://dmarc.example.net", "--oidc-issuer", issuer, "--oidc-client-id", prov.ClientID,
+			"--oidc-client-secret-file", secret, "--oidc-allow-private", "--oidc-ca-file", prov.CAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, logs bytes.Buffer
+		s, err := newServer(&globalOptions{DataDir: t.TempDir(), stdout: &out, stderr: &logs}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.close)
+		return s, logs.String()
+	}
+	s, logs := build(prov.Issuer)
+	if !strings.Contains(logs, "single sign-on ready") || !strings.Contains(logs, "https://dmarc.example.net/login/oidc/callback") ||
+		strings.Contains(logs, prov.ClientSecret) {
+		t.Errorf("start-up log: %s", logs)
+	}
+	rec := httptest.NewRecorder()
+	s.apiSrv.Handler.ServeHTTP(rec, httptest.NewRequest("GET", "/auth/oidc", nil))
+	loc, _ := url.Parse(rec.Header().Get("Location"))
+	if rec.Code != http.StatusFound || !strings.HasPrefix(loc.String(), prov.Issuer) ||
+		loc.Query().Get("redirect_uri") != "https://dmarc.example.net/login/oidc/callback" || loc.Query().Get("code_challenge") == "" {
+		t.Errorf("GET /auth/oidc: %d %s", rec.Code, loc)
+	}
+
+	_, logs = build("https://127.0.0.1:1/")
+	if !strings.Contains(logs, "single sign-on unavailable") {
+		t.Errorf("an unreachable provider at start: %s", logs)
 	}
 }
