@@ -103,7 +103,7 @@ func (e *env) writeOps() map[string]func(app.Actor) error {
 		"VerifyDomain": func(a app.Actor) error { _, err := e.app.VerifyDomain(ctx, a, e.domA.ID); return err },
 		"DeleteDomain": func(a app.Actor) error { return e.app.DeleteDomain(ctx, a, e.domA.ID) },
 		"CreateWebhook": func(a app.Actor) error {
-			_, _, err := e.app.CreateWebhook(ctx, a, url, name)
+			_, _, err := e.app.CreateWebhook(ctx, a, url, name, "")
 			return err
 		},
 		"UpdateWebhook": func(a app.Actor) error {
@@ -130,6 +130,10 @@ func (e *env) writeOps() map[string]func(app.Actor) error {
 		},
 		"DeleteQuarantine": func(a app.Actor) error { return e.app.DeleteQuarantine(ctx, a, store.NewID()) },
 		"DismissAlert":     func(a app.Actor) error { _, err := e.app.DismissAlert(ctx, a, store.NewID()); return err },
+		"DismissAlerts": func(a app.Actor) error {
+			_, err := e.app.DismissAlerts(ctx, a, []string{store.NewID()})
+			return err
+		},
 		"CreateOrganization": func(a app.Actor) error {
 			_, err := e.app.CreateOrganization(ctx, a, "delta", store.PlanStarter)
 			return err
@@ -250,7 +254,7 @@ func TestOperatorMayDoAnything(t *testing.T) {
 func TestPlanFeatures(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	_, _, err := e.app.CreateWebhook(ctx, e.fullB, "not a url", "")
+	_, _, err := e.app.CreateWebhook(ctx, e.fullB, "not a url", "", "")
 	wantKind(t, "CreateWebhook on starter", err, app.PlanFeature)
 	if ae := app.AsError(err); ae.Feature != app.Webhooks || !strings.Contains(ae.Msg, "webhooks") {
 		t.Errorf("the refusal: %+v", ae)
@@ -286,11 +290,11 @@ func TestPlanLimits(t *testing.T) {
 	wantKind(t, "a starter's fourth domain", err, app.PlanLimit)
 
 	for i := range 10 {
-		if _, _, err := e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/"+fmt.Sprint(i), "h"); err != nil {
+		if _, _, err := e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/"+fmt.Sprint(i), "h", ""); err != nil {
 			t.Fatalf("webhook %d of 10: %v", i+1, err)
 		}
 	}
-	_, _, err = e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/10", "h")
+	_, _, err = e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/10", "h", "")
 	wantKind(t, "a business plan's eleventh webhook", err, app.PlanLimit)
 
 	for i := range store.MaxActiveKeys - 1 { // beta has one key already
@@ -314,7 +318,7 @@ func TestPlanLimits(t *testing.T) {
 func TestInvalidFieldsAreNamed(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	_, _, err := e.app.CreateWebhook(ctx, e.fullA, "http://hooks.example.com/", " ")
+	_, _, err := e.app.CreateWebhook(ctx, e.fullA, "http://hooks.example.com/", " ", "")
 	ae := app.AsError(err)
 	if ae.Kind != app.Invalid || len(ae.Fields) != 2 || ae.Fields[0].Field != "name" || ae.Fields[1].Field != "url" {
 		t.Errorf("webhook with a blank name and an http URL: %+v", ae)

@@ -351,7 +351,7 @@ func (s *server) buildJobs() error {
 	s.sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
 		QuarantineRetention: o.QuarantineRetention, Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
-		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg})
+		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg, PublicURL: o.PublicURL})
 	if err != nil {
 		return err
 	}
