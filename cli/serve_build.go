@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -236,10 +237,25 @@ func (s *server) buildHTTP() error {
 	o, log := s.o, s.log
 	s.api = httpapi.New(httpapi.Config{App: s.app, Store: s.db, Senders: s.views, RateLimit: o.RateLimit,
 		Logger: log, Metrics: s.reg, Version: version(), TLSReports: s.tlsReports, Ready: s.readiness})
-	ui, err := web.New(web.Config{App: s.app, Store: s.db, DNS: s.dns, PublicURL: o.PublicURL, Logger: log, Senders: s.views,
-		GeoIPCity: o.Geo.City != "", GeoIPASN: o.Geo.ASN != ""})
+	oidc, err := o.OIDC.config(o.PublicURL, s.resolver)
 	if err != nil {
 		return err
+	}
+	ui, err := web.New(web.Config{App: s.app, Store: s.db, DNS: s.dns, PublicURL: o.PublicURL, Logger: log, Senders: s.views,
+		GeoIPCity: o.Geo.City != "", GeoIPASN: o.Geo.ASN != "", OIDC: oidc})
+	if err != nil {
+		return err
+	}
+	if oidc != nil {
+		// An unreachable provider is said at once, and does not stop the
+		// server: the first sign-in tries again.
+		ctx, cancel := context.WithTimeout(context.Background(), oidcDiscoveryBudget)
+		if err := ui.DiscoverOIDC(ctx); err != nil {
+			log.Warn("single sign-on unavailable until the provider answers (the first sign-in tries again)", "error", err)
+		} else {
+			log.Info("single sign-on ready", "issuer", oidc.Issuer, "redirect_url", o.PublicURL+web.OIDCCallbackPath)
+		}
+		cancel()
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", s.api.Observe("ui", ui)) // logged and counted as the API's requests are

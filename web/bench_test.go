@@ -31,6 +31,7 @@ type benchEnv struct {
 	api    http.Handler // the REST API over the same store, to compare
 	key    string
 	cookie string
+	person string // the session of a person in two organizations
 	busy   string // the domain with the most sources
 	report string // a report of the busy domain
 	tls    string // a TLS report of the busy domain
@@ -135,7 +136,25 @@ func newBenchEnv(b *testing.B, domains int) *benchEnv {
 		b.Fatal(err)
 	}
 	api := httpapi.New(httpapi.Config{App: a, Store: db, Now: clock.Now, RateLimit: 1 << 30})
-	return &benchEnv{h: ui, api: api, key: secret, cookie: token, busy: busy.ID, report: reps[0].ID, tls: tlsID}
+	// A person, owner here and viewer of a second organization: their
+	// pages add the switcher to the permission check.
+	_, link, err := a.AddMember(app.Operator(org), "owner@bench.example", "owner")
+	if err != nil {
+		b.Fatal(err)
+	}
+	person, _, err := a.AcceptInvitation("192.0.2.1", link, "a bench password")
+	if err != nil {
+		b.Fatal(err)
+	}
+	other := storetest.MustOrganization(b, db, "other", store.PlanUnlimited)
+	_, link, err = a.AddMember(app.Operator(other), "owner@bench.example", "viewer")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := a.AcceptInvitation("192.0.2.1", link, "a bench password"); err != nil {
+		b.Fatal(err)
+	}
+	return &benchEnv{h: ui, api: api, key: secret, cookie: token, person: person, busy: busy.ID, report: reps[0].ID, tls: tlsID}
 }
 
 // assetRE finds the embedded assets a page loads.
@@ -199,6 +218,11 @@ func BenchmarkPages(b *testing.B) {
 	b.Run("Failures", func(b *testing.B) { e.benchPage(b, "/forensic") })
 	b.Run("Alerts", func(b *testing.B) { e.benchPage(b, "/alerts") })
 	b.Run("Settings", func(b *testing.B) { e.benchPage(b, "/settings") })
+	asPerson := *e
+	asPerson.cookie = e.person
+	b.Run("SettingsPerson", func(b *testing.B) { asPerson.benchPage(b, "/settings") })
+	b.Run("OverviewPerson", func(b *testing.B) { asPerson.benchPage(b, "/") })
+	b.Run("Orgs", func(b *testing.B) { asPerson.benchPage(b, "/orgs") })
 	b.Run("Keys", func(b *testing.B) { e.benchPage(b, "/settings/keys") })
 	b.Run("Webhooks", func(b *testing.B) { e.benchPage(b, "/settings/webhooks") })
 	// The API at the same size, for comparison.

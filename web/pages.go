@@ -24,6 +24,10 @@ func (h *Handler) routes() {
 	h.router.GET("/login", h.getLogin)
 	h.router.POST("/login", h.postLogin)
 	h.handle("POST", "/logout", app.Read, h.logout)
+	if h.oidc != nil {
+		h.router.GET("/auth/oidc", h.startOIDC)
+		h.router.GET(OIDCCallbackPath, h.oidcCallback)
+	}
 
 	h.handle("GET", "/", app.Read, h.overview)
 	h.handle("POST", "/domains", app.Write, h.createDomain)
@@ -52,6 +56,7 @@ func (h *Handler) routes() {
 	h.mailboxRoutes()
 	h.notificationRoutes()
 	h.quarantineRoutes()
+	h.peopleRoutes()
 
 	h.router.NotFound = http.HandlerFunc(h.notFound)
 	h.router.MethodNotAllowed = http.HandlerFunc(h.notFound)

@@ -228,7 +228,7 @@ type keysPage struct {
 
 func (h *Handler) keysData(r *req) (keysPage, error) {
 	keys, _, err := h.app.ListKeys(r.Context(), r.actor, store.Page{Page: 1, Limit: 1000})
-	p := keysPage{Keys: keys, Max: store.MaxActiveKeys, MaxName: store.MaxKeyNameLen, SignedIn: r.actor.Key().ID, Scope: "full"}
+	p := keysPage{Keys: keys, Max: store.MaxActiveKeys, MaxName: store.MaxKeyNameLen, SignedIn: r.keyID(), Scope: "full"}
 	for _, k := range keys {
 		if k.Active() {
 			p.Active++
@@ -286,7 +286,7 @@ func (h *Handler) revokeKey(w http.ResponseWriter, r *req) error {
 	if _, err := h.app.RevokeKey(r.Context(), r.actor, id); err != nil {
 		return err
 	}
-	if id == r.actor.Key().ID { // the session ended with its key
+	if id == r.keyID() { // the session ended with its key
 		h.clearCookie(w, r.Request)
 		http.Redirect(w, r.Request, "/login", http.StatusSeeOther)
 		return nil

@@ -27,6 +27,23 @@ type layout struct {
 	Failures bool // the plan includes failure reports
 	CSRF     string
 	Data     any
+	// Person is the signed-in person's email, "" for a key's session.
+	Person string
+	// Role is the person's role in Org ("" for a key).
+	Role string
+	// People: the person may manage the organization's people (owner).
+	People bool
+	// Audit: the audit log may be read.
+	Audit bool
+	// Orgs are the person's organizations, for the switcher: set only
+	// for people in several.
+	Orgs []orgChoice
+}
+
+// orgChoice is one organization of the header's switcher.
+type orgChoice struct {
+	ID, Name string
+	Current  bool
 }
 
 // render writes page name with status. r is nil on pages shown without a
@@ -36,6 +53,7 @@ func (h *Handler) render(w http.ResponseWriter, r *req, status int, name, title 
 	if r != nil {
 		l.SignedIn, l.Org, l.Key, l.ReadOnly, l.CSRF = true, r.actor.Org(), r.actor.Key(), r.readOnly(), r.session.CSRFToken
 		l.Failures = app.Includes(r.actor, app.FailureReports)
+		h.fillPerson(&l, r)
 	}
 	var buf bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", l); err != nil {
@@ -58,6 +76,10 @@ func (h *Handler) errorPage(w http.ResponseWriter, r *req, err error) {
 		switch e := app.AsError(err); {
 		case e.Kind == app.NotFound:
 			pe = errNotFound
+		case e.Kind == app.Forbidden && r != nil && r.actor.Person() != nil:
+			// A person's role: the application layer's words say which.
+			pe = &pageError{status: http.StatusForbidden, title: "Not allowed",
+				msg: "You cannot do this in " + r.actor.Org().Name + ": " + e.Msg + ". Ask an owner of the organization if you need to."}
 		case e.Kind == app.Forbidden:
 			pe = errReadOnly
 		case e.Kind == app.PlanFeature && e.Feature == app.Webhooks:

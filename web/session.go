@@ -27,6 +27,15 @@ type req struct {
 // orgID is the id of the signed-in organization.
 func (r *req) orgID() string { return r.actor.Org().ID }
 
+// keyID is the id of the key the session was opened with, "" for a
+// person's session.
+func (r *req) keyID() string {
+	if k := r.actor.Key(); k != nil {
+		return k.ID
+	}
+	return ""
+}
+
 // readOnly reports whether the session's key may change nothing.
 func (r *req) readOnly() bool { return app.Authorize(r.actor, app.Write) != nil }
 
@@ -79,7 +88,9 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*req, bool) 
 	if c, err := r.Cookie(CookieName); err == nil {
 		actor, s, err := h.app.Session(c.Value)
 		if err == nil {
-			return &req{Request: r, session: s, actor: actor}, true
+			// The client address goes with what the actor does, for the
+			// audit log.
+			return &req{Request: r, session: s, actor: actor.WithAddr(clientaddr.Of(r))}, true
 		}
 		if app.KindOf(err) != app.Unauthenticated {
 			h.log.Error("reading a session", "error", err)
@@ -102,7 +113,7 @@ func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (*req, bool) 
 func (h *Handler) checkPost(r *req) error {
 	if m := h.checkOrigin(r.Request); m != nil {
 		h.log.Warn("form refused", "reason", m.reason, "origin", m.got, "expected", m.want, "path", r.URL.Path,
-			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
+			"who", r.actor.Name(), "remote", clientaddr.Of(r.Request))
 		return m.page()
 	}
 	if err := r.ParseForm(); err != nil {
@@ -111,7 +122,7 @@ func (h *Handler) checkPost(r *req) error {
 	got := r.PostForm.Get("csrf_token")
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(r.session.CSRFToken)) != 1 {
 		h.log.Warn("form refused", "reason", "stale form (no or wrong CSRF token)", "path", r.URL.Path,
-			"key_id", r.actor.Key().ID, "remote", clientaddr.Of(r.Request))
+			"who", r.actor.Name(), "remote", clientaddr.Of(r.Request))
 		return errForbidden
 	}
 	return nil
@@ -200,68 +211,6 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, token string
 func (h *Handler) clearCookie(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, Secure: h.secure(r), MaxAge: -1})
-}
-
-// loginPage is the data of the sign-in page.
-type loginPage struct {
-	Next  string
-	Error string
-}
-
-func (h *Handler) getLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if c, err := r.Cookie(CookieName); err == nil {
-		if _, _, err := h.app.Session(c.Value); err == nil {
-			http.Redirect(w, r, "/", http.StatusSeeOther)
-			return
-		}
-	}
-	h.render(w, nil, http.StatusOK, "login", "Sign in", loginPage{Next: safeNext(r.URL.Query().Get("next"))})
-}
-
-// signInFailed is the one message of every failed sign-in: no oracle.
-const signInFailed = "That key did not work. Check that you pasted the whole key (dmk_ and 32 characters) and that it has not been revoked."
-
-// postLogin signs in with a key. Every sign-in is logged with the client
-// address (clientaddr: behind a trusted proxy, the forwarded one), and a
-// refused one with its reason; never the key.
-func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	addr := clientaddr.Of(r)
-	if m := h.checkOrigin(r); m != nil {
-		h.log.Warn("sign-in refused", "reason", m.reason, "origin", m.got, "expected", m.want, "remote", addr)
-		h.errorPage(w, nil, m.page())
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	_ = r.ParseForm()
-	next := safeNext(r.PostForm.Get("next"))
-	// Failed sign-ins count with the API's failed authentications; a
-	// revoked key's against that key alone (app.Authenticate).
-	token, actor, err := h.app.SignIn(addr, strings.TrimSpace(r.PostForm.Get("key")))
-	if err != nil {
-		switch e := app.AsError(err); {
-		case e.Kind == app.Throttled && e.KeyID == "":
-			h.log.Warn("sign-in refused", "reason", "too many failed sign-ins", "remote", addr)
-			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
-			h.render(w, nil, http.StatusTooManyRequests, "login", "Sign in",
-				loginPage{Error: "Too many failed sign-ins from your address. Wait a minute and try again."})
-		case e.Kind == app.Unauthenticated, e.Kind == app.Throttled:
-			// A revoked key past its own limit is told what any failed
-			// sign-in is told: it locks out nobody else.
-			if e.KeyID != "" {
-				h.log.Warn("sign-in refused", "reason", "revoked key", "key_id", e.KeyID, "remote", addr)
-			} else {
-				h.log.Warn("sign-in refused", "reason", "unknown key", "remote", addr)
-			}
-			h.render(w, nil, http.StatusUnauthorized, "login", "Sign in", loginPage{Next: next, Error: signInFailed})
-		default:
-			h.errorPage(w, nil, err)
-		}
-		return
-	}
-	key := actor.Key()
-	h.log.Info("signed in", "key_id", key.ID, "key_prefix", key.Prefix, "key_name", key.Name, "org_id", actor.Org().ID, "remote", addr)
-	h.setCookie(w, r, token)
-	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // safeNext keeps a sign-in's return path on this site: a local absolute

@@ -62,6 +62,8 @@ type Config struct {
 	// reports it stores (--geoip-city, --geoip-asn): blank geolocation
 	// columns say why.
 	GeoIPCity, GeoIPASN bool
+	// OIDC turns on sign-in with an OpenID Connect provider; nil: none.
+	OIDC *OIDCConfig
 }
 
 // Handler is the web interface. Create it with New.
@@ -81,6 +83,8 @@ type Handler struct {
 	views  *senders.Views
 	stages *stageCache
 	checks *checkCache
+	oidc   *oidcClient // nil without single sign-on
+	steps  *totpSteps
 }
 
 // asset is one embedded static file.
@@ -109,7 +113,11 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, app: cfg.App, db: cfg.Store, log: cfg.Logger,
 		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Second) },
 		router: httprouter.New(), assets: map[string]asset{},
-		views: cfg.Senders, stages: newStageCache(), checks: newCheckCache()}
+		views: cfg.Senders, stages: newStageCache(), checks: newCheckCache(),
+		steps: &totpSteps{m: map[string]totpStep{}}}
+	if cfg.OIDC != nil {
+		h.oidc = newOIDCClient(*cfg.OIDC)
+	}
 	if cfg.PublicURL != "" {
 		u, err := ParsePublicURL(cfg.PublicURL)
 		if err != nil {
@@ -168,7 +176,8 @@ func (h *Handler) loadAssets() error {
 // pageNames are the templates besides the layout.
 var pageNames = []string{"login", "overview", "domain", "domain_new", "domain_delete",
 	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure",
-	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox", "quarantine", "quarantine_entry", "notifications"}
+	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox", "quarantine", "quarantine_entry", "notifications",
+	"orgs", "people", "account", "audit", "invite"}
 
 func (h *Handler) loadTemplates() error {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
