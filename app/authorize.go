@@ -198,6 +198,11 @@ var (
 	// WriteNotifications is changing the organization's notification
 	// recipients: owners and admins, and full-scope keys.
 	WriteNotifications = Action{name: "write-notifications", role: RoleAdmin, write: true}
+	// ManageOwnNotifications is reading and changing one's own
+	// notification entry (alerts mailed at once, digest) in the
+	// organization: any signed-in person, of any role; no key (a key is
+	// no person).
+	ManageOwnNotifications = Action{name: "manage-own-notifications", role: RoleViewer, self: true}
 	// SendMail is sending a test mail or queuing a built one (a digest
 	// sent now): the operator's alone.
 	SendMail = Action{name: "send-mail", role: RoleOwner, write: true, admin: true}

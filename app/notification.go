@@ -79,6 +79,69 @@ func (a *App) SetNotificationFor(_ context.Context, actor Actor, email string, r
 	return &n, nil
 }
 
+// MyNotifications returns the signed-in person's own entry in the
+// actor's organization: the one they saved, else the default of their
+// role (store.MemberDefaultRecipient), Saved telling which. People only
+// (ManageOwnNotifications): a key is Forbidden.
+func (a *App) MyNotifications(_ context.Context, actor Actor) (*store.MemberNotification, error) {
+	if err := ownNotifications(actor); err != nil {
+		return nil, err
+	}
+	return a.db.MemberNotification(actor.orgID(), actor.account.ID)
+}
+
+// SetMyNotifications saves the signed-in person's own entry in the
+// actor's organization (the list's entry of their email; r.Email is
+// ignored) and returns it. An entry that mails nothing is kept, so that
+// "nothing" overrides the default of the person's role. Any role may;
+// Invalid names the field sent wrong.
+func (a *App) SetMyNotifications(ctx context.Context, actor Actor, r store.NotificationRecipient) (*store.MemberNotification, error) {
+	if err := ownNotifications(actor); err != nil {
+		return nil, err
+	}
+	r.Email = actor.account.Email
+	n, err := store.NormalizeRecipient(r)
+	if err != nil {
+		return nil, ownInvalid(err)
+	}
+	if _, err := a.db.MemberNotification(actor.orgID(), actor.account.ID); err != nil {
+		return nil, err // no longer a member
+	}
+	if _, err := a.db.PutNotificationRecipient(actor.orgID(), n, false); err != nil {
+		return nil, ownInvalid(err)
+	}
+	a.log.Info("own notification settings saved", "org", actor.orgID(), "person", actor.Name())
+	return a.MyNotifications(ctx, actor)
+}
+
+// ownNotifications authorizes ManageOwnNotifications, and refuses the
+// operator too, who is no person either.
+func ownNotifications(actor Actor) error {
+	if err := Authorize(actor, ManageOwnNotifications); err != nil {
+		return err
+	}
+	if actor.account == nil {
+		return &Error{Kind: Forbidden, Msg: "only a person signed in with a password or single sign-on has notification settings of their own"}
+	}
+	return nil
+}
+
+// ownInvalid names the field of a store ErrInvalid about one's own
+// entry: alert_severities or digest.
+func ownInvalid(err error) error {
+	se, ok := errors.AsType[*store.Error](err)
+	if !ok || !errors.Is(err, store.ErrInvalid) {
+		return err
+	}
+	field := "alert_severities"
+	if strings.Contains(se.Msg, "digest") {
+		field = "digest"
+	} else if strings.Contains(se.Msg, "recipients") {
+		field = "recipients"
+	}
+	return invalid(err, FieldError{Field: field, Message: se.Msg})
+}
+
 // recipientsInvalid names the field of a store ErrInvalid: recipients.
 func recipientsInvalid(err error) error {
 	if se, ok := errors.AsType[*store.Error](err); ok && errors.Is(err, store.ErrInvalid) {

@@ -41,6 +41,45 @@ func (s *Server) putNotifications(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
+// myNotificationsBody is the PUT body of /notifications/me: one's own
+// entry (the address is the person's, never sent).
+type myNotificationsBody struct {
+	Severities *[]string `json:"alert_severities"`
+	Digest     *string   `json:"digest"`
+}
+
+func (s *Server) getMyNotifications(w http.ResponseWriter, r *request) error {
+	n, err := s.app.MyNotifications(r.Context(), r.actor)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, n)
+	return nil
+}
+
+func (s *Server) putMyNotifications(w http.ResponseWriter, r *request) error {
+	var in myNotificationsBody
+	if err := decodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	var missing []FieldError
+	if in.Severities == nil {
+		missing = append(missing, FieldError{Field: "alert_severities", Message: "is required (an empty list mails no alert)"})
+	}
+	if in.Digest == nil {
+		missing = append(missing, FieldError{Field: "digest", Message: "is required (off, daily or weekly)"})
+	}
+	if missing != nil {
+		return errBadRequest("alert_severities and digest are required", missing...)
+	}
+	n, err := s.app.SetMyNotifications(r.Context(), r.actor, store.NotificationRecipient{Severities: *in.Severities, Digest: *in.Digest})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, n)
+	return nil
+}
+
 func (s *Server) listMail(w http.ResponseWriter, r *request) error {
 	limit := 50
 	if v := r.URL.Query().Get("limit"); v != "" {

@@ -88,6 +88,7 @@ var (
 	writeHooks   = access{act: app.WriteWebhooks}
 	readNotify   = access{act: app.ReadNotifications}
 	writeNotify  = access{act: app.WriteNotifications}
+	ownNotify    = access{act: app.ManageOwnNotifications}
 	readFailures = access{act: app.ReadFailureReports}
 	readPeople   = access{act: app.ReadPeople}
 	managePeople = access{act: app.ManagePeople}
@@ -208,6 +209,8 @@ func (s *Server) registerRoutes() {
 	s.handle("GET", "/api/v1/notifications", readNotify, s.getNotifications)
 	s.handle("PUT", "/api/v1/notifications", writeNotify, s.putNotifications)
 	s.handle("GET", "/api/v1/notifications/mail", readNotify, s.listMail)
+	s.handle("GET", "/api/v1/notifications/me", ownNotify, s.getMyNotifications)
+	s.handle("PUT", "/api/v1/notifications/me", ownNotify, s.putMyNotifications)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.

@@ -66,7 +66,7 @@ func (db *DB) CollectAlertMail(now time.Time) (int, error) {
 			return state.Put(keyAlertMailCursor, append([]byte{'c'}, last...))
 		}
 		cursor := raw[1:]
-		settings := map[string]*NotificationSettings{}
+		settings := map[string][]NotificationRecipient{}
 		windows := tx.Bucket(bucketAlertMailWindows)
 		var k, v []byte
 		if len(cursor) == 0 {
@@ -82,15 +82,15 @@ func (db *DB) CollectAlertMail(now time.Time) (int, error) {
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return fmt.Errorf("%w: alert %s: %v", errCorrupt, k, err)
 			}
-			s, ok := settings[rec.OrgID]
+			list, ok := settings[rec.OrgID]
 			if !ok {
 				var err error
-				if s, err = getNotificationSettings(tx, rec.OrgID); err != nil {
+				if list, err = effectiveRecipients(tx, rec.OrgID); err != nil {
 					return err
 				}
-				settings[rec.OrgID] = s
+				settings[rec.OrgID] = list
 			}
-			for _, r := range s.Recipients {
+			for _, r := range list {
 				if !r.MailsSeverity(rec.Severity) {
 					continue
 				}

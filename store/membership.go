@@ -317,8 +317,9 @@ func (db *DB) SetMemberRole(orgID, id, role string) (*Membership, error) {
 	return out, nil
 }
 
-// RemoveMember removes member id from orgID and ends the person's web
-// sessions; the account stays (it may belong elsewhere). ErrNotFound for
+// RemoveMember removes member id from orgID, ends the person's web
+// sessions and takes their address out of the organization's
+// notification list (their mail stops); the account stays (it may belong elsewhere). ErrNotFound for
 // another organization's member, ErrConflict for the last owner.
 func (db *DB) RemoveMember(orgID, id string) (*Member, error) {
 	var out *Member
@@ -351,6 +352,11 @@ func (db *DB) RemoveMember(orgID, id string) (*Member, error) {
 			return err
 		}
 		if err := deleteInvitationsOf(tx, m.OrgID, m.AccountID); err != nil {
+			return err
+		}
+		// Their mail stops: their own entry of the notification list goes
+		// (an address of theirs an admin listed too: it was theirs).
+		if err := deleteNotificationRecipient(tx, m.OrgID, acc.Email, db.now()); err != nil {
 			return err
 		}
 		return deleteAccountSessions(tx, m.AccountID)

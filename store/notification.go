@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/mail"
@@ -232,4 +233,140 @@ func putNotificationSettings(tx *bolt.Tx, s *NotificationSettings, now time.Time
 		return err
 	}
 	return tx.Bucket(bucketNotifySettings).Put(idKey(s.OrgID), raw)
+}
+
+// MemberDefaultRecipient is what a member of role (owner, admin or
+// viewer) who never saved settings of their own is mailed: owners and
+// admins critical alerts at once and the weekly digest, viewers nothing
+// (they chose to look, not to be told; they turn mail on themselves).
+func MemberDefaultRecipient(email, role string) NotificationRecipient {
+	email = strings.ToLower(strings.TrimSpace(email))
+	switch role {
+	case OwnerRole, "admin":
+		return NotificationRecipient{Email: email, Severities: []string{alert.SeverityCritical}, Digest: DigestWeekly}
+	}
+	return NotificationRecipient{Email: email, Severities: []string{}, Digest: DigestOff}
+}
+
+// MemberNotification is one member's notification entry: their own when
+// they saved one (Saved), else the default of their role.
+type MemberNotification struct {
+	NotificationRecipient
+	Role  string `json:"role"`
+	Saved bool   `json:"saved"`
+}
+
+// MemberNotification returns the entry of account accountID in
+// organization orgID: the list's entry of their email when there is
+// one, else MemberDefaultRecipient of their role. ErrNotFound when the
+// account is no accepted member of orgID.
+func (db *DB) MemberNotification(orgID, accountID string) (*MemberNotification, error) {
+	var out *MemberNotification
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		if _, err := getOrg(tx, orgID); err != nil {
+			return err
+		}
+		m, err := acceptedMembershipOf(tx, orgID, accountID)
+		if err != nil {
+			return err
+		}
+		acc, err := getAccount(tx, accountID)
+		if err != nil {
+			return err
+		}
+		s, err := getNotificationSettings(tx, orgID)
+		if err != nil {
+			return err
+		}
+		out = &MemberNotification{NotificationRecipient: MemberDefaultRecipient(acc.Email, m.Role), Role: m.Role}
+		if r := s.Recipient(acc.Email); r != nil {
+			out.NotificationRecipient, out.Saved = *r, true
+		}
+		return nil
+	})
+	return out, wrap("member notification", err)
+}
+
+// EffectiveRecipients returns who organization orgID mails what: every
+// entry of its list, and every accepted member without an entry by the
+// default of their role (MemberDefaultRecipient); one entry per address,
+// by address, those that mail nothing left out. ErrNotFound for an
+// unknown organization.
+func (db *DB) EffectiveRecipients(orgID string) ([]NotificationRecipient, error) {
+	var out []NotificationRecipient
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		if _, err := getOrg(tx, orgID); err != nil {
+			return err
+		}
+		var err error
+		out, err = effectiveRecipients(tx, orgID)
+		return err
+	})
+	return out, wrap("notification recipients", err)
+}
+
+// AllEffectiveRecipients calls fn with the EffectiveRecipients of every
+// organization that mails anyone, in organization id order, inside one
+// read transaction (fn must not write): for the digest job.
+func (db *DB) AllEffectiveRecipients(fn func(orgID string, recipients []NotificationRecipient) error) error {
+	return wrap("notification recipients", db.bolt.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOrgs).ForEach(func(k, _ []byte) error {
+			list, err := effectiveRecipients(tx, string(k))
+			if err != nil || len(list) == 0 {
+				return err
+			}
+			return fn(string(k), list)
+		})
+	}))
+}
+
+// effectiveRecipients is EffectiveRecipients inside tx.
+func effectiveRecipients(tx *bolt.Tx, orgID string) ([]NotificationRecipient, error) {
+	s, err := getNotificationSettings(tx, orgID)
+	if err != nil {
+		return nil, err
+	}
+	byEmail := make(map[string]NotificationRecipient, len(s.Recipients))
+	for _, r := range s.Recipients {
+		byEmail[r.Email] = r
+	}
+	prefix := orgPrefix(orgID)
+	c := tx.Bucket(bucketMembershipsByOrg).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		m, err := getMembership(tx, string(v))
+		if err != nil {
+			return nil, err
+		}
+		if !m.Accepted() {
+			continue
+		}
+		acc, err := getAccount(tx, m.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		email := strings.ToLower(acc.Email)
+		if _, ok := byEmail[email]; !ok {
+			byEmail[email] = MemberDefaultRecipient(email, m.Role)
+		}
+	}
+	out := make([]NotificationRecipient, 0, len(byEmail))
+	for _, r := range byEmail {
+		if len(r.Severities) > 0 || r.Digest != DigestOff {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b NotificationRecipient) int { return strings.Compare(a.Email, b.Email) })
+	return out, nil
+}
+
+// deleteNotificationRecipient takes email's entry out of orgID's list
+// (a member removed: their mail stops), if it is there.
+func deleteNotificationRecipient(tx *bolt.Tx, orgID, email string, now time.Time) error {
+	s, err := getNotificationSettings(tx, orgID)
+	if err != nil || s.Recipient(email) == nil {
+		return err
+	}
+	email = strings.ToLower(strings.TrimSpace(email))
+	s.Recipients = slices.DeleteFunc(s.Recipients, func(e NotificationRecipient) bool { return e.Email == email })
+	return putNotificationSettings(tx, s, now)
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/dmarcd/dmarcd/store"
 )
 
-// The notification settings page (issue 27): the organization's
+// The notification settings page (issue 27): for a signed-in person,
+// of any role, "My notifications" (their own entry: alerts mailed at
+// once and digest, or the default of their role); then the organization's
 // recipients (the alert severities mailed at once and the digest
 // frequency of each), edited as one form by owners and admins (full-scope
 // keys today) and shown read-only to viewers, with the newest mails and
@@ -22,6 +24,7 @@ const maxNewRows = 3
 func (h *Handler) notificationRoutes() {
 	h.handle("GET", "/settings/notifications", app.ReadNotifications, h.notifications)
 	h.handle("POST", "/settings/notifications", app.WriteNotifications, h.saveNotifications)
+	h.handle("POST", "/settings/notifications/me", app.ManageOwnNotifications, h.saveMyNotifications)
 }
 
 type notificationRow struct {
@@ -41,6 +44,15 @@ type notificationsPage struct {
 	Listed     bool   // Email is one of the rows
 	Notice     string
 	Error      string
+	// Me is the signed-in person's own entry (nil for a key session),
+	// MeSeverity its severities as a set, MeLinked whether ?email= is
+	// theirs, MeError why saving it failed.
+	Me         *store.MemberNotification
+	MeSeverity map[string]bool
+	MeLinked   bool
+	MeError    string
+	// CanEdit: the actor may change the organization's list.
+	CanEdit bool
 }
 
 func (h *Handler) notificationsData(r *req, s *store.NotificationSettings) (notificationsPage, error) {
@@ -53,6 +65,14 @@ func (h *Handler) notificationsData(r *req, s *store.NotificationSettings) (noti
 		}
 		p.Listed = p.Listed || row.Mine
 		p.Rows = append(p.Rows, row)
+	}
+	p.CanEdit = app.Authorize(r.actor, app.WriteNotifications) == nil
+	if r.actor.Person() != nil {
+		me, err := h.app.MyNotifications(r.Context(), r.actor)
+		if err != nil {
+			return p, err
+		}
+		h.setMe(&p, me)
 	}
 	mail, err := h.app.MailLog(r.Context(), r.actor, 20)
 	if err != nil {
@@ -71,8 +91,11 @@ func (h *Handler) notifications(w http.ResponseWriter, r *req) error {
 	if err != nil {
 		return err
 	}
-	if r.URL.Query().Get("done") == "saved" {
+	switch r.URL.Query().Get("done") {
+	case "saved":
 		p.Notice = "Saved."
+	case "mine":
+		p.Notice = "Your notification settings are saved."
 	}
 	h.render(w, r, http.StatusOK, "notifications", "Notifications", p)
 	return nil
@@ -112,5 +135,42 @@ func (h *Handler) saveNotifications(w http.ResponseWriter, r *req) error {
 		return nil
 	}
 	http.Redirect(w, r.Request, "/settings/notifications?done=saved", http.StatusSeeOther)
+	return nil
+}
+
+// setMe puts the person's own entry me into the page.
+func (h *Handler) setMe(p *notificationsPage, me *store.MemberNotification) {
+	p.Me, p.MeSeverity = me, map[string]bool{}
+	for _, sev := range me.Severities {
+		p.MeSeverity[sev] = true
+	}
+	p.MeLinked = p.Email != "" && p.Email == me.Email
+	if p.MeLinked {
+		p.Listed = true
+	}
+}
+
+// saveMyNotifications saves the person's own entry from the form: sev
+// (repeated) and digest.
+func (h *Handler) saveMyNotifications(w http.ResponseWriter, r *req) error {
+	in := store.NotificationRecipient{Severities: r.PostForm["sev"], Digest: r.PostForm.Get("digest")}
+	if _, err := h.app.SetMyNotifications(r.Context(), r.actor, in); err != nil {
+		status, msg, ferr := formFailure(err)
+		if ferr != nil {
+			return ferr
+		}
+		s, err := h.app.Notifications(r.Context(), r.actor)
+		if err != nil {
+			return err
+		}
+		p, err := h.notificationsData(r, s)
+		if err != nil {
+			return err
+		}
+		p.MeError = msg
+		h.render(w, r, status, "notifications", "Notifications", p)
+		return nil
+	}
+	http.Redirect(w, r.Request, "/settings/notifications?done=mine#my-notifications", http.StatusSeeOther)
 	return nil
 }

@@ -173,8 +173,8 @@ var alertMailText = texttemplate.Must(texttemplate.New("text").Parse(`{{if .Doma
 {{end}}
 All alerts: {{.ListURL}}
 
-You receive this mail because your address is in the notification settings
-of {{.Org}} in dmarcd. To change what you receive: {{.SettingsURL}}
+You receive this mail by the notification settings of {{.Org}} in
+dmarcd (yours, or your role's default). To change what you receive: {{.SettingsURL}}
 `))
 
 var alertMailHTML = template.Must(template.New("alert").Parse(`<!DOCTYPE html>
@@ -190,6 +190,6 @@ var alertMailHTML = template.Must(template.New("alert").Parse(`<!DOCTYPE html>
 <tr><td style="height:8px"></td></tr>{{end}}
 {{if .More}}<tr><td style="font-size:14px">… and {{.More}} more.</td></tr>{{end}}
 <tr><td style="font-size:14px;padding-top:8px"><a href="{{.ListURL}}" style="color:#0969da">All alerts</a></td></tr>
-<tr><td style="font-size:12px;color:#59636e;padding-top:16px">You receive this mail because your address is in the notification settings of {{.Org}} in dmarcd. <a href="{{.SettingsURL}}" style="color:#59636e">Change what you receive</a>.</td></tr>
+<tr><td style="font-size:12px;color:#59636e;padding-top:16px">You receive this mail by the notification settings of {{.Org}} in dmarcd (yours, or your role's default). <a href="{{.SettingsURL}}" style="color:#59636e">Change what you receive</a>.</td></tr>
 </table></body></html>
 `))

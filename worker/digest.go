@@ -84,9 +84,9 @@ func (j *DigestMail) Run(ctx context.Context, now time.Time) error {
 		list  map[digest.Period][]string
 	}
 	var todo []orgRecipients
-	err := j.Store.AllNotificationSettings(func(s *store.NotificationSettings) error {
-		o := orgRecipients{orgID: s.OrgID, list: map[digest.Period][]string{}}
-		for _, r := range s.Recipients {
+	err := j.Store.AllEffectiveRecipients(func(orgID string, recipients []store.NotificationRecipient) error {
+		o := orgRecipients{orgID: orgID, list: map[digest.Period][]string{}}
+		for _, r := range recipients {
 			switch r.Digest {
 			case store.DigestDaily:
 				o.list[digest.Day] = append(o.list[digest.Day], r.Email)
