@@ -97,3 +97,87 @@ func TestMailLogAPI(t *testing.T) {
 		t.Errorf("limit=0: %d", r.status)
 	}
 }
+
+// TestMyNotificationsAPI: GET/PUT /api/v1/notifications/me for a
+// person's session token, of any role: a viewer changes his own entry
+// and cannot change the organization's list; keys are refused (no
+// person); a body without its fields is 400, bad values 422; another
+// organization's settings stay out of reach.
+func TestMyNotificationsAPI(t *testing.T) {
+	e := newEnv(t, 1000)
+	callers, _ := e.people()
+	by := map[string]caller{}
+	for _, c := range callers {
+		by[c.name] = c
+	}
+	viewer, admin := by["viewer"], by["admin"]
+
+	r := viewer.do(e, "GET", "/api/v1/notifications/me", nil)
+	got := r.json(t)
+	if r.status != http.StatusOK || got["email"] != "viewer@example.com" || got["saved"] != false || got["digest"] != "off" || got["role"] != "viewer" {
+		t.Fatalf("viewer GET: %d %s", r.status, r.body)
+	}
+	if r := admin.do(e, "GET", "/api/v1/notifications/me", nil); !strings.Contains(string(r.body), `"alert_severities":["critical"]`) ||
+		!strings.Contains(string(r.body), `"digest":"weekly"`) {
+		t.Errorf("admin default: %d %s", r.status, r.body)
+	}
+	r = viewer.do(e, "PUT", "/api/v1/notifications/me", map[string]any{"alert_severities": []string{"critical", "warning"}, "digest": "daily"})
+	got = r.json(t)
+	if r.status != http.StatusOK || got["saved"] != true || got["digest"] != "daily" {
+		t.Fatalf("viewer PUT: %d %s", r.status, r.body)
+	}
+	before, _ := e.db.NotificationSettings(e.orgA.ID)
+	if r := viewer.do(e, "PUT", "/api/v1/notifications", map[string]any{"recipients": []any{}}); r.status != http.StatusForbidden {
+		t.Errorf("viewer PUT of the list: %d %s", r.status, r.body)
+	}
+	after, _ := e.db.NotificationSettings(e.orgA.ID)
+	if len(after.Recipients) != 1 || len(before.Recipients) != 1 || after.Recipients[0].Digest != "daily" {
+		t.Errorf("the viewer's refused PUT changed the list: %+v", after.Recipients)
+	}
+	// The admin edits the list.
+	if r := admin.do(e, "PUT", "/api/v1/notifications", map[string]any{"recipients": []any{
+		map[string]any{"email": "viewer@example.com", "alert_severities": []string{"critical"}, "digest": "daily"},
+		map[string]any{"email": "ops@example.com", "alert_severities": []string{}, "digest": "weekly"}}}); r.status != http.StatusOK {
+		t.Errorf("admin PUT of the list: %d %s", r.status, r.body)
+	}
+
+	for name, c := range map[string]struct {
+		body   any
+		status int
+		field  string
+	}{
+		"no digest":    {map[string]any{"alert_severities": []string{}}, http.StatusBadRequest, "digest"},
+		"no severity":  {map[string]any{"digest": "off"}, http.StatusBadRequest, "alert_severities"},
+		"bad digest":   {map[string]any{"alert_severities": []string{}, "digest": "hourly"}, http.StatusUnprocessableEntity, "digest"},
+		"bad severity": {map[string]any{"alert_severities": []string{"loud"}, "digest": "off"}, http.StatusUnprocessableEntity, "alert_severities"},
+	} {
+		r := viewer.do(e, "PUT", "/api/v1/notifications/me", c.body)
+		if r.status != c.status || !strings.Contains(string(r.body), `"field":"`+c.field+`"`) {
+			t.Errorf("%s: %d %s", name, r.status, r.body)
+		}
+	}
+	if s, _ := e.db.NotificationSettings(e.orgA.ID); s.Recipient("viewer@example.com").Digest != "daily" {
+		t.Errorf("a refused PUT changed the viewer's entry: %+v", s.Recipients)
+	}
+
+	// Keys are no person.
+	for _, key := range []string{e.keyA, e.readA} {
+		for _, m := range []string{"GET", "PUT"} {
+			r := e.do(m, "/api/v1/notifications/me", key, map[string]any{"alert_severities": []string{}, "digest": "off"})
+			if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "person") {
+				t.Errorf("key %s: %d %s", m, r.status, r.body)
+			}
+		}
+	}
+	if r := e.do("GET", "/api/v1/notifications/me", "", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("nobody: %d", r.status)
+	}
+	// Org B: nothing of org A's changes, and org A's entries are not in
+	// its list.
+	if s, _ := e.db.NotificationSettings(e.orgB.ID); len(s.Recipients) != 0 {
+		t.Errorf("org B's list: %+v", s.Recipients)
+	}
+	if r := e.do("GET", "/api/v1/notifications", e.keyB, nil); strings.Contains(string(r.body), "viewer@example.com") {
+		t.Errorf("org B sees org A's: %s", r.body)
+	}
+}
