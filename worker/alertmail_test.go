@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +281,64 @@ func TestAlertMailStartsAfterHistory(t *testing.T) {
 	e.run(t)
 	if got := e.mails(t); len(got) != 1 || !strings.Contains(got[0].Subject, "new") {
 		t.Fatalf("mails %+v, want the new alert's", got)
+	}
+}
+
+// TestAlertMailToMembers: members are mailed by their own settings or
+// their role's default besides the list's other addresses, through the
+// relay; an address both a member and listed gets one mail; a removed
+// member gets no more.
+func TestAlertMailToMembers(t *testing.T) {
+	e := newAlertMailEnv(t,
+		store.NotificationRecipient{Email: "ops@example.org", Severities: []string{"critical"}},
+		store.NotificationRecipient{Email: "admin@example.org", Severities: []string{"critical"}})
+	storetest.MustMember(t, e.db, e.org.ID, "owner@example.org", "owner") // default: critical
+	storetest.MustMember(t, e.db, e.org.ID, "admin@example.org", "admin") // listed too
+	storetest.MustMember(t, e.db, e.org.ID, "quiet@example.org", "viewer") // default: nothing
+	_, vm := storetest.MustMember(t, e.db, e.org.ID, "viewer@example.org", "viewer")
+	if _, err := e.db.PutNotificationRecipient(e.org.ID, store.NotificationRecipient{Email: "viewer@example.org",
+		Severities: []string{"warning", "critical"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	d := storetest.MustDomain(t, e.db, e.org.ID, "one.example")
+	received := func(n int) []string {
+		t.Helper()
+		e.run(t)
+		e.send(t)
+		var to []string
+		for _, r := range e.sink.WaitReceived(t, n, 5*time.Second) {
+			to = append(to, strings.Join(r.To, ","))
+		}
+		slices.Sort(to)
+		return to
+	}
+
+	e.raise(t, d, alert.SeverityCritical, "Record gone", "m")
+	want := []string{"admin@example.org", "ops@example.org", "owner@example.org", "viewer@example.org"}
+	if got := received(4); !slices.Equal(got, want) {
+		t.Fatalf("critical: mailed %v, want %v (once each)", got, want)
+	}
+	e.clock.Advance(11 * time.Minute)
+	e.raise(t, d, alert.SeverityWarning, "Record changed", "m")
+	want = append(want, "viewer@example.org")
+	slices.Sort(want)
+	if got := received(5); !slices.Equal(got, want) {
+		t.Fatalf("warning: mailed %v, want %v", got, want)
+	}
+
+	if _, err := e.db.RemoveMember(e.org.ID, vm.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(11 * time.Minute)
+	e.raise(t, d, alert.SeverityCritical, "Record gone again", "m")
+	want = append(want, "admin@example.org", "ops@example.org", "owner@example.org")
+	slices.Sort(want)
+	got := received(8)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after removal: mailed %v, want %v", got, want)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := len(e.sink.Received()); n != 8 {
+		t.Errorf("%d mails, want 8: the removed viewer got one", n)
 	}
 }
