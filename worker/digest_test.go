@@ -22,6 +22,7 @@ import (
 	"github.com/dmarcd/dmarcd/internal/reportgen"
 	"github.com/dmarcd/dmarcd/mailout"
 	"github.com/dmarcd/dmarcd/store"
+	"github.com/dmarcd/dmarcd/store/storetest"
 	"github.com/dmarcd/dmarcd/worker"
 )
 
@@ -210,4 +211,37 @@ func readDigest(t *testing.T, raw []byte) (subject, text, html string) {
 		t.Fatalf("parts: text %d bytes, HTML %d bytes", len(text), len(html))
 	}
 	return subject, text, html
+}
+
+// TestDigestMailToMembers: members who chose nothing get their role's
+// digest (owners and admins weekly, viewers none) in an organization
+// that never saved a list; a member's own entry wins, once per address;
+// a removed member gets none.
+func TestDigestMailToMembers(t *testing.T) {
+	db := storetest.Open(t)
+	org := storetest.MustOrganization(t, db, "acme", store.PlanUnlimited)
+	storetest.MustDomain(t, db, org.ID, "example.com")
+	storetest.MustMember(t, db, org.ID, "owner@example.net", "owner")
+	storetest.MustMember(t, db, org.ID, "viewer@example.net", "viewer")
+	storetest.MustMember(t, db, org.ID, "admin@example.net", "admin")
+	_, gone := storetest.MustMember(t, db, org.ID, "gone@example.net", "admin")
+	if _, err := db.PutNotificationRecipient(org.ID, store.NotificationRecipient{Email: "admin@example.net", Digest: store.DigestDaily}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RemoveMember(org.ID, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	job := &worker.DigestMail{Store: db, Builder: &digest.Builder{DB: db}, PublicURL: "https://dmarc.example.net"}
+	if err := job.Run(context.Background(), time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	got := digestMails(t, db, org.ID)
+	slices.Sort(got)
+	want := []string{
+		"admin@example.net Daily DMARC digest for acme: Sun 29 Nov 2026",
+		"owner@example.net Weekly DMARC digest for acme: week of 23–29 Nov 2026",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("digests queued:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
