@@ -3,6 +3,7 @@ package web_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -82,5 +83,83 @@ func TestNotificationsPage(t *testing.T) {
 	}
 	if s, _ := e.db.NotificationSettings(e.orgA.ID); len(s.Recipients) != 1 {
 		t.Errorf("the read key's POST changed the list")
+	}
+}
+
+// TestMyNotificationsPage: every role gets "My notifications" (its
+// role's default until saved) and saves it; only owners and admins get
+// the organization's form (a viewer's POST to it is 403 and changes
+// nothing); a key session keeps today's page; the settings link of a
+// person's mail lands on their form.
+func TestMyNotificationsPage(t *testing.T) {
+	e := newEnv(t)
+	e.person(e.orgA, "owner@alpha.example", "owner")
+	e.person(e.orgA, "admin@alpha.example", "admin")
+	e.person(e.orgA, "viewer@alpha.example", "viewer")
+	const myForm = `action="/settings/notifications/me"`
+	const listForm = `action="/settings/notifications"`
+
+	viewer := e.signInAs("viewer@alpha.example")
+	p := e.send("GET", "/settings/notifications", viewer, nil)
+	if p.status != http.StatusOK || !strings.Contains(p.body, "My notifications") || !strings.Contains(p.body, myForm) ||
+		!strings.Contains(p.body, "default for your role (viewer)") || strings.Contains(p.body, listForm) {
+		t.Fatalf("viewer's page: %d %s", p.status, p.body)
+	}
+	csrf := e.csrf(viewer)
+	if p := e.send("POST", "/settings/notifications/me", viewer, url.Values{"csrf_token": {csrf}, "sev": {"critical", "warning"}, "digest": {"daily"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("viewer saves his own: %d %s", p.status, p.body)
+	}
+	s, _ := e.db.NotificationSettings(e.orgA.ID)
+	if r := s.Recipient("viewer@alpha.example"); len(s.Recipients) != 1 || r == nil || r.Digest != "daily" || strings.Join(r.Severities, ",") != "warning,critical" {
+		t.Fatalf("stored %+v", s.Recipients)
+	}
+	if p := e.send("POST", "/settings/notifications", viewer, url.Values{"csrf_token": {csrf}, "rows": {"1"}, "email_0": {"x@example.org"}, "digest_0": {"daily"}}); p.status != http.StatusForbidden {
+		t.Errorf("viewer posts the list: %d", p.status)
+	}
+	if p := e.send("POST", "/settings/notifications/me", viewer, url.Values{"csrf_token": {csrf}, "digest": {"<b>hourly</b>"}}); p.status != http.StatusUnprocessableEntity ||
+		!strings.Contains(p.body, `role="alert"`) || strings.Contains(p.body, "<b>hourly") {
+		t.Errorf("bad digest: %d", p.status)
+	}
+	if s, _ := e.db.NotificationSettings(e.orgA.ID); len(s.Recipients) != 1 || s.Recipients[0].Digest != "daily" {
+		t.Errorf("refused posts changed the list: %+v", s.Recipients)
+	}
+	// The List-Unsubscribe target of the viewer's mail.
+	p = e.send("GET", "/settings/notifications?email=viewer%40alpha.example", viewer, nil)
+	if !strings.Contains(p.body, `class="card mine" id="my-notifications"`) || strings.Contains(p.body, "receives no mail") ||
+		!strings.Contains(p.body, `value="daily" selected`) && !strings.Contains(p.body, `selected>daily`) {
+		t.Errorf("?email= of the viewer does not land on his saved form")
+	}
+
+	owner := e.signInAs("owner@alpha.example")
+	p = e.send("GET", "/settings/notifications", owner, nil)
+	if !strings.Contains(p.body, myForm) || !strings.Contains(p.body, listForm) || !strings.Contains(p.body, "default for your role (owner)") ||
+		!regexp.MustCompile(`name="sev" value="critical" checked`).MatchString(p.body) || !strings.Contains(p.body, "<option selected>weekly") {
+		t.Errorf("owner's page: no forms or not his default")
+	}
+
+	admin := e.signInAs("admin@alpha.example")
+	acsrf := e.csrf(admin)
+	form := url.Values{"csrf_token": {acsrf}, "rows": {"2"},
+		"email_0": {"viewer@alpha.example"}, "sev_0": {"critical"}, "digest_0": {"daily"},
+		"email_1": {"ops@example.org"}, "digest_1": {"weekly"}}
+	if p := e.send("POST", "/settings/notifications", admin, form); p.status != http.StatusSeeOther {
+		t.Fatalf("admin saves the list: %d", p.status)
+	}
+	if p := e.send("POST", "/settings/notifications/me", admin, url.Values{"csrf_token": {acsrf}, "digest": {"off"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("admin saves his own: %d", p.status)
+	}
+	s, _ = e.db.NotificationSettings(e.orgA.ID)
+	if len(s.Recipients) != 3 || s.Recipient("ops@example.org") == nil || s.Recipient("admin@alpha.example").Digest != "off" {
+		t.Errorf("after the admin: %+v", s.Recipients)
+	}
+
+	// A key session: today's page, no own form.
+	key := e.signIn(e.fullA)
+	p = e.send("GET", "/settings/notifications", key, nil)
+	if strings.Contains(p.body, "My notifications") || !strings.Contains(p.body, listForm) {
+		t.Errorf("key session page changed")
+	}
+	if p := e.send("POST", "/settings/notifications/me", key, url.Values{"csrf_token": {e.csrf(key)}, "digest": {"daily"}}); p.status != http.StatusForbidden {
+		t.Errorf("key posts its own: %d", p.status)
 	}
 }
