@@ -292,8 +292,8 @@ func TestAlertMailToMembers(t *testing.T) {
 	e := newAlertMailEnv(t,
 		store.NotificationRecipient{Email: "ops@example.org", Severities: []string{"critical"}},
 		store.NotificationRecipient{Email: "admin@example.org", Severities: []string{"critical"}})
-	storetest.MustMember(t, e.db, e.org.ID, "owner@example.org", "owner") // default: critical
-	storetest.MustMember(t, e.db, e.org.ID, "admin@example.org", "admin") // listed too
+	storetest.MustMember(t, e.db, e.org.ID, "owner@example.org", "owner")  // default: critical
+	storetest.MustMember(t, e.db, e.org.ID, "admin@example.org", "admin")  // listed too
 	storetest.MustMember(t, e.db, e.org.ID, "quiet@example.org", "viewer") // default: nothing
 	_, vm := storetest.MustMember(t, e.db, e.org.ID, "viewer@example.org", "viewer")
 	if _, err := e.db.PutNotificationRecipient(e.org.ID, store.NotificationRecipient{Email: "viewer@example.org",
