@@ -155,8 +155,9 @@ type AlertMailBatch struct {
 	DomainID string
 	Domain   string
 	To       string
-	// Alerts are the pending alerts still there and not dismissed, oldest
-	// first; empty when all went (FlushAlertMail with nil then empties the
+	// Alerts are the pending alerts still there, not dismissed and of a
+	// severity the recipient still mails (a removed member mails none),
+	// oldest first; empty when all went (FlushAlertMail with nil then empties the
 	// window).
 	Alerts []*Alert
 	// LastMail is when the window's previous mail was queued; nil for
@@ -172,6 +173,7 @@ type AlertMailBatch struct {
 func (db *DB) DueAlertMail(now time.Time, window time.Duration, max int) ([]*AlertMailBatch, error) {
 	var out []*AlertMailBatch
 	err := db.bolt.View(func(tx *bolt.Tx) error {
+		recipients := map[string][]NotificationRecipient{} // by organization
 		return tx.Bucket(bucketAlertMailWindows).ForEach(func(k, v []byte) error {
 			if len(out) >= max {
 				return nil
@@ -196,7 +198,26 @@ func (db *DB) DueAlertMail(now time.Time, window time.Duration, max int) ([]*Ale
 					b.Domain = d.Name
 				}
 			}
+			// The recipient as they are now: a member removed, or
+			// severities turned off, since the alerts were filed.
+			list, ok := recipients[b.OrgID]
+			if !ok {
+				var err error
+				if list, err = effectiveRecipients(tx, b.OrgID); err != nil && !isKind(err, ErrNotFound) {
+					return err
+				}
+				recipients[b.OrgID] = list
+			}
+			var cur *NotificationRecipient
+			for i := range list {
+				if list[i].Email == b.To {
+					cur = &list[i]
+				}
+			}
 			for _, id := range w.Pending {
+				if cur == nil {
+					break
+				}
 				rec, err := getAlert(tx, id)
 				if isKind(err, ErrNotFound) {
 					continue // gone with its domain, or by retention
@@ -204,7 +225,7 @@ func (db *DB) DueAlertMail(now time.Time, window time.Duration, max int) ([]*Ale
 				if err != nil {
 					return err
 				}
-				if rec.Status != AlertDismissed {
+				if rec.Status != AlertDismissed && cur.MailsSeverity(rec.Severity) {
 					b.Alerts = append(b.Alerts, rec.alert())
 				}
 			}

@@ -287,7 +287,7 @@ func TestAlertMailStartsAfterHistory(t *testing.T) {
 // TestAlertMailToMembers: members are mailed by their own settings or
 // their role's default besides the list's other addresses, through the
 // relay; an address both a member and listed gets one mail; a removed
-// member gets no more.
+// member gets no more, not even what was waiting in his window.
 func TestAlertMailToMembers(t *testing.T) {
 	e := newAlertMailEnv(t,
 		store.NotificationRecipient{Email: "ops@example.org", Severities: []string{"critical"}},
@@ -326,6 +326,11 @@ func TestAlertMailToMembers(t *testing.T) {
 		t.Fatalf("warning: mailed %v, want %v", got, want)
 	}
 
+	// A warning within the viewer's window waits for it to pass; he is
+	// removed meanwhile.
+	e.clock.Advance(time.Minute)
+	e.raise(t, d, alert.SeverityWarning, "Changed again", "m")
+	e.run(t)
 	if _, err := e.db.RemoveMember(e.org.ID, vm.ID); err != nil {
 		t.Fatal(err)
 	}
