@@ -1,0 +1,244 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	bolt "go.etcd.io/bbolt"
+
+)
+
+// Sealed record blocks: the read-optimized form of records (record_seal.go
+// moves them there). A block holds the records of reports of one domain
+// (so of one organization) whose date_begin falls on one UTC day, under
+// blockKey(domain id, day, seq): a table of the reports it holds, each
+// with the run of its records it carries, then the records themselves
+// compressed. A report's records are one run in one block, or, for a
+// report larger than a block, consecutive runs in blocks of the same day,
+// in report order. Blocks never change once written: a report arriving
+// for a sealed day is sealed later into a block of its own (the next seq).
+
+// blockFormatRows is the first byte of a block whose body is the records'
+// row encoding (reports.AppendRecord, each with its length), one run per
+// report starting with codecVersion, compressed with zstd.
+const blockFormatRows = 1
+
+// blockKeyLen is the length of every blockKey.
+const blockKeyLen = idLen + 4 + 4
+
+// blockKey is domain id | UTC day | seq (big-endian): one domain's blocks
+// are a range in day order, a day's blocks a range of its own.
+func blockKey(domainID string, day, seq uint32) []byte {
+	k := make([]byte, 0, blockKeyLen)
+	k = append(k, domainID...)
+	k = binary.BigEndian.AppendUint32(k, day)
+	return binary.BigEndian.AppendUint32(k, seq)
+}
+
+// blockEntry is one report's run in a block: the index of its first
+// record in the report, how many records and how many bytes of the body
+// the run takes.
+type blockEntry struct {
+	report       [16]byte
+	first, count uint32
+	size         uint32
+}
+
+// blockHeader is what a block says about itself without decompressing.
+type blockHeader struct {
+	entries []blockEntry
+	body    []byte // compressed
+}
+
+// find returns the index of report's entry, or -1.
+func (h *blockHeader) find(report [16]byte) int {
+	for i := range h.entries {
+		if h.entries[i].report == report {
+			return i
+		}
+	}
+	return -1
+}
+
+// offset returns where entry i's run starts in the decompressed body.
+func (h *blockHeader) offset(i int) int {
+	n := 0
+	for _, e := range h.entries[:i] {
+		n += int(e.size)
+	}
+	return n
+}
+
+// encodeBlock returns the value of a block of entries whose runs are
+// body, back to back.
+func encodeBlock(entries []blockEntry, body []byte) []byte {
+	out := make([]byte, 0, 16+len(entries)*24+len(body)/4)
+	out = append(out, blockFormatRows)
+	out = binary.AppendUvarint(out, uint64(len(entries)))
+	for _, e := range entries {
+		out = append(out, e.report[:]...)
+		out = binary.AppendUvarint(out, uint64(e.first))
+		out = binary.AppendUvarint(out, uint64(e.count))
+		out = binary.AppendUvarint(out, uint64(e.size))
+	}
+	return zstdEncoder().EncodeAll(body, out)
+}
+
+// decodeBlockHeader parses a block's table; the body stays compressed.
+func decodeBlockHeader(v []byte) (*blockHeader, error) {
+	h := &blockHeader{}
+	body, err := scanBlockHeader(v, func(_ int, e *blockEntry, _ int) bool {
+		h.entries = append(h.entries, *e)
+		return true
+	})
+	h.body = body
+	return h, err
+}
+
+// scanBlockHeader calls fn for each entry of a block's table with its
+// index and the offset of its run in the decompressed body, until fn
+// returns false, and returns the compressed body (nil when fn stopped).
+func scanBlockHeader(v []byte, fn func(i int, e *blockEntry, off int) bool) ([]byte, error) {
+	if len(v) == 0 || v[0] != blockFormatRows {
+		return nil, errCorrupt
+	}
+	n, m := binary.Uvarint(v[1:])
+	if m <= 0 || n > uint64(len(v)) {
+		return nil, errCorrupt
+	}
+	rest := v[1+m:]
+	var e blockEntry
+	off := 0
+	for i := 0; i < int(n); i++ {
+		if len(rest) < 16 {
+			return nil, errCorrupt
+		}
+		copy(e.report[:], rest[:16])
+		rest = rest[16:]
+		for _, p := range []*uint32{&e.first, &e.count, &e.size} {
+			x, m := binary.Uvarint(rest)
+			if m <= 0 || x > 1<<32-1 {
+				return nil, errCorrupt
+			}
+			*p, rest = uint32(x), rest[m:]
+		}
+		if !fn(i, &e, off) {
+			return nil, nil
+		}
+		off += int(e.size)
+	}
+	return rest, nil
+}
+
+// maxBlockBody bounds a decompressed body: a block holds at most
+// sealBlockRecords records of at most a few KB each.
+const maxBlockBody = 256 << 20
+
+// decompress returns the block's body.
+func (h *blockHeader) decompress(dst []byte) ([]byte, error) {
+	out, err := zstdDecoder().DecodeAll(h.body, dst[:0])
+	if err != nil {
+		return nil, fmt.Errorf("block body: %w", err)
+	}
+	want := h.offset(len(h.entries))
+	if len(out) != want {
+		return nil, errCorrupt
+	}
+	return out, nil
+}
+
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(maxBlockBody))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	})
+)
+
+// rowRecords counts the records of a row of bucketRecords (codecVersion,
+// then each record with its length) and checks its framing.
+func rowRecords(v []byte) (int, error) {
+	if len(v) == 0 || v[0] != codecVersion {
+		return 0, errCorrupt
+	}
+	return countRecords(v[1:])
+}
+
+// countRecords counts length-prefixed records back to back.
+func countRecords(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		l, m := binary.Uvarint(b)
+		if m <= 0 || l > uint64(len(b)-m) {
+			return 0, errCorrupt
+		}
+		b = b[m+int(l):]
+		n++
+	}
+	return n, nil
+}
+
+// skipRecords returns b after its first n length-prefixed records.
+func skipRecords(b []byte, n int) ([]byte, error) {
+	for ; n > 0; n-- {
+		l, m := binary.Uvarint(b)
+		if m <= 0 || l > uint64(len(b)-m) {
+			return nil, errCorrupt
+		}
+		b = b[m+int(l):]
+	}
+	return b, nil
+}
+
+// reportRuns are where a report's sealed records are: its runs in the
+// blocks of its day, in report order, and how many records they hold.
+type reportRuns struct {
+	runs  []reportRun
+	total int
+}
+
+type reportRun struct {
+	key   []byte
+	entry blockEntry
+	off   int // of the run in the decompressed body
+}
+
+// sealedRuns finds the runs of report in the blocks of domain and day.
+func sealedRuns(blocks *bolt.Bucket, domainID string, day uint32, report [16]byte) (reportRuns, error) {
+	var rr reportRuns
+	prefix := blockKey(domainID, day, 0)[:idLen+4]
+	c := blocks.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		_, err := scanBlockHeader(v, func(_ int, e *blockEntry, off int) bool {
+			if e.report != report {
+				return true
+			}
+			rr.runs = append(rr.runs, reportRun{key: bytes.Clone(k), entry: *e, off: off})
+			rr.total += int(e.count)
+			return false
+		})
+		if err != nil {
+			return rr, fmt.Errorf("record block %x: %w", k, err)
+		}
+	}
+	// Runs are sealed in report order into growing seqs; order by first
+	// all the same, cheaply, so that reads never depend on it.
+	for i := 1; i < len(rr.runs); i++ {
+		for j := i; j > 0 && rr.runs[j].entry.first < rr.runs[j-1].entry.first; j-- {
+			rr.runs[j], rr.runs[j-1] = rr.runs[j-1], rr.runs[j]
+		}
+	}
+	return rr, nil
+}
