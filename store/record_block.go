@@ -8,7 +8,6 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	bolt "go.etcd.io/bbolt"
-
 )
 
 // Sealed record blocks: the read-optimized form of records (record_seal.go
