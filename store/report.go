@@ -123,6 +123,10 @@ func (db *DB) FindReport(orgID, id string) (*Report, error) {
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
 		rec, _, err = getOrgReport(tx, orgID, id, false)
+		if err != nil {
+			return err
+		}
+		rec.RecordsDropped, err = recordsDropped(tx, rec)
 		return err
 	})
 	if err != nil {
@@ -341,6 +345,11 @@ func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
 			break
 		}
 	}
+	// Sealed blocks of those days whose reports are all gone (a block of
+	// t's day may still hold a report that ends after t).
+	if _, err := db.deleteBlocksBefore(days.Of(t)+1, blockHasReport, false); err != nil {
+		return total, wrap("delete old records", err)
+	}
 	if err := db.deleteRollupsBefore(days.Of(t)); err != nil {
 		return total, wrap("delete old roll-ups", err)
 	}
@@ -350,6 +359,17 @@ func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// blockHasReport reports whether a report of the block is still stored.
+func blockHasReport(tx *bolt.Tx, h *blockHeader) bool {
+	reps := tx.Bucket(bucketReports)
+	for _, e := range h.entries {
+		if reps.Get(idKey(formatUUID(e.report))) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ReportStats is the statistics of one report.
@@ -576,7 +596,7 @@ func deleteDomainReports(tx *bolt.Tx, domainID string) error {
 	if err := deletePendingOf(tx, domainID); err != nil {
 		return err
 	}
-	for _, b := range [][]byte{bucketReportsByDomain, bucketRollups, bucketDayTotals} {
+	for _, b := range [][]byte{bucketReportsByDomain, bucketRollups, bucketDayTotals, bucketRecordBlocks} {
 		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
 			return err
 		}
