@@ -21,3 +21,36 @@ var MetaBucket = bucketMeta
 func PutSchemaVersion(tx *bolt.Tx, v int) error {
 	return tx.Bucket(bucketMeta).Put(keySchemaVersion, versionValue(v))
 }
+
+// RecordsStored counts the records stored for each report id, in rows and
+// sealed blocks together, straight from the buckets: a record kept in both
+// forms counts twice.
+func RecordsStored(db *DB) (rows, sealed map[string]int, err error) {
+	rows, sealed = map[string]int{}, map[string]int{}
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
+			n, err := rowRecords(v)
+			var bin [16]byte
+			copy(bin[:], k)
+			rows[formatUUID(bin)] += n
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketRecordBlocks).ForEach(func(k, v []byte) error {
+			h, err := decodeBlockHeader(v)
+			if err != nil {
+				return err
+			}
+			if _, err := h.decompress(nil); err != nil {
+				return err
+			}
+			for _, e := range h.entries {
+				sealed[formatUUID(e.report)] += int(e.count)
+			}
+			return nil
+		})
+	})
+	return rows, sealed, err
+}
