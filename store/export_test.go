@@ -54,3 +54,17 @@ func RecordsStored(db *DB) (rows, sealed map[string]int, err error) {
 	})
 	return rows, sealed, err
 }
+
+// BucketBytes returns, per top-level bucket, its allocated bytes, the
+// bytes in use and its keys (bbolt's bucket stats).
+func BucketBytes(db *DB) (map[string][3]int, error) {
+	out := map[string][3]int{}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			st := b.Stats()
+			out[string(name)] = [3]int{st.LeafAlloc + st.BranchAlloc, st.LeafInuse + st.BranchInuse, st.KeyN}
+			return nil
+		})
+	})
+	return out, err
+}
