@@ -241,3 +241,60 @@ func sealedRuns(blocks *bolt.Bucket, domainID string, day uint32, report [16]byt
 	}
 	return rr, nil
 }
+
+// blockCache keeps the bodies of the blocks read last, decompressed, so
+// that reading the reports of one day one after the other (a listing's
+// details, an export) decompresses each block once. An entry is used only
+// while the stored block is still the bytes it was made from.
+type blockCache struct {
+	mu      sync.Mutex
+	entries []cachedBlock // most recent last
+	bytes   int
+}
+
+type cachedBlock struct {
+	key       string
+	raw, body []byte
+}
+
+// blockCacheBytes bounds the bodies the cache holds.
+const blockCacheBytes = 16 << 20
+
+// body returns the decompressed body of the block stored as raw under key.
+func (c *blockCache) body(key, raw []byte) ([]byte, error) {
+	c.mu.Lock()
+	for i := len(c.entries) - 1; i >= 0; i-- {
+		if e := c.entries[i]; e.key == string(key) && bytes.Equal(e.raw, raw) {
+			c.mu.Unlock()
+			return e.body, nil
+		}
+	}
+	c.mu.Unlock()
+	h, err := decodeBlockHeader(raw)
+	if err != nil {
+		return nil, err
+	}
+	body, err := h.decompress(nil)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.entries {
+		if e.key == string(key) {
+			c.bytes -= len(e.raw) + len(e.body)
+			c.entries = append(c.entries[:i], c.entries[i+1:]...)
+			break
+		}
+	}
+	size := len(raw) + len(body)
+	for len(c.entries) > 0 && c.bytes+size > blockCacheBytes {
+		c.bytes -= len(c.entries[0].raw) + len(c.entries[0].body)
+		c.entries = c.entries[1:]
+	}
+	if size <= blockCacheBytes {
+		c.entries = append(c.entries, cachedBlock{key: string(key), raw: bytes.Clone(raw), body: body})
+		c.bytes += size
+	}
+	return body, nil
+}

@@ -150,7 +150,7 @@ func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
 	// report. If the report is deleted meanwhile, the next batch answers
 	// ErrNotFound.
 	bin, _ := binID(id)
-	rc := recordCursor{report: bin}
+	rc := recordCursor{report: bin, blocks: &db.blocks}
 	batch := make([]*Record, 0, recordsPerBatch)
 	for {
 		batch = batch[:0]
@@ -189,8 +189,8 @@ type recordCursor struct {
 	// were then: while both hold, the next row follows rowKey.
 	rowKey    []byte
 	rowSealed int
-	// The last block decompressed: its stored bytes and its body.
-	blockRaw, body []byte
+	// blocks are the DB's decompressed blocks.
+	blocks *blockCache
 }
 
 // next appends up to recordsPerBatch records after those delivered.
@@ -211,17 +211,14 @@ func (rc *recordCursor) next(tx *bolt.Tx, rep *Report, batch *[]*Record) error {
 				continue
 			}
 			v := tx.Bucket(bucketRecordBlocks).Get(run.key)
-			if !bytes.Equal(v, rc.blockRaw) {
-				h, err := decodeBlockHeader(v)
-				if err != nil {
-					return fmt.Errorf("record block %x: %w", run.key, err)
-				}
-				if rc.body, err = h.decompress(rc.body); err != nil {
-					return fmt.Errorf("record block %x: %w", run.key, err)
-				}
-				rc.blockRaw = append(rc.blockRaw[:0], v...)
+			body, err := rc.blocks.body(run.key, v)
+			if err != nil {
+				return fmt.Errorf("record block %x: %w", run.key, err)
 			}
-			recs := rc.body[run.off : run.off+int(run.entry.size)]
+			if run.off+int(run.entry.size) > len(body) {
+				return fmt.Errorf("record block %x: %w", run.key, errCorrupt)
+			}
+			recs := body[run.off : run.off+int(run.entry.size)]
 			if len(recs) == 0 || recs[0] != codecVersion {
 				return fmt.Errorf("record block %x: %w", run.key, errCorrupt)
 			}
