@@ -127,3 +127,34 @@ func TestReadsSameAfterSealing(t *testing.T) {
 		t.Fatalf("%d CSVs of the 20,000-record report", big)
 	}
 }
+
+// TestReportRecordsDropped ensures a report whose records the record
+// retention dropped still answers its detail, with its counts, an empty
+// records list and records_dropped, and its statistics as before; a
+// later report is untouched and says nothing of it.
+func TestReportRecordsDropped(t *testing.T) {
+	e := newReportEnv(t)
+	stats := e.do("GET", "/api/v1/reports/"+e.r1.ID+"/statistics", e.keyA, nil).body
+	later := e.do("GET", "/api/v1/reports/"+e.r2.ID, e.keyA, nil).body
+	if n, err := e.db.DropRecordsBefore(time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC), nil); err != nil || n != 3 {
+		t.Fatalf("dropped %d, %v; want r1, r3 and rb", n, err)
+	}
+	r := e.do("GET", "/api/v1/reports/"+e.r1.ID, e.keyA, nil)
+	var got struct {
+		RecordCount    int               `json:"record_count"`
+		RecordsDropped *bool             `json:"records_dropped"`
+		Records        []json.RawMessage `json:"records"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if got.RecordsDropped == nil || !*got.RecordsDropped || got.Records == nil || len(got.Records) != 0 || got.RecordCount != len(e.r1.records) {
+		t.Fatalf("detail after the drop: %s", r.body)
+	}
+	if b := e.do("GET", "/api/v1/reports/"+e.r1.ID+"/statistics", e.keyA, nil).body; !bytes.Equal(b, stats) {
+		t.Fatalf("statistics changed:\n%s\nwant\n%s", b, stats)
+	}
+	if b := e.do("GET", "/api/v1/reports/"+e.r2.ID, e.keyA, nil).body; !bytes.Equal(b, later) {
+		t.Fatalf("a later report changed:\n%s\nwant\n%s", b, later)
+	}
+}
