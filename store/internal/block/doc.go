@@ -1,0 +1,85 @@
+// Package block is the columnar, compressed form of aggregate records the
+// store seals them into: one immutable block holds the records of many
+// reports (one organization, domain and UTC day), column by column, and a
+// sibling table holds those reports' metadata. It is pure (no bbolt): the
+// store decides which key holds which block.
+//
+// # API
+//
+//	type Row struct { Report uint32; Index uint32; Rec reports.Record }
+//
+//	// Records.
+//	func Encode(dst []byte, ids [][16]byte, rows []Row) ([]byte, error)
+//	func Decode(b []byte) (*Block, error)
+//	func (*Block) Len() int
+//	func (*Block) Reports() [][16]byte                    // the ids given to Encode, same order
+//	func (*Block) Each(fn func(*Row) error) error          // all rows, block order, row reused
+//	func (*Block) Rows() ([]Row, error)                    // all rows, block order, lists owned
+//	func (*Block) ReportRows(report uint32, fn func(index uint32, rec *reports.Record) error) error
+//
+//	// Report metadata (reports.Report, Summary not included).
+//	func EncodeReports(dst []byte, list []reports.Report) []byte
+//	func DecodeReports(b []byte) ([]reports.Report, error)
+//
+//	var ErrCorrupt error // wrapped by every decoding error
+//	const Version = 1    // first byte of every block
+//
+// Row.Report indexes the ids table passed to Encode: the binary report
+// ids (store's binID, 16 bytes, UUIDv7). Row.Index is the record's
+// position within its report; ReportRows gives a report's records back
+// in Index order (the order of the report). Encode keeps its own order
+// (by source address, then report and index): Each and Rows follow it.
+//
+// Every field of a record comes back exactly: nil and empty lists and
+// strings, pointer presence, DMARC and DMARCDerived as given (the codec
+// derives nothing), Geo nil or not, floats bit for bit, any string in
+// any field. Decoded records share the block's strings and pointers
+// (optional strings, Geo): read-only. Each reuses its Row and the row's
+// lists: fn must not keep them. Report metadata times come back in UTC,
+// to the nanosecond; the other fields exactly.
+//
+// A Block is safe for concurrent reads. Encoding and decoding share one
+// zstd encoder and decoder for the process.
+//
+// # Format
+//
+// A block (either kind) is a frame: Version (1 byte), the CRC-32C of the
+// rest (4 bytes, little-endian), a kind byte ('R' records, 'M' report
+// metadata), the payload's length (uvarint) and the payload compressed as
+// one zstd frame. Decode refuses another version or kind, a wrong
+// checksum, a length the compressed bytes cannot hold, and any payload
+// that does not add up, with an error wrapping ErrCorrupt: a corrupt
+// block is never a panic nor a wrong answer.
+//
+// A records payload is the row count, the report table (the first 8
+// bytes of each id as zigzag differences from the previous one, then the
+// last 8 bytes of each), the dictionary, the geo table, then 27 columns,
+// each its length and bytes. The dictionary holds every string of the
+// block once, most used first; a string field is a reference k (uvarint)
+// to the k-th, 0 for a nil optional string. Enumerated values (results,
+// dispositions) are such references: the few a block has get one byte
+// each, and a value nobody expected is just another string. The geo table
+// holds each distinct Geo once (presence bits, string references, float
+// bits, ASN); a row refers to one, 0 for none. The columns, one value per
+// row unless said: report, index, address kind (4, 16, 1 for text not in
+// netip's canonical form), IPv4 (uvarint difference from the previous
+// one: rows are sorted by address), IPv6 (bytes shared with the previous
+// one, then the rest), address text, count (zigzag varint), disposition,
+// DKIM, SPF, DMARC, flags (DMARCDerived), header_from, envelope_from,
+// envelope_to, then each list as a column of lengths (0 nil, n+1 for n
+// items) and a column per field of its items: reasons (type, comment),
+// DKIM results (domain, selector, result), SPF results (domain, scope,
+// result); last the geo reference.
+//
+// A report metadata payload is the count, a dictionary, then 26 columns:
+// id kind (canonical lowercase UUIDs in binary, as the records' report
+// table; anything else as text), the repeated strings by reference
+// (domain id and name, organization, reporter, policy), the reporter's
+// report id as text, the three times as flags for the zero time, second
+// differences (date_begin from the previous report's, date_end from
+// date_begin, received_at from date_end) and nanoseconds, and the counts
+// as zigzag varints.
+//
+// A new layout gets the next Version; readers of this one stay, so that
+// blocks written before are read until the store rewrites them.
+package block

@@ -1,0 +1,117 @@
+package block
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// A frame is what Encode and EncodeReports return: a version byte, the
+// CRC-32C (Castagnoli, little-endian) of everything after it, a kind byte
+// (kindRecords, kindReports), the length of the payload before
+// compression (uvarint), then the payload as one zstd frame.
+const (
+	// Version is the first byte of every block. A later layout takes the
+	// next number; Decode refuses one it does not know.
+	Version = 1
+
+	kindRecords = 'R'
+	kindReports = 'M'
+
+	headerLen = 1 + 4 + 1 // version, crc, kind (the length follows)
+
+	// maxPayload caps what a frame may claim to decompress to, so a
+	// corrupt or hostile length cannot make Decode allocate without bound.
+	maxPayload = 1 << 31
+)
+
+// ErrCorrupt is the error (wrapped) of a value that does not decode:
+// truncated, a wrong checksum, an unknown version or kind, a column that
+// does not add up.
+var ErrCorrupt = errors.New("block: corrupt block")
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// The zstd encoder and decoder are expensive to make and safe for
+// concurrent EncodeAll and DecodeAll: one of each for the process, made
+// at first use.
+var (
+	zOnce sync.Once
+	zEnc  *zstd.Encoder
+	zDec  *zstd.Decoder
+)
+
+func zstdCodecs() (*zstd.Encoder, *zstd.Decoder) {
+	zOnce.Do(func() {
+		var err error
+		// Blocks are sealed in the background and read many times: the
+		// better level is worth its time. The checksum is ours (CRC-32C
+		// up front), so zstd's is off.
+		zEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+			zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxPayload),
+			zstd.IgnoreChecksum(true))
+		if err != nil {
+			panic(err)
+		}
+	})
+	return zEnc, zDec
+}
+
+// seal appends to dst the frame of payload.
+func seal(dst []byte, kind byte, payload []byte) []byte {
+	enc, _ := zstdCodecs()
+	start := len(dst)
+	dst = append(dst, Version, 0, 0, 0, 0, kind)
+	dst = binary.AppendUvarint(dst, uint64(len(payload)))
+	dst = enc.EncodeAll(payload, dst)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+5:], castagnoli))
+	return dst
+}
+
+// open checks a frame and returns its payload, decompressed.
+func open(b []byte, kind byte) ([]byte, error) {
+	if len(b) < headerLen+1 {
+		return nil, corrupt("%d bytes", len(b))
+	}
+	if b[0] != Version {
+		return nil, corrupt("unknown version %d", b[0])
+	}
+	if crc32.Checksum(b[5:], castagnoli) != binary.LittleEndian.Uint32(b[1:]) {
+		return nil, corrupt("checksum mismatch")
+	}
+	if b[5] != kind {
+		return nil, corrupt("kind %q, want %q", b[5], kind)
+	}
+	n, k := binary.Uvarint(b[headerLen:])
+	if k <= 0 || n > maxPayload {
+		return nil, corrupt("payload length")
+	}
+	z := b[headerLen+k:]
+	// A zstd frame cannot expand more than about 1:32768 (its longest
+	// match over its smallest sequence); a claim beyond that is a lie
+	// that must not become an allocation.
+	if n > uint64(len(z))*32768+64 {
+		return nil, corrupt("payload length %d for %d compressed bytes", n, len(z))
+	}
+	_, dec := zstdCodecs()
+	out, err := dec.DecodeAll(z, make([]byte, 0, n))
+	if err != nil {
+		return nil, corrupt("zstd: %v", err)
+	}
+	if uint64(len(out)) != n {
+		return nil, corrupt("payload of %d bytes, header says %d", len(out), n)
+	}
+	return out, nil
+}
