@@ -43,7 +43,7 @@ func RecordsStored(db *DB) (rows, sealed map[string]int, err error) {
 			if err != nil {
 				return err
 			}
-			if _, err := h.decompress(nil); err != nil {
+			if _, err := h.decode(); err != nil {
 				return err
 			}
 			for _, e := range h.entries {

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/klauspost/compress/zstd"
+	"sort"
+
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/block"
 )
 
 // Sealed record blocks: the read-optimized form of records (record_seal.go
@@ -15,15 +18,16 @@ import (
 // (so of one organization) whose date_begin falls on one UTC day, under
 // blockKey(domain id, day, seq): a table of the reports it holds, each
 // with the run of its records it carries, then the records themselves
-// compressed. A report's records are one run in one block, or, for a
+// compressed column by column. A report's records are one run in one block, or, for a
 // report larger than a block, consecutive runs in blocks of the same day,
 // in report order. Blocks never change once written: a report arriving
 // for a sealed day is sealed later into a block of its own (the next seq).
 
-// blockFormatRows is the first byte of a block whose body is the records'
-// row encoding (reports.AppendRecord, each with its length), one run per
-// report starting with codecVersion, compressed with zstd.
-const blockFormatRows = 1
+// blockFormatColumns is the first byte of a block: the table of its
+// reports' runs, then the records as one columnar block of package block
+// (store/internal/block: columns, a per-block dictionary, zstd), each
+// record's Index its position in its report.
+const blockFormatColumns = 2
 
 // blockKeyLen is the length of every blockKey.
 const blockKeyLen = idLen + 4 + 4
@@ -38,8 +42,8 @@ func blockKey(domainID string, day, seq uint32) []byte {
 }
 
 // blockEntry is one report's run in a block: the index of its first
-// record in the report, how many records and how many bytes of the body
-// the run takes.
+// record in the report and how many records; size is kept for a body
+// format with runs apart (0 in blockFormatColumns).
 type blockEntry struct {
 	report       [16]byte
 	first, count uint32
@@ -62,28 +66,22 @@ func (h *blockHeader) find(report [16]byte) int {
 	return -1
 }
 
-// offset returns where entry i's run starts in the decompressed body.
-func (h *blockHeader) offset(i int) int {
-	n := 0
-	for _, e := range h.entries[:i] {
-		n += int(e.size)
-	}
-	return n
-}
-
-// encodeBlock returns the value of a block of entries whose runs are
-// body, back to back.
-func encodeBlock(entries []blockEntry, body []byte) []byte {
-	out := make([]byte, 0, 16+len(entries)*24+len(body)/4)
-	out = append(out, blockFormatRows)
+// encodeBlock returns the value of a block of entries and their records
+// (rows: Report is the index of the entry, Index the record's position in
+// its report).
+func encodeBlock(entries []blockEntry, rows []block.Row) ([]byte, error) {
+	out := make([]byte, 0, 16+len(entries)*24+len(rows)*12)
+	out = append(out, blockFormatColumns)
 	out = binary.AppendUvarint(out, uint64(len(entries)))
-	for _, e := range entries {
+	ids := make([][16]byte, len(entries))
+	for i, e := range entries {
+		ids[i] = e.report
 		out = append(out, e.report[:]...)
 		out = binary.AppendUvarint(out, uint64(e.first))
 		out = binary.AppendUvarint(out, uint64(e.count))
 		out = binary.AppendUvarint(out, uint64(e.size))
 	}
-	return zstdEncoder().EncodeAll(body, out)
+	return block.Encode(out, ids, rows)
 }
 
 // decodeBlockHeader parses a block's table; the body stays compressed.
@@ -101,7 +99,7 @@ func decodeBlockHeader(v []byte) (*blockHeader, error) {
 // index and the offset of its run in the decompressed body, until fn
 // returns false, and returns the compressed body (nil when fn stopped).
 func scanBlockHeader(v []byte, fn func(i int, e *blockEntry, off int) bool) ([]byte, error) {
-	if len(v) == 0 || v[0] != blockFormatRows {
+	if len(v) == 0 || v[0] != blockFormatColumns {
 		return nil, errCorrupt
 	}
 	n, m := binary.Uvarint(v[1:])
@@ -132,39 +130,68 @@ func scanBlockHeader(v []byte, fn func(i int, e *blockEntry, off int) bool) ([]b
 	return rest, nil
 }
 
-// maxBlockBody bounds a decompressed body: a block holds at most
-// sealBlockRecords records of at most a few KB each.
-const maxBlockBody = 256 << 20
-
-// decompress returns the block's body.
-func (h *blockHeader) decompress(dst []byte) ([]byte, error) {
-	out, err := zstdDecoder().DecodeAll(h.body, dst[:0])
-	if err != nil {
-		return nil, fmt.Errorf("block body: %w", err)
-	}
-	want := h.offset(len(h.entries))
-	if len(out) != want {
-		return nil, errCorrupt
-	}
-	return out, nil
+// decodedBlock is a block's records, each entry's run in report order.
+type decodedBlock struct {
+	runs [][]Record
+	size int // an estimate of its memory
 }
 
-var (
-	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			panic(err) // only for invalid options
+// decode returns the block's records by run, checked against its table.
+func (h *blockHeader) decode() (*decodedBlock, error) {
+	b, err := block.Decode(h.body)
+	if err != nil {
+		return nil, err
+	}
+	if len(b.Reports()) != len(h.entries) {
+		return nil, errCorrupt
+	}
+	rows, err := b.Rows()
+	if err != nil {
+		return nil, err
+	}
+	d := &decodedBlock{runs: make([][]Record, len(h.entries)), size: len(h.body)}
+	order := make([][]uint32, len(h.entries))
+	for i, e := range h.entries {
+		d.runs[i] = make([]Record, 0, e.count)
+		order[i] = make([]uint32, 0, e.count)
+	}
+	for i := range rows {
+		r := &rows[i]
+		if int(r.Report) >= len(d.runs) {
+			return nil, errCorrupt
 		}
-		return e
-	})
-	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(maxBlockBody))
-		if err != nil {
-			panic(err)
+		d.runs[r.Report] = append(d.runs[r.Report], r.Rec)
+		order[r.Report] = append(order[r.Report], r.Index)
+		d.size += 256
+	}
+	// Each run in report order: the block keeps its rows by source address.
+	for i, e := range h.entries {
+		run, idx := d.runs[i], order[i]
+		if len(run) != int(e.count) {
+			return nil, errCorrupt
 		}
-		return d
-	})
-)
+		sort.Sort(byIndex{run, idx})
+		for j := range idx {
+			if idx[j] != e.first+uint32(j) {
+				return nil, errCorrupt
+			}
+		}
+	}
+	return d, nil
+}
+
+// byIndex sorts a run's records by their index in the report.
+type byIndex struct {
+	recs []Record
+	idx  []uint32
+}
+
+func (b byIndex) Len() int           { return len(b.idx) }
+func (b byIndex) Less(i, j int) bool { return b.idx[i] < b.idx[j] }
+func (b byIndex) Swap(i, j int) {
+	b.recs[i], b.recs[j] = b.recs[j], b.recs[i]
+	b.idx[i], b.idx[j] = b.idx[j], b.idx[i]
+}
 
 // rowRecords counts the records of a row of bucketRecords (codecVersion,
 // then each record with its length) and checks its framing.
@@ -211,7 +238,7 @@ type reportRuns struct {
 type reportRun struct {
 	key   []byte
 	entry blockEntry
-	off   int // of the run in the decompressed body
+	index int // of the entry in its block
 }
 
 // sealedRuns finds the runs of report in the blocks of domain and day.
@@ -220,11 +247,11 @@ func sealedRuns(blocks *bolt.Bucket, domainID string, day uint32, report [16]byt
 	prefix := blockKey(domainID, day, 0)[:idLen+4]
 	c := blocks.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		_, err := scanBlockHeader(v, func(_ int, e *blockEntry, off int) bool {
+		_, err := scanBlockHeader(v, func(i int, e *blockEntry, _ int) bool {
 			if e.report != report {
 				return true
 			}
-			rr.runs = append(rr.runs, reportRun{key: bytes.Clone(k), entry: *e, off: off})
+			rr.runs = append(rr.runs, reportRun{key: bytes.Clone(k), entry: *e, index: i})
 			rr.total += int(e.count)
 			return false
 		})
@@ -242,10 +269,10 @@ func sealedRuns(blocks *bolt.Bucket, domainID string, day uint32, report [16]byt
 	return rr, nil
 }
 
-// blockCache keeps the bodies of the blocks read last, decompressed, so
-// that reading the reports of one day one after the other (a listing's
-// details, an export) decompresses each block once. An entry is used only
-// while the stored block is still the bytes it was made from.
+// blockCache keeps the blocks read last, decoded, so that reading the
+// reports of one day one after the other (a listing's details, an export)
+// decodes each block once. An entry is used only while the stored block is
+// still the bytes it was made from.
 type blockCache struct {
 	mu      sync.Mutex
 	entries []cachedBlock // most recent last
@@ -253,20 +280,21 @@ type blockCache struct {
 }
 
 type cachedBlock struct {
-	key       string
-	raw, body []byte
+	key string
+	raw []byte
+	d   *decodedBlock
 }
 
-// blockCacheBytes bounds the bodies the cache holds.
-const blockCacheBytes = 16 << 20
+// blockCacheBytes bounds the (estimated) memory the cache holds.
+const blockCacheBytes = 24 << 20
 
-// body returns the decompressed body of the block stored as raw under key.
-func (c *blockCache) body(key, raw []byte) ([]byte, error) {
+// get returns the decoded block stored as raw under key.
+func (c *blockCache) get(key, raw []byte) (*decodedBlock, error) {
 	c.mu.Lock()
 	for i := len(c.entries) - 1; i >= 0; i-- {
 		if e := c.entries[i]; e.key == string(key) && bytes.Equal(e.raw, raw) {
 			c.mu.Unlock()
-			return e.body, nil
+			return e.d, nil
 		}
 	}
 	c.mu.Unlock()
@@ -274,7 +302,7 @@ func (c *blockCache) body(key, raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := h.decompress(nil)
+	d, err := h.decode()
 	if err != nil {
 		return nil, err
 	}
@@ -282,19 +310,19 @@ func (c *blockCache) body(key, raw []byte) ([]byte, error) {
 	defer c.mu.Unlock()
 	for i, e := range c.entries {
 		if e.key == string(key) {
-			c.bytes -= len(e.raw) + len(e.body)
+			c.bytes -= len(e.raw) + e.d.size
 			c.entries = append(c.entries[:i], c.entries[i+1:]...)
 			break
 		}
 	}
-	size := len(raw) + len(body)
+	size := len(raw) + d.size
 	for len(c.entries) > 0 && c.bytes+size > blockCacheBytes {
-		c.bytes -= len(c.entries[0].raw) + len(c.entries[0].body)
+		c.bytes -= len(c.entries[0].raw) + c.entries[0].d.size
 		c.entries = c.entries[1:]
 	}
 	if size <= blockCacheBytes {
-		c.entries = append(c.entries, cachedBlock{key: string(key), raw: bytes.Clone(raw), body: body})
+		c.entries = append(c.entries, cachedBlock{key: string(key), raw: bytes.Clone(raw), d: d})
 		c.bytes += size
 	}
-	return body, nil
+	return d, nil
 }

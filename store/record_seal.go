@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/dmarcd/dmarcd/store/internal/block"
 	"github.com/dmarcd/dmarcd/store/internal/days"
 	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
@@ -234,7 +235,7 @@ func sortGroups(m map[string]*sealGroup) []*sealGroup {
 // without rows any more is skipped.
 func sealBlock(tx *bolt.Tx, g *sealGroup) (int, SealStats, error) {
 	var st SealStats
-	rows := tx.Bucket(bucketRecords)
+	rowsB := tx.Bucket(bucketRecords)
 	reps := tx.Bucket(bucketReports)
 	blocks := tx.Bucket(bucketRecordBlocks)
 	if v := tx.Bucket(bucketMeta).Get(keyRecordsDroppedBefore); len(v) == 4 && g.day < binary.BigEndian.Uint32(v) {
@@ -243,7 +244,8 @@ func sealBlock(tx *bolt.Tx, g *sealGroup) (int, SealStats, error) {
 		return len(g.reports), st, nil
 	}
 	var entries []blockEntry
-	var body []byte
+	var rows []block.Row
+	bodyBytes := 0
 	var dels [][]byte
 	total, done := 0, 0
 	full := false
@@ -253,7 +255,7 @@ func sealBlock(tx *bolt.Tx, g *sealGroup) (int, SealStats, error) {
 			done++
 			continue
 		}
-		c := rows.Cursor()
+		c := rowsB.Cursor()
 		k, v := c.Seek(bin[:])
 		if k == nil || !bytes.HasPrefix(k, bin[:]) {
 			done++
@@ -269,27 +271,28 @@ func sealBlock(tx *bolt.Tx, g *sealGroup) (int, SealStats, error) {
 			}
 			first = uint32(runs.total)
 		}
-		start := len(body)
-		body = append(body, codecVersion)
 		n := 0
+		entry := uint32(len(entries))
 		for ; k != nil && bytes.HasPrefix(k, bin[:]); k, v = c.Next() {
-			if total+n >= sealBlockRecords || len(body) >= sealBlockBytes {
+			if total+n >= sealBlockRecords || bodyBytes >= sealBlockBytes {
 				full = true
 				break
 			}
-			m, err := rowRecords(v)
+			err := reports.DecodeBlock(v, func(r *Record) error {
+				rows = append(rows, block.Row{Report: entry, Index: first + uint32(n), Rec: *r})
+				n++
+				return nil
+			})
 			if err != nil {
 				return 0, st, fmt.Errorf("record row %x: %w", k, err)
 			}
-			body = append(body, v[1:]...)
-			n += m
+			bodyBytes += len(v)
 			dels = append(dels, bytes.Clone(k))
 		}
 		if n == 0 {
-			body = body[:start]
 			break
 		}
-		entries = append(entries, blockEntry{report: bin, first: first, count: uint32(n), size: uint32(len(body) - start)})
+		entries = append(entries, blockEntry{report: bin, first: first, count: uint32(n)})
 		total += n
 		if !full {
 			done++
@@ -303,11 +306,15 @@ func sealBlock(tx *bolt.Tx, g *sealGroup) (int, SealStats, error) {
 	if last := lastWithPrefix(blocks.Cursor(), prefix); last != nil {
 		seq = binary.BigEndian.Uint32(last[idLen+4:]) + 1
 	}
-	if err := blocks.Put(blockKey(g.domainID, g.day, seq), encodeBlock(entries, body)); err != nil {
+	val, err := encodeBlock(entries, rows)
+	if err != nil {
+		return 0, st, err
+	}
+	if err := blocks.Put(blockKey(g.domainID, g.day, seq), val); err != nil {
 		return 0, st, err
 	}
 	for _, k := range dels {
-		if err := rows.Delete(k); err != nil {
+		if err := rowsB.Delete(k); err != nil {
 			return 0, st, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -211,28 +212,14 @@ func (rc *recordCursor) next(tx *bolt.Tx, rep *Report, batch *[]*Record) error {
 				continue
 			}
 			v := tx.Bucket(bucketRecordBlocks).Get(run.key)
-			body, err := rc.blocks.body(run.key, v)
-			if err != nil {
-				return fmt.Errorf("record block %x: %w", run.key, err)
+			d, err := rc.blocks.get(run.key, v)
+			if err != nil || run.index >= len(d.runs) {
+				return fmt.Errorf("record block %x: %w", run.key, errors.Join(err, errCorrupt))
 			}
-			if run.off+int(run.entry.size) > len(body) {
-				return fmt.Errorf("record block %x: %w", run.key, errCorrupt)
-			}
-			recs := body[run.off : run.off+int(run.entry.size)]
-			if len(recs) == 0 || recs[0] != codecVersion {
-				return fmt.Errorf("record block %x: %w", run.key, errCorrupt)
-			}
-			from, err := skipRecords(recs[1:], rc.delivered-first)
-			if err != nil {
-				return fmt.Errorf("record block %x: %w", run.key, err)
-			}
-			n := min(count-(rc.delivered-first), recordsPerBatch)
-			rest, err := skipRecords(from, n)
-			if err != nil {
-				return fmt.Errorf("record block %x: %w", run.key, err)
-			}
-			if err := reports.DecodeRecords(from[:len(from)-len(rest)], add); err != nil {
-				return fmt.Errorf("record block %x: %w", run.key, err)
+			recs := d.runs[run.index][rc.delivered-first:]
+			for i := range recs[:min(len(recs), recordsPerBatch)] {
+				r := recs[i] // a copy: the cached block's records are shared
+				*batch = append(*batch, &r)
 			}
 			return nil
 		}

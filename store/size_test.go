@@ -83,8 +83,20 @@ func measureShape(t *testing.T, reps, recs int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	report("compacted", t, db, path, total)
+	if keep := os.Getenv("DMARCD_SIZE_KEEP"); keep != "" {
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(keep, fmt.Sprintf("%dx%d.db", reps, recs)), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func report(stage string, t *testing.T, db *store.DB, path string, records float64) {
