@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -66,6 +67,7 @@ func TestSealKillChild(t *testing.T) {
 			if _, err := db.SealRecords(context.Background(), store.SealOptions{All: true}); err != nil {
 				t.Fatal(err)
 			}
+			fmt.Println("sealed")
 		}
 	}
 }
@@ -97,11 +99,34 @@ func TestSealKilled(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSealKillChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "DMARCD_SEAL_KILL_DB="+path, "DMARCD_SEAL_KILL_NEXT="+strconv.Itoa(next))
 		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Stderr = &out
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+		// Once the child has sealed once (however slow the machine), kill
+		// it at a random point of what follows: commits and sealing.
+		sealedOnce := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			once := false
+			for sc.Scan() {
+				if sc.Text() == "sealed" && !once {
+					once = true
+					close(sealedOnce)
+				}
+			}
+		}()
+		select {
+		case <-sealedOnce:
+		case <-time.After(2 * time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatalf("round %d: the child did not seal within 2 minutes\n%s", round, out.String())
+		}
+		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 			t.Fatalf("round %d: the child ended on its own: %v\n%s", round, err, out.String())
