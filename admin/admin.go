@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/digest"
+	"github.com/dmarcd/dmarcd/export/clickhouse"
 	"github.com/dmarcd/dmarcd/ingest"
 	"github.com/dmarcd/dmarcd/ingest/imports"
 	"github.com/dmarcd/dmarcd/senders"
@@ -63,6 +65,9 @@ type Service interface {
 
 	Mailboxes
 	Domains
+	Mail
+	Exports
+	Digests
 
 	// Senders returns the sender groups and policy advice of a domain (a
 	// name, or an id) over from..to. orgRef (a name or id) picks the
@@ -88,6 +93,9 @@ type Local struct {
 	// Views computes the sender views; nil uses the embedded known-sender
 	// map without SPF evaluation.
 	Views *senders.Views
+	// Export is the running server's ClickHouse sink; nil without one
+	// (the export operations then work on the cursor in the file).
+	Export *clickhouse.Sink
 
 	once sync.Once
 	def  *app.App
@@ -100,7 +108,9 @@ func (l *Local) app() *app.App {
 	if l.App != nil {
 		return l.App
 	}
-	l.once.Do(func() { l.def = app.New(app.Config{Store: l.DB}) })
+	l.once.Do(func() {
+		l.def = app.New(app.Config{Store: l.DB, Digests: &digest.Builder{DB: l.DB, Views: l.Views}})
+	})
 	return l.def
 }
 

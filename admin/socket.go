@@ -63,6 +63,9 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	h.quarantineRoutes(mux)
 	h.mailboxRoutes(mux)
 	h.domainRoutes(mux)
+	h.mailRoutes(mux)
+	h.exportRoutes(mux)
+	h.digestRoutes(mux)
 	mux.HandleFunc("GET /v1/domains/{domain}/senders", h.senders)
 	return mux
 }

@@ -17,10 +17,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/dnscheck"
 	"github.com/dmarcd/dmarcd/ingest"
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/internal/egress"
+	"github.com/dmarcd/dmarcd/mailout"
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/webhook"
 )
@@ -88,6 +90,14 @@ type Config struct {
 	Mailboxes *imapin.Intake
 	// Quarantine retries quarantine entries.
 	Quarantine QuarantineRetrier
+
+	// Mail is the relay test mail is sent through (--mail-relay); nil
+	// without one.
+	Mail *mailout.Relay
+
+	// Digests builds the digests of Digest and SendDigest; nil builds
+	// them over Store with the embedded known senders and no DNS.
+	Digests *digest.Builder
 
 	// Now is the clock; nil means the wall clock.
 	Now func() time.Time

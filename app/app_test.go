@@ -103,7 +103,7 @@ func (e *env) writeOps() map[string]func(app.Actor) error {
 		"VerifyDomain": func(a app.Actor) error { _, err := e.app.VerifyDomain(ctx, a, e.domA.ID); return err },
 		"DeleteDomain": func(a app.Actor) error { return e.app.DeleteDomain(ctx, a, e.domA.ID) },
 		"CreateWebhook": func(a app.Actor) error {
-			_, _, err := e.app.CreateWebhook(ctx, a, url, name)
+			_, _, err := e.app.CreateWebhook(ctx, a, url, name, "")
 			return err
 		},
 		"UpdateWebhook": func(a app.Actor) error {
@@ -130,6 +130,10 @@ func (e *env) writeOps() map[string]func(app.Actor) error {
 		},
 		"DeleteQuarantine": func(a app.Actor) error { return e.app.DeleteQuarantine(ctx, a, store.NewID()) },
 		"DismissAlert":     func(a app.Actor) error { _, err := e.app.DismissAlert(ctx, a, store.NewID()); return err },
+		"DismissAlerts": func(a app.Actor) error {
+			_, err := e.app.DismissAlerts(ctx, a, []string{store.NewID()})
+			return err
+		},
 		"CreateOrganization": func(a app.Actor) error {
 			_, err := e.app.CreateOrganization(ctx, a, "delta", store.PlanStarter)
 			return err
@@ -137,11 +141,25 @@ func (e *env) writeOps() map[string]func(app.Actor) error {
 		"SetPlan":            func(a app.Actor) error { _, err := e.app.SetPlan(ctx, a, store.PlanStarter); return err },
 		"RenameOrganization": func(a app.Actor) error { _, err := e.app.RenameOrganization(ctx, a, "omega"); return err },
 		"DeleteOrganization": func(a app.Actor) error { _, err := e.app.DeleteOrganization(ctx, a); return err },
+		"SetNotifications": func(a app.Actor) error {
+			_, err := e.app.SetNotifications(ctx, a, []store.NotificationRecipient{{Email: "x@example.org"}})
+			return err
+		},
+		"SetNotificationFor": func(a app.Actor) error {
+			_, err := e.app.SetNotificationFor(ctx, a, "x@example.org", store.NotificationRecipient{Digest: "daily"})
+			return err
+		},
+		"QueueMail": func(a app.Actor) error {
+			_, err := e.app.QueueMail(ctx, a, &store.OutgoingMail{Kind: store.MailKindDigest, To: "x@example.org", Subject: "s", Text: "t"})
+			return err
+		},
+		"SendTestMail": func(a app.Actor) error { _, err := e.app.SendTestMail(ctx, a, "x@example.org"); return err },
 	}
 }
 
 // adminOps are the write operations only the operator may run.
-var adminOps = map[string]bool{"CreateOrganization": true, "SetPlan": true, "RenameOrganization": true, "DeleteOrganization": true}
+var adminOps = map[string]bool{"CreateOrganization": true, "SetPlan": true, "RenameOrganization": true, "DeleteOrganization": true,
+	"QueueMail": true, "SendTestMail": true}
 
 // state is what the write operations could change, to see that a refusal
 // changed nothing.
@@ -160,6 +178,12 @@ func (e *env) state() string {
 			e.t.Fatal(err)
 		}
 		fmt.Fprintf(&b, "%s %s %s domains=%d", o.ID, o.Name, o.Plan, domains)
+		if n, err := e.db.NotificationSettings(o.ID); err == nil {
+			fmt.Fprintf(&b, " recipients=%d", len(n.Recipients))
+		}
+		if log, err := e.db.MailLog(o.ID, 100); err == nil {
+			fmt.Fprintf(&b, " mail=%d", len(log))
+		}
 		for _, k := range keys {
 			fmt.Fprintf(&b, " key=%s/%v", k.ID, k.Active())
 		}
@@ -250,7 +274,7 @@ func TestOperatorMayDoAnything(t *testing.T) {
 func TestPlanFeatures(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	_, _, err := e.app.CreateWebhook(ctx, e.fullB, "not a url", "")
+	_, _, err := e.app.CreateWebhook(ctx, e.fullB, "not a url", "", "")
 	wantKind(t, "CreateWebhook on starter", err, app.PlanFeature)
 	if ae := app.AsError(err); ae.Feature != app.Webhooks || !strings.Contains(ae.Msg, "webhooks") {
 		t.Errorf("the refusal: %+v", ae)
@@ -286,11 +310,11 @@ func TestPlanLimits(t *testing.T) {
 	wantKind(t, "a starter's fourth domain", err, app.PlanLimit)
 
 	for i := range 10 {
-		if _, _, err := e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/"+fmt.Sprint(i), "h"); err != nil {
+		if _, _, err := e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/"+fmt.Sprint(i), "h", ""); err != nil {
 			t.Fatalf("webhook %d of 10: %v", i+1, err)
 		}
 	}
-	_, _, err = e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/10", "h")
+	_, _, err = e.app.CreateWebhook(ctx, e.fullC, "https://hooks.example.com/10", "h", "")
 	wantKind(t, "a business plan's eleventh webhook", err, app.PlanLimit)
 
 	for i := range store.MaxActiveKeys - 1 { // beta has one key already
@@ -314,7 +338,7 @@ func TestPlanLimits(t *testing.T) {
 func TestInvalidFieldsAreNamed(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	_, _, err := e.app.CreateWebhook(ctx, e.fullA, "http://hooks.example.com/", " ")
+	_, _, err := e.app.CreateWebhook(ctx, e.fullA, "http://hooks.example.com/", " ", "")
 	ae := app.AsError(err)
 	if ae.Kind != app.Invalid || len(ae.Fields) != 2 || ae.Fields[0].Field != "name" || ae.Fields[1].Field != "url" {
 		t.Errorf("webhook with a blank name and an http URL: %+v", ae)

@@ -69,6 +69,16 @@ var (
 	// ReadFailureReports is reading failure (forensic) reports (a plan
 	// feature).
 	ReadFailureReports = Action{name: "read-failure-reports", feature: FailureReports}
+	// ReadNotifications is reading the organization's notification
+	// settings and mail log (every signed-in actor; viewers see them
+	// read-only).
+	ReadNotifications = Action{name: "read-notifications"}
+	// WriteNotifications is changing the organization's notification
+	// recipients: owners and admins (full-scope keys today).
+	WriteNotifications = Action{name: "write-notifications", write: true}
+	// SendMail is sending a test mail or queuing a built one (a digest
+	// sent now): the operator's alone.
+	SendMail = Action{name: "send-mail", write: true, admin: true}
 	// Administer is creating, renaming, re-planning and deleting
 	// organizations, and what crosses them: the operator's alone.
 	Administer = Action{name: "administer", write: true, admin: true}

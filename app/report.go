@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 
 	"github.com/dmarcd/dmarcd/store"
 )
@@ -17,6 +18,23 @@ func (a *App) DismissAlert(_ context.Context, actor Actor, id string) (*store.Al
 	}
 	al, err := a.db.DismissAlert(actor.orgID(), id)
 	return al, notFound(err, "alert")
+}
+
+// DismissAlerts dismisses the alerts of the actor's organization among
+// ids (matched without regard to case and spaces), in a few
+// transactions rather than one per alert, and returns how many of ids are
+// its alerts, dismissed now or before. Another organization's alert, or
+// an id that is none, is skipped, as DismissAlert would find it not
+// found.
+func (a *App) DismissAlerts(_ context.Context, actor Actor, ids []string) (int, error) {
+	if err := Authorize(actor, Write); err != nil {
+		return 0, err
+	}
+	clean := make([]string, len(ids))
+	for i, id := range ids {
+		clean[i] = strings.ToLower(strings.TrimSpace(id))
+	}
+	return a.db.DismissAlerts(actor.orgID(), clean)
 }
 
 // FailureReports returns one page of the failure reports f selects, and

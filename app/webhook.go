@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,20 +51,22 @@ func (a *App) FindWebhook(_ context.Context, actor Actor, id string) (*store.Web
 	return hook, notFound(err, "webhook")
 }
 
-// CreateWebhook validates url and name and creates the webhook, returning
-// it with its signing secret, which is shown this once. Errors: Invalid
+// CreateWebhook validates url, name and format and creates the webhook,
+// returning it with its signing secret, which is shown this once. format
+// is one of webhook.Formats; "" is webhook.FormatDMARCD. Errors: Invalid
 // naming every bad field, DNSUnavailable when the host could not be
 // resolved for now, PlanLimit.
-func (a *App) CreateWebhook(ctx context.Context, actor Actor, url, name string) (*store.Webhook, string, error) {
+func (a *App) CreateWebhook(ctx context.Context, actor Actor, url, name, format string) (*store.Webhook, string, error) {
 	if err := Authorize(actor, WriteWebhooks); err != nil {
 		return nil, "", err
 	}
 	u, n := &url, &name
-	if err := a.checkWebhookFields(ctx, &u, &n, true); err != nil {
+	f := cmp.Or(strings.TrimSpace(format), webhook.FormatDMARCD)
+	if err := a.checkWebhookFields(ctx, &u, &n, &f, true); err != nil {
 		return nil, "", err
 	}
 	secret := webhook.NewSecret()
-	hook := &store.Webhook{OrgID: actor.orgID(), URL: *u, Name: *n}
+	hook := &store.Webhook{OrgID: actor.orgID(), URL: *u, Name: *n, Format: f}
 	if err := a.db.CreateWebhook(hook, store.WebhookSecret(secret)); err != nil {
 		return nil, "", err
 	}
@@ -73,6 +76,7 @@ func (a *App) CreateWebhook(ctx context.Context, actor Actor, url, name string) 
 // WebhookUpdate is what UpdateWebhook changes; nil fields stay.
 type WebhookUpdate struct {
 	URL, Name *string
+	Format    *string // one of webhook.Formats
 	IsActive  *bool
 }
 
@@ -87,10 +91,14 @@ func (a *App) UpdateWebhook(ctx context.Context, actor Actor, id string, u Webho
 	if _, err := a.db.FindWebhook(actor.orgID(), id); err != nil {
 		return nil, notFound(err, "webhook")
 	}
-	if err := a.checkWebhookFields(ctx, &u.URL, &u.Name, false); err != nil {
+	if u.Format != nil {
+		f := strings.TrimSpace(*u.Format)
+		u.Format = &f
+	}
+	if err := a.checkWebhookFields(ctx, &u.URL, &u.Name, u.Format, false); err != nil {
 		return nil, err
 	}
-	hook, err := a.db.UpdateWebhook(actor.orgID(), id, store.WebhookUpdate{URL: u.URL, Name: u.Name, IsActive: u.IsActive})
+	hook, err := a.db.UpdateWebhook(actor.orgID(), id, store.WebhookUpdate{URL: u.URL, Name: u.Name, Format: u.Format, IsActive: u.IsActive})
 	return hook, notFound(err, "webhook")
 }
 
@@ -103,8 +111,9 @@ func (a *App) DeleteWebhook(_ context.Context, actor Actor, id string) error {
 }
 
 // TestWebhook sends a test event ("test": true, a sample alert) to webhook
-// id, active or not, and returns the attempt's result. It changes
-// nothing: the webhook's failure count and last delivery stay.
+// id, active or not, in the webhook's format, and returns the attempt's
+// result. It changes nothing: the webhook's failure count and last
+// delivery stay.
 func (a *App) TestWebhook(ctx context.Context, actor Actor, id string) (webhook.Result, error) {
 	if err := Authorize(actor, WriteWebhooks); err != nil {
 		return webhook.Result{}, err
@@ -121,28 +130,54 @@ func (a *App) TestWebhook(ctx context.Context, actor Actor, id string) (webhook.
 	if err != nil {
 		return webhook.Result{}, err
 	}
-	res, _, err := a.cfg.WebhookClient.Deliver(ctx, hook.URL, string(secret), ev, a.clock())
-	return res, err
+	body, err := webhook.Body(hook.Format, ev, webhook.ChatContext{Domain: sampleDomain, PublicURL: a.cfg.PublicURL})
+	if err != nil {
+		return webhook.Result{}, err
+	}
+	return a.cfg.WebhookClient.DeliverBody(ctx, hook.URL, string(secret), ev.ID, body, a.clock()), nil
 }
 
+// sampleDomain is the domain a test event's chat message names.
+const sampleDomain = "example.com"
+
 // sampleAlert is the alert of a test event: shaped like every alert, and
-// saying what it is.
+// saying what it is. Its details are those of a dmarc_failure_rate alert
+// (documentation addresses and names), so that a chat message shows what
+// its evidence lines look like.
 func sampleAlert(now time.Time) *store.Alert {
 	return &store.Alert{
 		ID: store.NewID(), Type: alert.TypeDMARCFailureRate, Severity: alert.SeverityInfo, Status: store.AlertPending,
 		Title: "Test alert from dmarcd",
 		Message: "A test event sent by POST /api/v1/webhooks/{id}/test to check your receiver. " +
 			"It reports nothing; it has the shape of every alert.",
-		Details: json.RawMessage(`{}`), CreatedAt: now,
+		Details:   sampleDetails(now),
+		CreatedAt: now,
 	}
 }
 
+// sampleDetails are the details of the test event's alert.
+func sampleDetails(now time.Time) json.RawMessage {
+	day := now.UTC().Truncate(24 * time.Hour)
+	b, _ := json.Marshal(map[string]any{
+		"report_id": store.NewID(), "reporter": "reporter.example", "reporter_email": "dmarc-noreply@reporter.example",
+		"external_report_id": "sample-1", "date_begin": day.Add(-24 * time.Hour).Format(time.RFC3339),
+		"date_end": day.Add(-time.Second).Format(time.RFC3339),
+		"messages": 120, "dmarc_pass": 90, "dmarc_fail": 30, "failure_rate": 0.25,
+		"top_failing_sources": []map[string]any{{"source_ip": "192.0.2.10", "messages": 30, "dmarc_fail": 30,
+			"country_code": nil, "asn": 64496, "as_org": "Example Net"}},
+	})
+	return b
+}
+
 // checkWebhookFields validates a url and a name, those given or, when
-// required, both, and leaves them trimmed. Every invalid field is named in
-// one Invalid error; a host that could not be resolved for a temporary
-// reason is DNSUnavailable.
-func (a *App) checkWebhookFields(ctx context.Context, url, name **string, required bool) error {
+// required, both, and leaves them trimmed, and a format when given. Every
+// invalid field is named in one Invalid error; a host that could not be
+// resolved for a temporary reason is DNSUnavailable.
+func (a *App) checkWebhookFields(ctx context.Context, url, name **string, format *string, required bool) error {
 	var fields []FieldError
+	if format != nil && !webhook.ValidFormat(*format) {
+		fields = append(fields, FieldError{Field: "format", Message: "must be one of " + strings.Join(webhook.Formats(), ", ")})
+	}
 	if *name != nil || required {
 		n := ""
 		if *name != nil {

@@ -8,11 +8,14 @@
 #   bench/run.sh smtp       # only SMTP intake over 8 and 64 connections (MAILS=3000 SMTP_CONNS="8 64")
 #   bench/run.sh ingest     # only the ingest pipeline, beside encoding/xml and the parse+geo+append floor (INGEST_WORKERS=1024)
 #   bench/run.sh import     # dmarcd import offline vs into a running server, which reads the files or gets them handed over (IMPORT_SHAPES=2000x50,20000x5 IMPORT_ROUNDS=3 IMPORT_MODE=all)
+#   bench/run.sh storage    # bytes a record on disk after dmarcd import into a running server, and after compact; peak RSS
+#                           # (STORAGE_SHAPES=2000x50,20000x5,1x1000000; STORAGE_WAIT_URL/STORAGE_WAIT_FOR: wait for sealing)
 #   bench/run.sh failure    # only failure report intake and their summary (FAILURE_MAILS=20000; "forensic" works too)
 #   bench/run.sh webhooks   # only webhook delivery through the outbox (HOOK_ALERTS=200 HOOK_CONC=16)
 #   bench/run.sh tls        # only TLS reports: parse, import through the pipeline, HTTPS POST (TLS_REPORTS=20000)
 #   bench/run.sh web        # every web page's server time (p99) and weight over 1,000 domains, beside the API
 #                           # (WEB_LOADS=200 loads a page; WEB_RECORDS=5 records a report, 333 gives issue 9's 10 million)
+#   bench/run.sh clickhouse # ClickHouse export of 1M stored records, and ingest with the sink off and on, alternating (CH_RECORDS=1000000 CH_ROUNDS=3)
 #   DURATION=20s CONNS=32 bench/run.sh api
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +29,8 @@ go build -o "$out/bin/ingestbench" ./bench/ingestbench
 go build -o "$out/bin/importbench" ./bench/importbench
 go build -o "$out/bin/deliverbench" ./bench/deliverbench
 go build -o "$out/bin/failurebench" ./bench/failurebench
+go build -o "$out/bin/storagebench" ./bench/storagebench
+go build -o "$out/bin/chbench" ./bench/chbench
 what=${1:-all}
 # Every dmarcd the tools start listens for SMTP on a free port, not on the
 # default 127.0.0.1:2525, which may be taken on a shared machine.
@@ -62,6 +67,13 @@ if [[ $what == all || $what == import ]]; then
   echo
 fi
 
+if [[ $what == all || $what == storage ]]; then
+  echo "== Storage: the data folder's allocated bytes a record after dmarcd import into a running server (idle), stopped, compacted; peak RSS"
+  "$out/bin/storagebench" -dmarcd "$out/bin/dmarcd" -shape "${STORAGE_SHAPES:-2000x50,20000x5,1x1000000}" \
+    -wait-url "${STORAGE_WAIT_URL:-}" -wait-for "${STORAGE_WAIT_FOR:-}" -json "$out/storage-$stamp.json"
+  echo
+fi
+
 if [[ $what == all || $what == failure || $what == forensic ]]; then
   echo "== Failure reports: mbox import through the pipeline vs parsing alone; summary endpoint at 100,000 reports vs /healthz"
   "$out/bin/failurebench" -mails "${FAILURE_MAILS:-${FORENSIC_MAILS:-20000}}" -stored "${FAILURE_STORED:-${FORENSIC_STORED:-100000}}" \
@@ -92,6 +104,16 @@ if [[ $what == all || $what == tls ]]; then
       printf "import: %8.0f reports/s   target 20000 (before: 14388/s, the store benchmark)\n", im
       printf "https:  %8.0f reports/s   target 2000\n", po
     }' "$out/tls-$stamp.txt"
+  echo
+fi
+
+if [[ $what == all || $what == clickhouse ]]; then
+  echo "== ClickHouse export: 1M stored records into a local clickhouse-server (target 200,000 records/s); ingest with the sink on vs off (target within 5 %)"
+  if command -v clickhouse-server >/dev/null 2>&1 || [[ -x /usr/sbin/clickhouse-server ]]; then
+    "$out/bin/chbench" -records "${CH_RECORDS:-1000000}" -rounds "${CH_ROUNDS:-3}" -json "$out/clickhouse-$stamp.json"
+  else
+    echo "clickhouse-server not installed: skipped"
+  fi
   echo
 fi
 

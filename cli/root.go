@@ -188,6 +188,9 @@ Exit codes:
 		newRestoreCommand(g),
 		newWebhookCommand(g),
 		newMailboxCommand(g),
+		newMailCommand(g),
+		newExportCommand(g),
+		newDigestCommand(g),
 		newVersionCommand(g),
 		newReportsCommand(g),
 	)

@@ -82,6 +82,10 @@ type serveOptions struct {
 	proxies        *clientaddr.Proxies
 	// IMAP are the mailbox intake settings (--imap-*).
 	IMAP imapOptions
+	// Mail are the outbound mail settings (--mail-*).
+	Mail mailOptions
+	// Export is the ClickHouse sink (--export-clickhouse*, issue 28).
+	Export exportOptions
 }
 
 // sendersOptions configure the sources, senders and policy-advice views.
@@ -123,6 +127,8 @@ func (o *serveOptions) AddFlags(cmd *cobra.Command) {
 	o.Webhooks.AddFlags(cmd)
 	o.Senders.AddFlags(cmd)
 	o.IMAP.AddFlags(cmd)
+	o.Mail.AddFlags(cmd)
+	o.Export.AddFlags(cmd)
 	o.Geo.AddFlags(cmd, "for geolocating report sources (reloaded on SIGHUP)")
 	f.StringVar(&o.PublicURL, "public-url", "", "URL people and reporters reach dmarcd by (scheme included, e.g. https://dmarc.example.net): the web interface's Secure cookie and Origin check, and POST /tlsrpt/<local part> for TLS reports (default: the request's host; no TLS report POSTs)")
 	f.IntVar(&o.TLSRPTRateLimit, "tlsrpt-rate-limit", tlshttps.DefaultRateLimit, "TLS report POSTs per minute allowed per client address")

@@ -16,8 +16,10 @@ import (
 	"github.com/dmarcd/dmarcd/admin"
 	"github.com/dmarcd/dmarcd/alert"
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/digest"
 	"github.com/dmarcd/dmarcd/dmarc"
 	"github.com/dmarcd/dmarcd/dnscheck"
+	"github.com/dmarcd/dmarcd/export/clickhouse"
 	"github.com/dmarcd/dmarcd/geo"
 	"github.com/dmarcd/dmarcd/httpapi"
 	"github.com/dmarcd/dmarcd/ingest"
@@ -25,6 +27,7 @@ import (
 	imapin "github.com/dmarcd/dmarcd/ingest/imap"
 	"github.com/dmarcd/dmarcd/ingest/smtp"
 	"github.com/dmarcd/dmarcd/internal/egress"
+	"github.com/dmarcd/dmarcd/mailout"
 	"github.com/dmarcd/dmarcd/metrics"
 	"github.com/dmarcd/dmarcd/senders"
 	"github.com/dmarcd/dmarcd/store"
@@ -49,6 +52,7 @@ type server struct {
 	dns             *dnscheck.Checker
 	hooks           *webhook.Client
 	hookPolicy      egress.Policy
+	relay           *mailout.Relay // nil without --mail-relay
 	views           *senders.Views
 	pipeline        *ingest.Pipeline
 	imap            *imapIntake
@@ -62,7 +66,8 @@ type server struct {
 	rdns            *senders.RDNSJob
 	senderWatch     *worker.SenderWatch // new_sender and policy_ready
 	lns             *listeners
-	firstKey        *firstKey // created on an empty database, announced by run
+	firstKey        *firstKey        // created on an empty database, announced by run
+	export          *clickhouse.Sink // nil without --export-clickhouse
 
 	// ready is what /readyz reports: set once everything serves, cleared
 	// when shutdown begins.
@@ -96,7 +101,7 @@ func newServer(g *globalOptions, o serveOptions) (_ *server, err error) {
 		return nil, err
 	}
 	for _, step := range []func() error{s.openStore, s.openClients, s.buildIntake, s.buildSMTP,
-		s.buildApp, s.buildHTTP, s.buildJobs, s.listen} {
+		s.buildApp, s.buildExport, s.buildHTTP, s.buildJobs, s.listen} {
 		if err = step(); err != nil {
 			return nil, err
 		}
@@ -150,7 +155,8 @@ func (s *server) openClients() (err error) {
 		}
 	}
 	s.views = &senders.Views{DB: s.db, Known: known, SPF: senders.NewSPFCache(s.resolver, 0), DMARC: s.resolver}
-	return nil
+	s.relay, err = o.Mail.relay(s.resolver, o.PublicURL, s.log)
+	return err
 }
 
 // buildIntake builds the ingest pipeline and the ways into it besides
@@ -216,6 +222,8 @@ func (s *server) buildApp() error {
 		WebhookPolicy:   s.hookPolicy,
 		Mailboxes:       s.imap.in,
 		Quarantine:      s.pipeline,
+		Mail:            s.relay,
+		Digests:         &digest.Builder{DB: s.db, Views: s.views},
 		Logger:          s.log,
 	})
 	return nil
@@ -250,7 +258,7 @@ func (s *server) buildHTTP() error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
-		Handler:           admin.Handler(&admin.Local{DB: s.db, App: s.app, Pipeline: s.pipeline, Views: s.views}, log),
+		Handler:           admin.Handler(&admin.Local{DB: s.db, App: s.app, Pipeline: s.pipeline, Views: s.views, Export: s.export}, log),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return nil
@@ -331,10 +339,10 @@ func (s *server) buildJobs() error {
 	s.sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	s.sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
 	s.sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
-		QuarantineRetention: o.QuarantineRetention, RecordRetention: o.RecordRetention, Log: log}).Job())
+		QuarantineRetention: o.QuarantineRetention, RecordRetention: o.RecordRetention, RecordsExported: s.exportGate(), Log: log}).Job())
 	s.sched.Add((&worker.Seal{Store: db, Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
-		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg})
+		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg, PublicURL: o.PublicURL})
 	if err != nil {
 		return err
 	}
@@ -342,6 +350,7 @@ func (s *server) buildJobs() error {
 	s.sched.Add(s.senderWatch.Job())
 	s.sched.Add((&worker.SessionSweep{Store: db}).Job())
 	s.sched.Add((&worker.KeyUsage{Keys: s.app}).Job())
+	s.mailJobs()
 	return nil
 }
 

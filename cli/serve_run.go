@@ -84,6 +84,8 @@ func (s *server) run(ctx context.Context) error {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.runExport(runCtx) }()
 	// The mailbox poller stops with the servers, before the pipeline.
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = s.imap.manager.Run(runCtx) }()

@@ -86,6 +86,8 @@ var (
 	write        = access{act: app.Write}
 	readHooks    = access{act: app.ReadWebhooks}
 	writeHooks   = access{act: app.WriteWebhooks}
+	readNotify   = access{act: app.ReadNotifications}
+	writeNotify  = access{act: app.WriteNotifications}
 	readFailures = access{act: app.ReadFailureReports}
 )
 
@@ -194,6 +196,10 @@ func (s *Server) registerRoutes() {
 	s.handle("PUT", "/api/v1/mailboxes/:id", write, s.updateMailbox)
 	s.handle("DELETE", "/api/v1/mailboxes/:id", write, s.deleteMailbox)
 	s.handle("POST", "/api/v1/mailboxes/:id/poll", write, s.pollMailbox)
+
+	s.handle("GET", "/api/v1/notifications", readNotify, s.getNotifications)
+	s.handle("PUT", "/api/v1/notifications", writeNotify, s.putNotifications)
+	s.handle("GET", "/api/v1/notifications/mail", readNotify, s.listMail)
 }
 
 // Routes returns every registered route, for the OpenAPI consistency test.

@@ -33,13 +33,14 @@ type createdWebhook struct {
 
 func (s *Server) createWebhook(w http.ResponseWriter, r *request) error {
 	var in struct {
-		URL  *string `json:"url"`
-		Name *string `json:"name"`
+		URL    *string `json:"url"`
+		Name   *string `json:"name"`
+		Format *string `json:"format"`
 	}
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	hook, secret, err := s.app.CreateWebhook(r.Context(), r.actor, deref(in.URL), deref(in.Name))
+	hook, secret, err := s.app.CreateWebhook(r.Context(), r.actor, deref(in.URL), deref(in.Name), deref(in.Format))
 	if err != nil {
 		return err
 	}
@@ -61,13 +62,14 @@ func (s *Server) updateWebhook(w http.ResponseWriter, r *request) error {
 	var in struct {
 		URL      *string `json:"url"`
 		Name     *string `json:"name"`
+		Format   *string `json:"format"`
 		IsActive *bool   `json:"is_active"`
 	}
 	if err := decodeJSON(w, r, &in); err != nil {
 		return err
 	}
 	hook, err := s.app.UpdateWebhook(r.Context(), r.actor, r.params.ByName("id"),
-		app.WebhookUpdate{URL: in.URL, Name: in.Name, IsActive: in.IsActive})
+		app.WebhookUpdate{URL: in.URL, Name: in.Name, Format: in.Format, IsActive: in.IsActive})
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ import (
 )
 
 // webhookKeys are the fields of API.md's webhook object.
-var webhookKeys = []string{"consecutive_failures", "created_at", "disabled_reason", "id", "is_active",
+var webhookKeys = []string{"consecutive_failures", "created_at", "disabled_reason", "format", "id", "is_active",
 	"last_delivery_at", "last_status_code", "name", "updated_at", "url"}
 
 // testReceiver is a real HTTPS endpoint that checks each delivery by
@@ -227,7 +227,7 @@ func TestCreateAndReadWebhook(t *testing.T) {
 	}
 	delete(created, "secret")
 	now := e.clock.Now().Format(time.RFC3339)
-	want := map[string]any{"id": id, "url": "https://hooks.example.com/dmarc", "name": "ops", "is_active": true,
+	want := map[string]any{"id": id, "url": "https://hooks.example.com/dmarc", "name": "ops", "format": "dmarcd", "is_active": true,
 		"created_at": now, "updated_at": now, "consecutive_failures": float64(0), "disabled_reason": nil,
 		"last_delivery_at": nil, "last_status_code": nil}
 	if fmt.Sprint(created) != fmt.Sprint(want) {
@@ -318,6 +318,10 @@ func TestCreateWebhookBadInput(t *testing.T) {
 		{"RebindingPair", map[string]any{"url": "https://rebind.example.com/", "name": "x"}, 422, []string{"url"}},
 		{"Unresolvable", map[string]any{"url": "https://nowhere.example.com/", "name": "x"}, 422, []string{"url"}},
 		{"BothBad", map[string]any{"url": "https://10.0.0.1/", "name": ""}, 422, []string{"name", "url"}},
+		{"UnknownFormat", map[string]any{"url": "https://hooks.example.com/", "name": "x", "format": "discord"}, 422, []string{"format"}},
+		{"FormatCase", map[string]any{"url": "https://hooks.example.com/", "name": "x", "format": "Slack"}, 422, []string{"format"}},
+		{"FormatWrongType", `{"url":"https://hooks.example.com/","name":"x","format":1}`, 400, []string{"format"}},
+		{"AllBad", map[string]any{"url": "http://hooks.example.com/", "name": "", "format": "irc"}, 422, []string{"format", "name", "url"}},
 		{"DNSDown", map[string]any{"url": "https://servfail.example.com/", "name": "x"}, 503, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

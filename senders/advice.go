@@ -24,6 +24,26 @@ const (
 	StageEnforced           = "enforced"
 )
 
+// StageLabel is an advice stage as people read it ("fix senders"): the
+// words of the web interface and the mailed digests.
+func StageLabel(stage string) string {
+	switch stage {
+	case StageNoRecord:
+		return "no DMARC record"
+	case StageNotEnoughData:
+		return "collecting data"
+	case StageFixSenders:
+		return "fix senders"
+	case StageReadyForQuarantine:
+		return "ready for quarantine"
+	case StageReadyForReject:
+		return "ready for reject"
+	case StageEnforced:
+		return "enforced"
+	}
+	return stage
+}
+
 // Published is the policy as published; nil fields are absent tags.
 type Published struct {
 	P   *string `json:"p"`

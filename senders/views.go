@@ -208,6 +208,11 @@ func (g *Group) EvidenceText() string {
 	return strings.Join(parts, "; ")
 }
 
+// Key names the group the same way in every window ("s:" and the
+// service, "d:" and the base domain, "a:" and the AS number, "u:"), as
+// SenderVolume.Key: what tells a new sender from one seen before.
+func (g *Group) Key() string { return g.key }
+
 type authKey struct{ kind, domain, result string }
 
 // window is what the views read of one domain over a window.
@@ -216,6 +221,7 @@ type window struct {
 	sources []*Source          // most messages first
 	recent  map[string]*Source // by IP, the last ReadyDays days only
 	days    map[time.Time]bool // UTC days with reports
+	early   map[string]bool    // IPs with mail before a day (loadWindows' early)
 	from    time.Time
 	to      time.Time
 }
@@ -231,43 +237,91 @@ func (v *Views) thresholds() Thresholds {
 // names, senders and SPF authorization. Errors from the store as
 // store.EachSourceDay (ErrNotFound for another organization's domain).
 func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.Time) (*window, error) {
+	ws, err := v.loadWindows(ctx, orgID, domainID, []Window{{From: from, To: to}}, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	return ws[0], nil
+}
+
+// Window is a range of UTC days (both ends truncated to their day, both
+// included).
+type Window struct{ From, To time.Time }
+
+// loadWindows is load for each window of spans, from one read of the
+// roll-ups over the days they span together: each window's sources are
+// what load of that window alone has, named from its own mail. Unless
+// early is zero, each window's early set has the IPs with mail on a day
+// before early's.
+func (v *Views) loadWindows(ctx context.Context, orgID, domainID string, spans []Window, early time.Time) ([]*window, error) {
 	dom, err := v.DB.FindDomain(orgID, domainID)
 	if err != nil {
 		return nil, err
 	}
 	th := v.thresholds()
-	w := &window{domain: dom, recent: map[string]*Source{}, days: map[time.Time]bool{}, from: from, to: to}
-	recentFrom := to.UTC().Truncate(24*time.Hour).AddDate(0, 0, -(th.ReadyDays - 1))
-	all := map[string]*store.SourceRollup{}
-	recent := map[string]*store.SourceRollup{}
-	// Each s is the caller's to keep: the first of an IP is kept as is,
-	// and copied only when both maps need it.
-	merge := func(m map[string]*store.SourceRollup, s *store.SourceRollup, shared bool) {
+	type acc struct {
+		w                          *window
+		fromDay, toDay, recentFrom time.Time
+		all, recent                map[string]*store.SourceRollup
+	}
+	accs := make([]*acc, len(spans))
+	lo, hi := spans[0].From, spans[0].To
+	for i, sp := range spans {
+		to := sp.To.UTC().Truncate(24 * time.Hour)
+		accs[i] = &acc{w: &window{domain: dom, recent: map[string]*Source{}, days: map[time.Time]bool{}, from: sp.From, to: sp.To, early: map[string]bool{}},
+			fromDay: sp.From.UTC().Truncate(24 * time.Hour), toDay: to, recentFrom: to.AddDate(0, 0, -(th.ReadyDays - 1)),
+			all: map[string]*store.SourceRollup{}, recent: map[string]*store.SourceRollup{}}
+		if sp.From.Before(lo) {
+			lo = sp.From
+		}
+		if sp.To.After(hi) {
+			hi = sp.To
+		}
+	}
+	// Each s is the caller's to keep: the first map to take an IP's row
+	// keeps it as is, every other gets a copy.
+	merge := func(m map[string]*store.SourceRollup, s *store.SourceRollup, taken bool) bool {
 		if g := m[s.SourceIP]; g != nil {
 			g.Merge(s)
-			return
+			return false
 		}
-		if shared {
+		if taken {
 			c := *s
 			c.Evidence = slices.Clone(s.Evidence)
 			s = &c
 		}
 		m[s.SourceIP] = s
+		return !taken
 	}
-	err = v.DB.EachSourceDay(orgID, domainID, from, to, func(day time.Time, s *store.SourceRollup) {
-		w.days[day] = true
-		isRecent := !day.Before(recentFrom)
-		merge(all, s, isRecent)
-		if isRecent {
-			merge(recent, s, false)
+	earlyDay := early.UTC().Truncate(24 * time.Hour)
+	err = v.DB.EachSourceDay(orgID, domainID, lo, hi, func(day time.Time, s *store.SourceRollup) {
+		taken := false
+		for _, a := range accs {
+			if day.Before(a.fromDay) || day.After(a.toDay) {
+				continue
+			}
+			a.w.days[day] = true
+			if !early.IsZero() && day.Before(earlyDay) {
+				a.w.early[s.SourceIP] = true
+			}
+			taken = merge(a.all, s, taken) || taken
+			if !day.Before(a.recentFrom) {
+				taken = merge(a.recent, s, taken) || taken
+			}
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	ips := make([]string, 0, len(all))
-	for ip := range all {
-		ips = append(ips, ip)
+	union := map[string]bool{}
+	var ips []string
+	for _, a := range accs {
+		for ip := range a.all {
+			if !union[ip] {
+				union[ip] = true
+				ips = append(ips, ip)
+			}
+		}
 	}
 	names, err := v.DB.GetRDNS(ips)
 	if err != nil {
@@ -281,19 +335,24 @@ func (v *Views) load(ctx context.Context, orgID, domainID string, from, to time.
 		cancel()
 	}
 	id := v.newIdentifier(dom.Name)
-	for ip, r := range all {
-		src := v.source(r, names[ip], spf, id)
-		w.sources = append(w.sources, src)
-		if rr := recent[ip]; rr != nil {
-			rs := *src
-			fill(&rs, rr)
-			w.recent[ip] = &rs
+	out := make([]*window, len(accs))
+	for i, a := range accs {
+		w := a.w
+		for ip, r := range a.all {
+			src := v.source(r, names[ip], spf, id)
+			w.sources = append(w.sources, src)
+			if rr := a.recent[ip]; rr != nil {
+				rs := *src
+				fill(&rs, rr)
+				w.recent[ip] = &rs
+			}
 		}
+		slices.SortFunc(w.sources, func(a, b *Source) int {
+			return cmp.Or(cmp.Compare(b.Messages, a.Messages), cmp.Compare(a.SourceIP, b.SourceIP))
+		})
+		out[i] = w
 	}
-	slices.SortFunc(w.sources, func(a, b *Source) int {
-		return cmp.Or(cmp.Compare(b.Messages, a.Messages), cmp.Compare(a.SourceIP, b.SourceIP))
-	})
-	return w, nil
+	return out, nil
 }
 
 // fill sets the counts of s from r.

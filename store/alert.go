@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -146,6 +148,56 @@ func (db *DB) DismissAlert(orgID, id string) (*Alert, error) {
 		return nil, wrap("dismiss alert", err)
 	}
 	return rec.alert(), nil
+}
+
+// dismissStep bounds the alerts one transaction of DismissAlerts
+// dismisses, so that a large "dismiss all" keeps other writers waiting
+// only briefly.
+const dismissStep = 1000
+
+// DismissAlerts dismisses the alerts of organization orgID among ids, as
+// DismissAlert does each, in transactions of up to dismissStep alerts
+// (one commit, one fsync, each) rather than one per alert. Ids not found,
+// malformed or of another organization are skipped; an id named twice
+// counts once. It returns how many of ids are alerts of the
+// organization, dismissed now or before. An error leaves the
+// transactions already committed in place.
+func (db *DB) DismissAlerts(orgID string, ids []string) (int, error) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	now := db.now()
+	found := 0
+	for start := 0; start < len(ids); start += dismissStep {
+		chunk := ids[start:min(start+dismissStep, len(ids))]
+		n := 0
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			n = 0
+			for _, id := range chunk {
+				rec, err := getOrgAlert(tx, orgID, id)
+				switch {
+				case errors.Is(err, ErrNotFound):
+					continue
+				case err != nil:
+					return err
+				}
+				n++
+				if rec.Status == AlertDismissed {
+					continue
+				}
+				rec.Status, rec.DismissedAt = AlertDismissed, &now
+				if err := putAlert(tx, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return found, wrap("dismiss alerts", err)
+		}
+		found += n
+	}
+	return found, nil
 }
 
 // DeleteAlertsBefore deletes the alerts created before t, whatever their

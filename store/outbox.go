@@ -154,6 +154,12 @@ type OutboxEntry struct {
 	Due       time.Time
 	URL       string        // "" when the webhook is gone or inactive: drop the entry
 	Secret    WebhookSecret // "" when URL is ""
+	// Format is the webhook's delivery format now (WebhookFormatDMARCD
+	// when URL is ""): the entry is rendered in it at each attempt.
+	Format string
+	// Domain is the name of the alert's domain for a chat format ("" for
+	// WebhookFormatDMARCD, an alert of no domain or a deleted domain).
+	Domain string
 
 	key []byte
 }
@@ -188,6 +194,7 @@ func (db *DB) DueDeliveries(now time.Time, max int, skip func(*OutboxEntry) bool
 	end := binary.BigEndian.AppendUint64(nil, timeKey(now)+1)
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		hooks := map[string]*webhookRecord{}
+		domains := map[string]string{}
 		c := tx.Bucket(bucketOutbox).Cursor()
 		for k, raw := c.First(); k != nil && bytes.Compare(k, end) < 0 && len(out) < max; k, raw = c.Next() {
 			if skip != nil && len(k) == 8+idLen && skip(&OutboxEntry{ID: string(k[8:]), WebhookID: outboxWebhookID(raw)}) {
@@ -209,8 +216,14 @@ func (db *DB) DueDeliveries(now time.Time, max int, skip func(*OutboxEntry) bool
 				}
 				hooks[rec.WebhookID] = w
 			}
+			d.Format = WebhookFormatDMARCD
 			if w != nil && w.IsActive {
-				d.URL, d.Secret = w.URL, WebhookSecret(w.Secret)
+				d.URL, d.Secret, d.Format = w.URL, WebhookSecret(w.Secret), w.format()
+			}
+			if d.Format != WebhookFormatDMARCD {
+				if d.Domain, err = alertDomainName(tx, rec, domains); err != nil {
+					return err
+				}
 			}
 			out = append(out, d)
 		}
@@ -220,6 +233,30 @@ func (db *DB) DueDeliveries(now time.Time, max int, skip func(*OutboxEntry) bool
 		return nil, wrap("due deliveries", err)
 	}
 	return out, nil
+}
+
+// alertDomainName returns the name of the domain of an entry's alert,
+// "" when it has none or the domain is gone, remembering names in seen.
+func alertDomainName(tx *bolt.Tx, rec *outboxRecord, seen map[string]string) (string, error) {
+	var a struct {
+		DomainID *string `json:"domain_id"`
+	}
+	if json.Unmarshal(rec.Alert, &a) != nil || a.DomainID == nil {
+		return "", nil // a malformed alert fails later, where its body is built
+	}
+	if name, ok := seen[*a.DomainID]; ok {
+		return name, nil
+	}
+	d, err := getOrgDomain(tx, rec.OrgID, *a.DomainID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		seen[*a.DomainID] = ""
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	seen[*a.DomainID] = d.Name
+	return d.Name, nil
 }
 
 // OutboxDepth returns the number of deliveries waiting in the outbox.

@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,5 +51,28 @@ func OutboxAsVersion1(db *DB, body func(eventID string) []byte) error {
 			}
 		}
 		return nil
+	})
+}
+
+// WebhookAsStoredBeforeFormats rewrites webhook id as it was stored before
+// webhooks had a format: the record without the "format" key. For the test
+// that such webhooks still deliver the dmarcd JSON. It fails when the
+// record has another format than the default.
+func WebhookAsStoredBeforeFormats(db *DB, id string) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketWebhooks).Get(idKey(id))
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return err
+		}
+		if f, ok := rec["format"]; ok {
+			return fmt.Errorf("webhook %s is stored with format %s", id, f)
+		}
+		rec["name"] = json.RawMessage(`"before formats"`)
+		out, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketWebhooks).Put(idKey(id), out)
 	})
 }

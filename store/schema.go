@@ -144,6 +144,10 @@ var (
 	bucketRDNSPending = []byte("rdns_pending")
 	// bucketRDNS: source IP (text) -> rdnsEntry (binary, rdns.go).
 	bucketRDNS = []byte("rdns")
+	// Export to other systems (export_cursor.go).
+	// bucketExportCursors: sink name (e.g. "clickhouse") -> ExportCursor
+	// JSON: how far a sink has exported the stored reports (export_cursor.go).
+	bucketExportCursors = []byte("export_cursors")
 	// IMAP intake (mailbox.go).
 	// bucketMailboxes: mailbox id -> mailboxRecord JSON (sealed credentials included).
 	bucketMailboxes = []byte("mailboxes")
@@ -162,6 +166,28 @@ var (
 	bucketReportsByOrg = []byte("reports_by_org")
 	// bucketReportCounts: org id -> its entries in bucketReportsByOrg (uint64, big-endian).
 	bucketReportCounts = []byte("report_counts")
+
+	// Notifications (issue 27).
+	// bucketNotifySettings: org id -> NotificationSettings JSON
+	// (notification.go).
+	bucketNotifySettings = []byte("notification_settings")
+	// bucketMailOutbox: mailKey(due, mail id) -> mailRecord JSON: the mail
+	// waiting for its next attempt, in due order (mail_outbox.go).
+	bucketMailOutbox = []byte("mail_outbox")
+	// bucketMailLog: mail id -> MailStatus JSON: what became of each mail,
+	// kept MailLogKeep after it was sent or given up.
+	bucketMailLog = []byte("mail_log")
+	// bucketAlertMail: "cursor" -> 'c' | the id of the last alert the
+	// alert mail job read, none on an empty file (alert_mail.go).
+	bucketAlertMail = []byte("alert_mail")
+	// bucketAlertMailWindows: alertWindowKey(org id, domain id, recipient)
+	// -> alertWindow JSON: the alerts pending for one mail.
+	bucketAlertMailWindows = []byte("alert_mail_windows")
+	// bucketDigestSent: digestSentKey(org id, recipient, period) ->
+	// queued at (big-endian Unix seconds) | mail id: the digests queued,
+	// so that each goes out once per period and recipient
+	// (digest_mail.go).
+	bucketDigestSent = []byte("digest_sent")
 )
 
 // allBuckets lists every top-level bucket Open makes sure exists.
@@ -184,6 +210,9 @@ var allBuckets = [][]byte{
 	bucketAlertSenders,
 	bucketReportsByOrg, bucketReportCounts,
 	bucketDayTotals,
+	bucketNotifySettings, bucketMailOutbox, bucketMailLog, bucketAlertMail, bucketAlertMailWindows,
+	bucketExportCursors,
+	bucketDigestSent,
 	bucketRecordBlocks,
 }
 

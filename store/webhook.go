@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ type Webhook struct {
 	OrgID               string     `json:"-"`
 	URL                 string     `json:"url"`
 	Name                string     `json:"name"`
+	Format              string     `json:"format"`
 	IsActive            bool       `json:"is_active"`
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
@@ -43,6 +45,25 @@ const (
 	// disabled after MaxWebhookFailures failed attempts in a row.
 	DisabledConsecutiveFailures = "consecutive_failures"
 )
+
+// The delivery formats of a webhook (package webhook renders them; its
+// Format constants are the same names). A webhook stored before formats
+// existed has none and is WebhookFormatDMARCD.
+const (
+	WebhookFormatDMARCD = "dmarcd"
+	WebhookFormatSlack  = "slack"
+	WebhookFormatTeams  = "teams"
+)
+
+// checkWebhookFormat is the store's own guard; the caller validates the
+// format for the client first.
+func checkWebhookFormat(f string) error {
+	switch f {
+	case WebhookFormatDMARCD, WebhookFormatSlack, WebhookFormatTeams:
+		return nil
+	}
+	return errorf(ErrInvalid, "format must be dmarcd, slack or teams")
+}
 
 // WebhookSecret is the secret a webhook's deliveries are signed with:
 // "whsec_" and 64 lowercase hex characters. It prints, logs and marshals
@@ -83,6 +104,7 @@ func (s WebhookSecret) valid() bool {
 type WebhookUpdate struct {
 	URL      *string
 	Name     *string
+	Format   *string
 	IsActive *bool
 }
 
@@ -93,6 +115,7 @@ type webhookRecord struct {
 	URL                 string     `json:"url"`
 	Name                string     `json:"name"`
 	Secret              string     `json:"secret"`
+	Format              string     `json:"format,omitempty"` // "" for WebhookFormatDMARCD
 	IsActive            bool       `json:"is_active"`
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
@@ -127,9 +150,10 @@ func checkWebhookURL(u string) error {
 
 // CreateWebhook stores w, active, with secret to sign its deliveries. The
 // caller sets OrgID, URL (already checked by egress.ValidateURL) and Name;
-// the store sets ID, IsActive, CreatedAt and UpdatedAt and writes them back
-// into w. Errors: ErrInvalid for a bad name, a URL that is not https or too
-// long, or a malformed secret; ErrNotFound for an unknown organization;
+// Format "" is WebhookFormatDMARCD. The store sets ID, IsActive, CreatedAt
+// and UpdatedAt and writes them back into w. Errors: ErrInvalid for a bad
+// name or format, a URL that is not https or too long, or a malformed
+// secret; ErrNotFound for an unknown organization;
 // ErrLimit when the plan has no webhooks or its count of webhooks is
 // reached (inactive webhooks count: they can be re-activated at any time).
 func (db *DB) CreateWebhook(w *Webhook, secret WebhookSecret) error {
@@ -146,11 +170,16 @@ func (db *DB) CreateWebhook(w *Webhook, secret WebhookSecret) error {
 	if !secret.valid() {
 		return errorf(ErrInvalid, "malformed webhook secret")
 	}
+	format := cmp.Or(w.Format, WebhookFormatDMARCD)
+	if err := checkWebhookFormat(format); err != nil {
+		return err
+	}
 	now := db.now()
 	rec := &webhookRecord{
 		ID: NewID(), OrgID: w.OrgID, URL: w.URL, Name: name, Secret: string(secret),
 		IsActive: true, CreatedAt: now, UpdatedAt: now,
 	}
+	rec.setFormat(format)
 	err = db.bolt.Update(func(tx *bolt.Tx) error {
 		org, err := getOrg(tx, rec.OrgID)
 		if err != nil {
@@ -245,7 +274,8 @@ func (db *DB) ListWebhooks(orgID string, p Page) ([]*Webhook, int, error) {
 // the result. Setting IsActive to true also resets ConsecutiveFailures and
 // DisabledReason; setting it to false drops the webhook's pending
 // deliveries. A new URL must have been checked by egress.ValidateURL; the
-// deliveries still pending go to it. Errors: ErrNotFound as FindWebhook,
+// deliveries still pending go to it; so does a new format, in which they
+// are rendered at their next attempt. Errors: ErrNotFound as FindWebhook,
 // ErrInvalid for a bad name or URL.
 func (db *DB) UpdateWebhook(orgID, id string, u WebhookUpdate) (*Webhook, error) {
 	if u.Name != nil {
@@ -257,6 +287,11 @@ func (db *DB) UpdateWebhook(orgID, id string, u WebhookUpdate) (*Webhook, error)
 	}
 	if u.URL != nil {
 		if err := checkWebhookURL(*u.URL); err != nil {
+			return nil, err
+		}
+	}
+	if u.Format != nil {
+		if err := checkWebhookFormat(*u.Format); err != nil {
 			return nil, err
 		}
 	}
@@ -272,6 +307,9 @@ func (db *DB) UpdateWebhook(orgID, id string, u WebhookUpdate) (*Webhook, error)
 		}
 		if u.Name != nil {
 			rec.Name = *u.Name
+		}
+		if u.Format != nil {
+			rec.setFormat(*u.Format)
 		}
 		if u.IsActive != nil {
 			rec.IsActive = *u.IsActive
@@ -372,9 +410,21 @@ func activeWebhooks(tx *bolt.Tx, orgID string) ([]*webhookRecord, error) {
 	return out, nil
 }
 
+// setFormat stores format, the default as none, so that a record reads
+// the same whether it was written before formats existed or after.
+func (rec *webhookRecord) setFormat(format string) {
+	if format == WebhookFormatDMARCD {
+		format = ""
+	}
+	rec.Format = format
+}
+
+// format returns the record's delivery format.
+func (rec *webhookRecord) format() string { return cmp.Or(rec.Format, WebhookFormatDMARCD) }
+
 func (rec *webhookRecord) webhook() *Webhook {
 	return &Webhook{
-		ID: rec.ID, OrgID: rec.OrgID, URL: rec.URL, Name: rec.Name, IsActive: rec.IsActive,
+		ID: rec.ID, OrgID: rec.OrgID, URL: rec.URL, Name: rec.Name, Format: rec.format(), IsActive: rec.IsActive,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, ConsecutiveFailures: rec.ConsecutiveFailures,
 		DisabledReason: rec.DisabledReason, LastDeliveryAt: rec.LastDeliveryAt, LastStatusCode: rec.LastStatusCode,
 	}

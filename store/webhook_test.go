@@ -45,7 +45,7 @@ func TestCreateWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(got)
-	want := fmt.Sprintf(`{"id":%q,"url":"https://hooks.example.com/dmarc","name":"ops","is_active":true,`+
+	want := fmt.Sprintf(`{"id":%q,"url":"https://hooks.example.com/dmarc","name":"ops","format":"dmarcd","is_active":true,`+
 		`"created_at":"2026-11-22T09:30:00Z","updated_at":"2026-11-22T09:30:00Z","consecutive_failures":0,`+
 		`"disabled_reason":null,"last_delivery_at":null,"last_status_code":null}`, w.ID)
 	if string(raw) != want {

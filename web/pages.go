@@ -50,6 +50,7 @@ func (h *Handler) routes() {
 
 	h.webhookRoutes()
 	h.mailboxRoutes()
+	h.notificationRoutes()
 	h.quarantineRoutes()
 
 	h.router.NotFound = http.HandlerFunc(h.notFound)

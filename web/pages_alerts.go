@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dmarcd/dmarcd/app"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -14,9 +13,10 @@ import (
 // filter beside severity and status, "dismiss selected" (a checkbox per
 // alert) and "dismiss all of this filter", posted to POST /alerts with
 // the CSRF token and answered with a redirect back to the filtered list
-// (post/redirect/get) that says how many were dismissed. Every dismissal
-// is the application layer's DismissAlert, the API's: another
-// organization's alert is not found there, and skipped.
+// (post/redirect/get) that says how many were dismissed. The dismissal
+// is the application layer's DismissAlerts, DismissAlert's for many
+// alerts in few transactions: another organization's alert is not found
+// there, and skipped.
 
 // maxSelected bounds the alert ids one "dismiss selected" takes.
 const maxSelected = 1000
@@ -108,17 +108,11 @@ func (h *Handler) dismissAlerts(w http.ResponseWriter, r *req) error {
 	default:
 		return &pageError{status: http.StatusBadRequest, title: "Bad request", msg: "The form did not say which alerts to dismiss."}
 	}
-	n := 0
-	for _, id := range ids {
-		_, err := h.app.DismissAlert(r.Context(), r.actor, strings.ToLower(strings.TrimSpace(id)))
-		switch {
-		case err != nil && app.KindOf(err) == app.NotFound:
-			// Gone with its domain, or not this organization's.
-		case err != nil:
-			return err
-		default:
-			n++
-		}
+	// One write transaction for up to a thousand alerts, not one each;
+	// ids gone with their domain, or not this organization's, are skipped.
+	n, err := h.app.DismissAlerts(r.Context(), r.actor, ids)
+	if err != nil {
+		return err
 	}
 	q := filterQuery(f)
 	q.Set("dismissed", strconv.Itoa(n))

@@ -34,6 +34,7 @@ type webhooksPage struct {
 	ErrorFor string // the webhook id the error is about, "" for the create form
 	URL      string
 	Name     string
+	Format   string
 	Tested   string
 	Result   *webhook.Result
 	Notice   string
@@ -82,14 +83,14 @@ var errNoWebhooks = &pageError{status: http.StatusForbidden, title: "Not in your
 	msg: "Webhooks come with the business and unlimited plans."}
 
 func (h *Handler) createWebhook(w http.ResponseWriter, r *req) error {
-	url, name := strings.TrimSpace(r.PostForm.Get("url")), r.PostForm.Get("name")
-	hook, secret, err := h.app.CreateWebhook(r.Context(), r.actor, url, name)
+	url, name, format := strings.TrimSpace(r.PostForm.Get("url")), r.PostForm.Get("name"), r.PostForm.Get("format")
+	hook, secret, err := h.app.CreateWebhook(r.Context(), r.actor, url, name, format)
 	p, lerr := h.webhooksData(r)
 	if lerr != nil {
 		return lerr
 	}
 	if err != nil {
-		p.URL, p.Name = url, name
+		p.URL, p.Name, p.Format = url, name, format
 		return h.formError(w, r, p, "", err)
 	}
 	p.Created, p.Secret = hook, secret
@@ -99,7 +100,7 @@ func (h *Handler) createWebhook(w http.ResponseWriter, r *req) error {
 
 func (h *Handler) updateWebhook(w http.ResponseWriter, r *req) error {
 	id := strings.ToLower(r.params.ByName("id"))
-	var url, name *string
+	var url, name, format *string
 	var active *bool
 	switch r.PostForm.Get("action") {
 	case "activate", "deactivate":
@@ -108,8 +109,11 @@ func (h *Handler) updateWebhook(w http.ResponseWriter, r *req) error {
 	default:
 		u, n := strings.TrimSpace(r.PostForm.Get("url")), r.PostForm.Get("name")
 		url, name = &u, &n
+		if f, ok := r.PostForm["format"]; ok && len(f) > 0 {
+			format = &f[0]
+		}
 	}
-	if _, err := h.app.UpdateWebhook(r.Context(), r.actor, id, app.WebhookUpdate{URL: url, Name: name, IsActive: active}); err != nil {
+	if _, err := h.app.UpdateWebhook(r.Context(), r.actor, id, app.WebhookUpdate{URL: url, Name: name, Format: format, IsActive: active}); err != nil {
 		p, lerr := h.webhooksData(r)
 		if lerr != nil {
 			return lerr

@@ -22,23 +22,7 @@ import (
 // code the API's /sources, /senders and /policy-advice run.
 
 // stageLabel is an advice stage as people read it.
-func stageLabel(stage string) string {
-	switch stage {
-	case senders.StageNoRecord:
-		return "no DMARC record"
-	case senders.StageNotEnoughData:
-		return "collecting data"
-	case senders.StageFixSenders:
-		return "fix senders"
-	case senders.StageReadyForQuarantine:
-		return "ready for quarantine"
-	case senders.StageReadyForReject:
-		return "ready for reject"
-	case senders.StageEnforced:
-		return "enforced"
-	}
-	return stage
-}
+func stageLabel(stage string) string { return senders.StageLabel(stage) }
 
 // stageTTL is how long a computed stage is reused while the domain's data
 // (its last report, its DMARC record, the UTC day) is unchanged; names

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dmarcd/dmarcd/app"
+	"github.com/dmarcd/dmarcd/internal/numfmt"
 	"github.com/dmarcd/dmarcd/store"
 )
 
@@ -148,16 +149,11 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	"pct": func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
+	"pct": numfmt.Percent,
 	// pc is a chart coordinate, a percentage of the chart's box.
 	"pc": func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
 	// share is n of total as a percentage, "–" without a total.
-	"share": func(n, total int64) string {
-		if total <= 0 {
-			return "–"
-		}
-		return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
-	},
+	"share": numfmt.Share,
 	// alertStatus is an alert's status as people read it.
 	"alertStatus": alertStatusLabel,
 	// stage is an advice stage as people read it.
@@ -172,6 +168,14 @@ var funcs = template.FuncMap{
 		return *n
 	},
 	"list": func(v ...string) []string { return v },
+	"add":  func(a, b int) int { return a + b },
+	"seq": func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = i
+		}
+		return s
+	},
 	// alertLinks are where an alert's cause is seen.
 	"alertLinks": linksOf,
 	// evidenceLines are a source's DKIM and SPF domains as people read them.
@@ -205,22 +209,5 @@ func derefStr(s *string) string {
 	return *s
 }
 
-// formatNum writes n with thin spaces between thousands.
-func formatNum(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	var b []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b = append(b, ","...)
-		}
-		b = append(b, s[i])
-	}
-	if neg {
-		return "-" + string(b)
-	}
-	return string(b)
-}
+// formatNum writes n with commas between thousands.
+func formatNum(n int64) string { return numfmt.Count(n) }

@@ -168,7 +168,7 @@ func (h *Handler) loadAssets() error {
 // pageNames are the templates besides the layout.
 var pageNames = []string{"login", "overview", "domain", "domain_new", "domain_delete",
 	"reports", "report", "alerts", "settings", "keys", "error", "webhooks", "failures", "failure",
-	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox", "quarantine", "quarantine_entry"}
+	"sources", "tls_reports", "tls_report", "mailboxes", "mailbox", "quarantine", "quarantine_entry", "notifications"}
 
 func (h *Handler) loadTemplates() error {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")

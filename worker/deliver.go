@@ -52,6 +52,9 @@ type DeliverConfig struct {
 	// Now is the clock deliveries are signed and scheduled with; nil means
 	// time.Now.
 	Now func() time.Time
+	// PublicURL is the URL people reach dmarcd by (--public-url): chat
+	// messages link to the alert under it. "" means no link.
+	PublicURL string
 }
 
 // Deliverer is the webhook delivery job: it sends the outbox's due
@@ -67,6 +70,7 @@ type Deliverer struct {
 	poll        time.Duration
 	log         *slog.Logger
 	now         func() time.Time
+	publicURL   string
 	outcomes    *metrics.CounterVec
 	depth       atomic.Int64
 }
@@ -89,7 +93,7 @@ func NewDeliverer(cfg DeliverConfig) (*Deliverer, error) {
 	}
 	d := &Deliverer{
 		db: cfg.Store, client: cfg.Client, delays: cfg.RetryDelays, concurrency: cfg.Concurrency,
-		perWebhook: cfg.PerWebhook, poll: cfg.Poll, log: cfg.Logger, now: cfg.Now,
+		perWebhook: cfg.PerWebhook, poll: cfg.Poll, log: cfg.Logger, now: cfg.Now, publicURL: cfg.PublicURL,
 	}
 	if d.delays == nil {
 		d.delays = DefaultRetryDelays()
@@ -149,10 +153,11 @@ type run struct {
 	perHook  map[string]int  // webhook id -> attempts in flight
 	n        int
 	done     chan attempt
-	// event and body are the last body built: the entries of one event
-	// (one per webhook) fall due together and share it.
-	event string
-	body  []byte
+	// bodies are the bodies built for the event last seen, by format: the
+	// entries of one event (one per webhook) fall due together and share
+	// them.
+	event  string
+	bodies map[string][]byte
 }
 
 // DeliverDue is the scheduler job. It sends every due delivery, at most
@@ -243,7 +248,7 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 			orphans = append(orphans, attempt{delivery: dl, drop: true})
 			continue
 		}
-		body, err := r.bodyOf(dl)
+		body, err := r.bodyOf(dl, d.publicURL)
 		if err != nil {
 			d.log.Error("webhook delivery dropped: its outbox entry makes no event body",
 				"webhook_id", dl.WebhookID, "event_id", dl.EventID, "alert_id", dl.AlertID, "error", err)
@@ -261,21 +266,27 @@ func (d *Deliverer) dispatch(ctx context.Context, r *run) ([]attempt, error) {
 }
 
 // bodyOf returns the body of an outbox entry's delivery, built by package
-// webhook from the entry: the same bytes on every attempt. Attempts only
-// read it, so the entries of one event share one.
-func (r *run) bodyOf(dl *store.OutboxEntry) ([]byte, error) {
-	if dl.EventID == r.event && r.body != nil {
-		return r.body, nil
+// webhook from the entry in its webhook's format: the same bytes on every
+// attempt while the format stays. Attempts only read it, so the entries
+// of one event share one per format.
+func (r *run) bodyOf(dl *store.OutboxEntry, publicURL string) ([]byte, error) {
+	if dl.EventID != r.event || r.bodies == nil {
+		r.event, r.bodies = dl.EventID, map[string][]byte{}
+	}
+	// The domain is part of a chat body; an event has one alert, so one
+	// domain, whichever webhook it goes to.
+	if body, ok := r.bodies[dl.Format]; ok {
+		return body, nil
 	}
 	ev, err := webhook.NewAlertEvent(dl.EventID, dl.OrgID, dl.Alert, dl.CreatedAt, false)
 	if err != nil {
 		return nil, err
 	}
-	body, err := webhook.Encode(ev)
+	body, err := webhook.Body(dl.Format, ev, webhook.ChatContext{Domain: dl.Domain, PublicURL: publicURL})
 	if err != nil {
 		return nil, err
 	}
-	r.event, r.body = dl.EventID, body
+	r.bodies[dl.Format] = body
 	return body, nil
 }
 

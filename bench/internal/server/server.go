@@ -174,3 +174,6 @@ func (d *Dmarcd) CPU() float64 {
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100
 }
+
+// PID returns the server's process id (for /proc/<pid>/status, say).
+func (d *Dmarcd) PID() int { return d.cmd.Process.Pid }

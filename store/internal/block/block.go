@@ -132,15 +132,28 @@ func Encode(dst []byte, ids [][16]byte, rows []Row) ([]byte, error) {
 	d.freeze()
 
 	var cols [nCols]col
+	for i := range cols {
+		cols[i] = make(col, 0, len(rows)+16) // most take a byte or so a row: no regrowing
+	}
 	geoRef := make(map[geoKey]uint64)
 	var geoTable []geoKey
 	var prev4 uint32
 	var prev6 [16]byte
+	var prevRow *Row
+	var prevKey *rowKey
 	for _, i := range order {
 		r, k := &rows[i], &keys[i]
 		rec := &r.Rec
 		cols[cReport].uv(uint64(r.Report))
-		cols[cIndex].uv(uint64(r.Index))
+		// The rows of one address and report follow each other by index:
+		// after the first, an index is the difference from the one
+		// before, minus one (zigzag: a repeated index is -1).
+		if prevRow != nil && prevRow.Report == r.Report && *prevKey == *k {
+			cols[cIndex].sv(int64(r.Index) - int64(prevRow.Index) - 1)
+		} else {
+			cols[cIndex].uv(uint64(r.Index))
+		}
+		prevRow, prevKey = r, k
 		cols[cIPKind].b(k.kind)
 		switch k.kind {
 		case ipV4:
@@ -202,16 +215,121 @@ func Encode(dst []byte, ids [][16]byte, rows []Row) ([]byte, error) {
 		cols[cGeo].uv(ref)
 	}
 
-	p := make([]byte, 0, 64+len(ids)*16+len(rows)*24)
+	p := make([]byte, 0, 64+len(rows)*24)
 	p = binary.AppendUvarint(p, uint64(len(rows)))
-	p = appendIDs(p, ids)
 	p = d.appendTo(p)
 	p = binary.AppendUvarint(p, uint64(len(geoTable)))
 	for _, g := range geoTable {
 		p = appendGeo(p, &g)
 	}
 	p = appendCols(p, cols[:])
-	return seal(dst, kindRecords, p), nil
+	return seal(dst, kindRecords, appendHeader(nil, ids, rows), p), nil
+}
+
+// appendHeader writes the report table with the runs of each report's
+// indexes the block holds: for each report, the first 8 bytes of its id as
+// a big-endian number, as the difference (zigzag varint) from the report
+// before (ids are UUIDv7: time-ordered), the last 8 bytes, the number of
+// runs, and each run's first index (as the difference from the end of the
+// run before) and length.
+func appendHeader(h []byte, ids [][16]byte, rows []Row) []byte {
+	keys := make([]uint64, len(rows))
+	for i := range rows {
+		keys[i] = uint64(rows[i].Report)<<32 | uint64(rows[i].Index)
+	}
+	slices.Sort(keys)
+	h = binary.AppendUvarint(h, uint64(len(ids)))
+	var prev uint64
+	var runs []uint32 // first, count, ...
+	for rep := range ids {
+		id := &ids[rep]
+		hi := binary.BigEndian.Uint64(id[:8])
+		h = binary.AppendVarint(h, int64(hi-prev))
+		prev = hi
+		h = append(h, id[8:]...)
+		runs = runs[:0]
+		for len(keys) > 0 && keys[0]>>32 == uint64(rep) {
+			index := uint32(keys[0])
+			if n := len(runs); n > 0 && uint64(runs[n-2])+uint64(runs[n-1]) == uint64(index) {
+				runs[n-1]++
+			} else {
+				runs = append(runs, index, 1)
+			}
+			keys = keys[1:]
+		}
+		h = binary.AppendUvarint(h, uint64(len(runs)/2))
+		var end uint64
+		for i := 0; i < len(runs); i += 2 {
+			h = binary.AppendVarint(h, int64(uint64(runs[i])-end))
+			h = binary.AppendUvarint(h, uint64(runs[i+1]))
+			end = uint64(runs[i]) + uint64(runs[i+1])
+		}
+	}
+	return h
+}
+
+// ScanRuns calls fn with each run of records a block holds, reading only
+// its header (no decompression, no allocation): report by report in the
+// order of the block's report table (with its position in it, which is
+// Row.Report), runs by index: the records of indexes first to
+// first+count-1 of the report with that id. A report of the table with
+// no rows has no run. An error of fn stops the scan and is returned.
+func ScanRuns(b []byte, fn func(report uint32, id [16]byte, first, count uint32) error) error {
+	h, _, err := openHeader(b, kindRecords)
+	if err != nil {
+		return err
+	}
+	r := rd{b: h}
+	n := r.count(9)
+	var prev uint64
+	for rep := range n {
+		var id [16]byte
+		prev += uint64(r.sv())
+		binary.BigEndian.PutUint64(id[:8], prev)
+		copy(id[8:], r.bytes(8))
+		runs := r.count(2)
+		var end uint64
+		for range runs {
+			first := end + uint64(r.sv())
+			count := r.uv()
+			end = first + count
+			if r.bad || end > math.MaxUint32+1 {
+				return corrupt("report %d: runs", rep)
+			}
+			if err := fn(uint32(rep), id, uint32(first), uint32(count)); err != nil {
+				return err
+			}
+		}
+		if r.bad {
+			return corrupt("report table")
+		}
+	}
+	if r.bad || len(r.b) != 0 {
+		return corrupt("report table")
+	}
+	return nil
+}
+
+// readHeader reads the report table of a header (the runs are checked
+// against the rows as they are read, not kept).
+func readHeader(h []byte) ([][16]byte, error) {
+	r := rd{b: h}
+	n := r.count(9)
+	ids := make([][16]byte, n)
+	var prev uint64
+	for rep := range ids {
+		prev += uint64(r.sv())
+		binary.BigEndian.PutUint64(ids[rep][:8], prev)
+		copy(ids[rep][8:], r.bytes(8))
+		for range r.count(2) {
+			r.sv()
+			r.uv()
+		}
+	}
+	if r.bad || len(r.b) != 0 {
+		return nil, corrupt("report table")
+	}
+	return ids, nil
 }
 
 // listLen is the stored length of a list: 0 for nil, else its length + 1.
@@ -225,7 +343,8 @@ func listLen(isNil bool, n int) uint64 {
 // addrKey is the sort key of a source address, and how it is stored.
 func addrKey(ip string) rowKey {
 	a, err := netip.ParseAddr(ip)
-	if err != nil || a.Zone() != "" || a.String() != ip {
+	var buf [64]byte
+	if err != nil || a.Zone() != "" || string(a.AppendTo(buf[:0])) != ip {
 		return rowKey{kind: ipText, text: ip}
 	}
 	if a.Is4() {
@@ -373,42 +492,12 @@ func (t *strTable) nonNil(r *rd) *string {
 	return p
 }
 
-// appendIDs writes the report table: the first 8 bytes of each id as a
-// big-endian number, as the difference from the one before (ids are
-// UUIDv7: time-ordered), then the last 8 bytes of each as they are.
-func appendIDs(p []byte, ids [][16]byte) []byte {
-	p = binary.AppendUvarint(p, uint64(len(ids)))
-	var prev uint64
-	for _, id := range ids {
-		hi := binary.BigEndian.Uint64(id[:8])
-		p = binary.AppendVarint(p, int64(hi-prev))
-		prev = hi
-	}
-	for _, id := range ids {
-		p = append(p, id[8:]...)
-	}
-	return p
-}
-
-func readIDs(r *rd) [][16]byte {
-	n := r.count(9) // each takes at least 1 + 8 bytes
-	ids := make([][16]byte, n)
-	var prev uint64
-	for i := range ids {
-		prev += uint64(r.sv())
-		binary.BigEndian.PutUint64(ids[i][:8], prev)
-	}
-	for i := range ids {
-		copy(ids[i][8:], r.bytes(8))
-	}
-	return ids
-}
-
 // Block is a decoded block: its report table and the columns of its rows,
 // read row by row on demand. It holds the decompressed payload (the
 // records it hands out share its strings) and is safe for concurrent
 // reads.
 type Block struct {
+	size int // bytes held, about
 	ids  [][16]byte
 	n    int
 	strs strTable
@@ -419,20 +508,25 @@ type Block struct {
 // Decode reads a block Encode made. A block that does not decode is an
 // error wrapping ErrCorrupt, never a panic.
 func Decode(b []byte) (*Block, error) {
-	p, err := open(b, kindRecords)
+	h, p, err := open(b, kindRecords)
 	if err != nil {
 		return nil, err
 	}
-	return decodePayload(p)
+	ids, err := readHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	return decodePayload(ids, p)
 }
 
-func decodePayload(p []byte) (*Block, error) {
-	whole := string(p) // the records' strings share this one copy
+func decodePayload(ids [][16]byte, p []byte) (*Block, error) {
 	r := rd{b: p}
-	blk := &Block{}
+	blk := &Block{ids: ids, size: len(p) + 16*len(ids)}
 	blk.n = r.count(0)
-	blk.ids = readIDs(&r)
-	blk.strs = readStrTable(&r, whole, len(p))
+	blk.strs = readStrTable(&r)
+	for _, str := range blk.strs.strs {
+		blk.size += len(str) + 24
+	}
 	ng := r.count(1)
 	if r.bad {
 		return nil, corrupt("header")
@@ -458,6 +552,20 @@ func decodePayload(p []byte) (*Block, error) {
 // Len returns the number of rows.
 func (b *Block) Len() int { return b.n }
 
+// Size returns about how many bytes of memory the block holds (for a
+// cache's accounting).
+func (b *Block) Size() int { return b.size }
+
+// Find returns the position of a report in the report table.
+func (b *Block) Find(id [16]byte) (uint32, bool) {
+	for i := range b.ids {
+		if b.ids[i] == id {
+			return uint32(i), true
+		}
+	}
+	return 0, false
+}
+
 // Reports returns the report table (Row.Report indexes it). The caller
 // must not modify it.
 func (b *Block) Reports() [][16]byte { return b.ids }
@@ -469,9 +577,15 @@ type cursor struct {
 	prev4  uint32
 	prev6  [16]byte
 	lastIP string // the text of the last address, reused while it repeats
-	last4  uint32
-	last6  [16]byte
-	kind   byte
+	// the row before: the kind of its address, the reference of its text,
+	// its report and index (see cIndex)
+	rowKind          byte
+	textRef          uint64
+	prevRep, prevIdx uint32
+	rows             int
+	last4            uint32
+	last6            [16]byte
+	kind             byte
 	// scratch lists of the reused row
 	reasons []reports.Reason
 	dkim    []reports.DKIMAuth
@@ -485,16 +599,38 @@ func (b *Block) cursor() *cursor {
 // next decodes the next row into row. With fresh, its lists are new;
 // else they reuse the cursor's scratch and are valid until the next call.
 func (c *cursor) next(row *Row, fresh bool) error {
-	cols, t := &c.cols, &c.b.strs
-	rep, idx := cols[cReport].uv(), cols[cIndex].uv()
-	if rep >= uint64(len(c.b.ids)) || idx > math.MaxUint32 {
-		return corrupt("row report %d index %d", rep, idx)
+	if fresh {
+		return c.decode(row, anyReport)
 	}
-	row.Report, row.Index = uint32(rep), uint32(idx)
+	return c.decode(row, noReport)
+}
+
+// nextOf is next with new lists for the rows of report only.
+func (c *cursor) nextOf(row *Row, report uint32) error { return c.decode(row, int64(report)) }
+
+// Which rows decode gives lists of their own: anyReport, noReport or the
+// rows of one report.
+const (
+	anyReport = -1
+	noReport  = -2
+)
+
+func (c *cursor) decode(row *Row, freshFor int64) error {
+	cols, t := &c.cols, &c.b.strs
+	rep := cols[cReport].uv()
+	if rep >= uint64(len(c.b.ids)) {
+		return corrupt("row report %d", rep)
+	}
+	row.Report = uint32(rep)
+	fresh := freshFor == anyReport || freshFor == int64(rep)
 	rec := &row.Rec
-	switch kind := cols[cIPKind].byte1(); kind {
+	var same bool // the address of the row before
+	kind := cols[cIPKind].byte1()
+	switch kind {
 	case ipV4:
-		v := c.prev4 + uint32(cols[cIPv4].uv())
+		delta := cols[cIPv4].uv()
+		same = c.rowKind == ipV4 && delta == 0
+		v := c.prev4 + uint32(delta)
 		c.prev4 = v
 		if c.kind != ipV4 || v != c.last4 {
 			var a [4]byte
@@ -508,16 +644,34 @@ func (c *cursor) next(row *Row, fresh bool) error {
 		if shared > 16 {
 			return corrupt("address prefix %d", shared)
 		}
+		same = c.rowKind == ipV6 && shared == 16
 		copy(c.prev6[shared:], col.bytes(uint64(16-shared)))
 		if c.kind != ipV6 || c.prev6 != c.last6 {
 			c.lastIP, c.last6, c.kind = netip.AddrFrom16(c.prev6).String(), c.prev6, ipV6
 		}
 		rec.SourceIP = c.lastIP
 	case ipText:
-		rec.SourceIP = t.str(&cols[cIPText])
+		ref := cols[cIPText].uv()
+		if ref == 0 || ref >= uint64(len(t.strs)) {
+			return corrupt("address %d", ref)
+		}
+		same = c.rowKind == ipText && ref == c.textRef
+		rec.SourceIP, c.textRef = t.strs[ref], ref
 	default:
 		return corrupt("address kind %d", kind)
 	}
+	idx := uint64(0)
+	if same && c.rows > 0 && rep == uint64(c.prevRep) {
+		idx = uint64(int64(c.prevIdx) + 1 + cols[cIndex].sv())
+	} else {
+		idx = cols[cIndex].uv()
+	}
+	if idx > math.MaxUint32 {
+		return corrupt("row index %d", idx)
+	}
+	row.Index = uint32(idx)
+	c.rowKind, c.prevRep, c.prevIdx = kind, uint32(rep), uint32(idx)
+	c.rows++
 	rec.Count = cols[cCount].sv()
 	rec.Disposition = t.str(&cols[cDisposition])
 	rec.DKIM = reports.Verdict(t.str(&cols[cDKIM]))
@@ -642,37 +796,37 @@ func (b *Block) Rows() ([]Row, error) {
 // their Index (the order they had in the report). The records are fn's
 // to keep (read-only strings and pointers shared with the block).
 func (b *Block) ReportRows(report uint32, fn func(index uint32, rec *reports.Record) error) error {
+	return b.ReportRange(report, 0, math.MaxUint32, fn)
+}
+
+// ReportRange is ReportRows for the records of indexes from to to-1 only.
+func (b *Block) ReportRange(report, from, to uint32, fn func(index uint32, rec *reports.Record) error) error {
 	c := b.cursor()
 	var row Row
 	var mine []Row
 	for range b.n {
-		if err := c.next(&row, false); err != nil {
+		if err := c.nextOf(&row, report); err != nil {
 			return err
 		}
-		if row.Report == report {
-			r := row
-			r.Rec.Reasons = cloneList(row.Rec.Reasons)
-			r.Rec.AuthResults.DKIM = cloneList(row.Rec.AuthResults.DKIM)
-			r.Rec.AuthResults.SPF = cloneList(row.Rec.AuthResults.SPF)
-			mine = append(mine, r)
+		if row.Report == report && row.Index >= from && row.Index < to {
+			mine = append(mine, row)
 		}
 	}
 	if err := c.done(); err != nil {
 		return err
 	}
-	slices.SortStableFunc(mine, func(x, y Row) int { return cmp.Compare(x.Index, y.Index) })
-	for i := range mine {
+	// Rows are moved by their position, not their bytes.
+	order := make([]int32, len(mine))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		return cmp.Or(cmp.Compare(mine[x].Index, mine[y].Index), cmp.Compare(x, y))
+	})
+	for _, i := range order {
 		if err := fn(mine[i].Index, &mine[i].Rec); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// cloneList copies l, keeping nil nil and empty empty.
-func cloneList[T any](l []T) []T {
-	if l == nil {
-		return nil
-	}
-	return append(make([]T, 0, len(l)), l...)
 }

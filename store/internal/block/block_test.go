@@ -158,6 +158,24 @@ func TestReportRows(t *testing.T) {
 			}
 		}
 	}
+	// A range of indexes: those rows only, in order.
+	var got []uint32
+	if err := b.ReportRange(2, 10, 20, func(index uint32, _ *reports.Record) error {
+		got = append(got, index)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var want []uint32
+	for _, row := range rows {
+		if row.Report == 2 && row.Index >= 10 && row.Index < 20 {
+			want = append(want, row.Index)
+		}
+	}
+	slices.Sort(want)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("ReportRange(2, 10, 20): %v, want %v", got, want)
+	}
 	// An error of fn stops the iteration and comes back.
 	stop := errors.New("stop")
 	n := 0
@@ -215,8 +233,17 @@ func TestCorrupt(t *testing.T) {
 			t.Errorf("%s: %v, want ErrCorrupt", what, err)
 		}
 	}
+	hdrEnd := 0 // where the header part ends: ScanRuns needs no more
 	for i := range enc {
 		bad("truncated", enc[:i])
+		if err := ScanRuns(enc[:i], func(uint32, [16]byte, uint32, uint32) error { return nil }); err == nil && hdrEnd == 0 {
+			hdrEnd = i
+		} else if err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("ScanRuns of %d bytes: %v", i, err)
+		}
+	}
+	if hdrEnd == 0 || hdrEnd > len(enc)/2 {
+		t.Errorf("ScanRuns needs %d of %d bytes", hdrEnd, len(enc))
 	}
 	for i := range enc {
 		for bit := range 8 {
@@ -226,6 +253,12 @@ func TestCorrupt(t *testing.T) {
 		}
 	}
 	bad("trailing byte", append(slices.Clone(enc), 0))
+	// The report table is checked by its own checksum.
+	h := slices.Clone(enc)
+	h[8] ^= 1
+	if err := ScanRuns(h, func(uint32, [16]byte, uint32, uint32) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("ScanRuns of a damaged header: %v", err)
+	}
 	v := slices.Clone(enc)
 	v[0] = Version + 1
 	bad("version", v)
@@ -245,7 +278,7 @@ func TestCorruptPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := open(enc, kindRecords)
+	_, p, err := open(enc, kindRecords)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,14 +290,14 @@ func TestCorruptPayload(t *testing.T) {
 			readAll(q)
 		}
 	}
-	if _, err := decodePayload(p[:len(p)-1]); err == nil {
+	if _, err := decodePayload(ids, p[:len(p)-1]); err == nil {
 		t.Error("a payload cut by one byte decoded")
 	}
 }
 
 // readAll decodes a payload every way there is; it must not panic.
 func readAll(p []byte) {
-	b, err := decodePayload(p)
+	b, err := decodePayload([][16]byte{{1}, {2}, {3}}, p)
 	if err != nil {
 		return
 	}
@@ -295,4 +328,64 @@ func smallBlock(r *rand.Rand, nReports, nRows int) ([][16]byte, []Row) {
 		rows[i] = Row{Report: uint32(i % nReports), Index: uint32(i), Rec: rec}
 	}
 	return ids, rows
+}
+
+// TestConcurrent encodes and reads one block from several goroutines at
+// once (the zstd encoder and decoder are shared; a Block may be cached):
+// run with -race.
+func TestConcurrent(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	ids, rows := smallBlock(r, 4, 200)
+	enc, err := Encode(nil, ids, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			again, err := Encode(nil, ids, rows)
+			if err == nil && !slices.Equal(again, enc) {
+				err = errors.New("Encode is not deterministic")
+			}
+			if err == nil {
+				i := 0
+				err = b.Each(func(row *Row) error {
+					if d := recordDiff(&row.Rec, &want[i].Rec); d != "" {
+						return errors.New(d)
+					}
+					i++
+					return nil
+				})
+			}
+			if err == nil {
+				err = b.ReportRows(uint32(g%4), func(uint32, *reports.Record) error { return nil })
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestRepetitive round-trips rows that are all alike, which compress the
+// most: the bound Decode puts on a payload's claimed size must hold them.
+func TestRepetitive(t *testing.T) {
+	rows := make([]Row, 300_000)
+	for i := range rows {
+		rows[i] = Row{Index: uint32(i), Rec: reports.Record{SourceIP: "192.0.2.1", Count: 1, Disposition: "none",
+			DKIM: "pass", SPF: "pass", DMARC: "pass", HeaderFrom: "example.com"}}
+	}
+	enc := roundTrip(t, [][16]byte{{1}}, rows)
+	t.Logf("%d rows alike: %d bytes", len(rows), len(enc))
 }

@@ -10,12 +10,17 @@
 //
 //	// Records.
 //	func Encode(dst []byte, ids [][16]byte, rows []Row) ([]byte, error)
+//	func ScanRuns(b []byte, fn func(report uint32, id [16]byte, first, count uint32) error) error
+//	                                                       // the header only: no decompression, no allocation
 //	func Decode(b []byte) (*Block, error)
 //	func (*Block) Len() int
-//	func (*Block) Reports() [][16]byte                    // the ids given to Encode, same order
+//	func (*Block) Size() int                               // bytes held, about (cache accounting)
+//	func (*Block) Reports() [][16]byte                     // the ids given to Encode, same order
+//	func (*Block) Find(id [16]byte) (uint32, bool)         // position in Reports
 //	func (*Block) Each(fn func(*Row) error) error          // all rows, block order, row reused
 //	func (*Block) Rows() ([]Row, error)                    // all rows, block order, lists owned
 //	func (*Block) ReportRows(report uint32, fn func(index uint32, rec *reports.Record) error) error
+//	func (*Block) ReportRange(report, from, to uint32, fn func(index uint32, rec *reports.Record) error) error
 //
 //	// Report metadata (reports.Report, Summary not included).
 //	func EncodeReports(dst []byte, list []reports.Report) []byte
@@ -38,22 +43,34 @@
 // lists: fn must not keep them. Report metadata times come back in UTC,
 // to the nanosecond; the other fields exactly.
 //
-// A Block is safe for concurrent reads. Encoding and decoding share one
+// ScanRuns tells which records a block holds without decompressing it:
+// for each report of its table, the runs of consecutive indexes (first,
+// count) it has rows for. A report's records may thus be spread over
+// several blocks (a report larger than a block), each holding runs.
+//
+// A Block is immutable and safe for concurrent reads: a cache may keep it. Encoding and decoding share one
 // zstd encoder and decoder for the process.
 //
 // # Format
 //
-// A block (either kind) is a frame: Version (1 byte), the CRC-32C of the
-// rest (4 bytes, little-endian), a kind byte ('R' records, 'M' report
-// metadata), the payload's length (uvarint) and the payload compressed as
-// one zstd frame. Decode refuses another version or kind, a wrong
-// checksum, a length the compressed bytes cannot hold, and any payload
-// that does not add up, with an error wrapping ErrCorrupt: a corrupt
-// block is never a panic nor a wrong answer.
+// A block (either kind) is a frame: Version (1 byte), the CRC-32C
+// (4 bytes, little-endian) of the header part, the header part (a kind
+// byte, 'R' records or 'M' report metadata, the header's length as a
+// uvarint and the header), the CRC-32C of the body part, the body part
+// (the payload's length, uvarint, and the payload compressed as one zstd
+// frame). Decode refuses another version or kind, a wrong checksum, a
+// length the compressed bytes cannot hold, and any payload that does not
+// add up, with an error wrapping ErrCorrupt: a corrupt block is never a
+// panic nor a wrong answer.
 //
-// A records payload is the row count, the report table (the first 8
-// bytes of each id as zigzag differences from the previous one, then the
-// last 8 bytes of each), the dictionary, the geo table, then 27 columns,
+// The header of a records block is its report table with the runs: the
+// number of reports, then for each its id (the first 8 bytes as a
+// big-endian number, as the zigzag difference from the report before's:
+// UUIDv7 ids are time-ordered; then the last 8 bytes), its number of runs
+// and each run (first index, as the difference from the end of the run
+// before, and the count). A report metadata block has an empty header.
+//
+// A records payload is the row count, the dictionary, the geo table, then 27 columns,
 // each its length and bytes. The dictionary holds every string of the
 // block once, most used first; a string field is a reference k (uvarint)
 // to the k-th, 0 for a nil optional string. Enumerated values (results,
@@ -61,7 +78,9 @@
 // each, and a value nobody expected is just another string. The geo table
 // holds each distinct Geo once (presence bits, string references, float
 // bits, ASN); a row refers to one, 0 for none. The columns, one value per
-// row unless said: report, index, address kind (4, 16, 1 for text not in
+// row unless said: report, index (for a row of the same address and
+// report as the row before, the zigzag difference from its index minus
+// one, so that a sender's rows cost nothing; else the index), address kind (4, 16, 1 for text not in
 // netip's canonical form), IPv4 (uvarint difference from the previous
 // one: rows are sorted by address), IPv6 (bytes shared with the previous
 // one, then the rest), address text, count (zigzag varint), disposition,

@@ -11,9 +11,12 @@ import (
 )
 
 // A frame is what Encode and EncodeReports return: a version byte, the
-// CRC-32C (Castagnoli, little-endian) of everything after it, a kind byte
-// (kindRecords, kindReports), the length of the payload before
-// compression (uvarint), then the payload as one zstd frame.
+// CRC-32C (Castagnoli, little-endian) of the header part, the header part
+// (a kind byte, kindRecords or kindReports, the header's length as a
+// uvarint and the header: what a block says of itself uncompressed), the
+// CRC-32C of the body part, and the body part (the payload's length
+// before compression, uvarint, then the payload as one zstd frame). Two
+// checksums, so that reading the header (ScanRuns) touches only it.
 const (
 	// Version is the first byte of every block. A later layout takes the
 	// next number; Decode refuses one it does not know.
@@ -21,8 +24,6 @@ const (
 
 	kindRecords = 'R'
 	kindReports = 'M'
-
-	headerLen = 1 + 4 + 1 // version, crc, kind (the length follows)
 
 	// maxPayload caps what a frame may claim to decompress to, so a
 	// corrupt or hostile length cannot make Decode allocate without bound.
@@ -69,39 +70,62 @@ func zstdCodecs() (*zstd.Encoder, *zstd.Decoder) {
 	return zEnc, zDec
 }
 
-// seal appends to dst the frame of payload.
-func seal(dst []byte, kind byte, payload []byte) []byte {
+// seal appends to dst the frame of header and payload.
+func seal(dst []byte, kind byte, header, payload []byte) []byte {
 	enc, _ := zstdCodecs()
 	start := len(dst)
 	dst = append(dst, Version, 0, 0, 0, 0, kind)
+	dst = binary.AppendUvarint(dst, uint64(len(header)))
+	dst = append(dst, header...)
+	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+5:], castagnoli))
+	body := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
 	dst = binary.AppendUvarint(dst, uint64(len(payload)))
 	dst = enc.EncodeAll(payload, dst)
-	binary.LittleEndian.PutUint32(dst[start+1:], crc32.Checksum(dst[start+5:], castagnoli))
+	binary.LittleEndian.PutUint32(dst[body:], crc32.Checksum(dst[body+4:], castagnoli))
 	return dst
 }
 
-// open checks a frame and returns its payload, decompressed.
-func open(b []byte, kind byte) ([]byte, error) {
-	if len(b) < headerLen+1 {
-		return nil, corrupt("%d bytes", len(b))
+// openHeader checks a frame's header part and returns the header and the
+// body part, not checked yet.
+func openHeader(b []byte, kind byte) (header, body []byte, err error) {
+	if len(b) < 6 {
+		return nil, nil, corrupt("%d bytes", len(b))
 	}
 	if b[0] != Version {
-		return nil, corrupt("unknown version %d", b[0])
+		return nil, nil, corrupt("unknown version %d", b[0])
 	}
-	if crc32.Checksum(b[5:], castagnoli) != binary.LittleEndian.Uint32(b[1:]) {
-		return nil, corrupt("checksum mismatch")
+	n, k := binary.Uvarint(b[6:])
+	if k <= 0 || n > uint64(len(b)-6-k) {
+		return nil, nil, corrupt("header length")
+	}
+	end := 6 + k + int(n)
+	if crc32.Checksum(b[5:end], castagnoli) != binary.LittleEndian.Uint32(b[1:]) {
+		return nil, nil, corrupt("header checksum mismatch")
 	}
 	if b[5] != kind {
-		return nil, corrupt("kind %q, want %q", b[5], kind)
+		return nil, nil, corrupt("kind %q, want %q", b[5], kind)
 	}
-	n, k := binary.Uvarint(b[headerLen:])
+	return b[6+k : end], b[end:], nil
+}
+
+// openBody checks a frame's body part and returns its payload,
+// decompressed.
+func openBody(b []byte) ([]byte, error) {
+	if len(b) < 5 {
+		return nil, corrupt("body of %d bytes", len(b))
+	}
+	if crc32.Checksum(b[4:], castagnoli) != binary.LittleEndian.Uint32(b) {
+		return nil, corrupt("checksum mismatch")
+	}
+	n, k := binary.Uvarint(b[4:])
 	if k <= 0 || n > maxPayload {
 		return nil, corrupt("payload length")
 	}
-	z := b[headerLen+k:]
-	// A zstd frame cannot expand more than about 1:32768 (its longest
-	// match over its smallest sequence); a claim beyond that is a lie
-	// that must not become an allocation.
+	z := b[4+k:]
+	// A zstd block holds at most 128 KiB and takes at least 4 bytes: a
+	// claim beyond 32,768 times the compressed bytes is a lie that must
+	// not become an allocation.
 	if n > uint64(len(z))*32768+64 {
 		return nil, corrupt("payload length %d for %d compressed bytes", n, len(z))
 	}
@@ -114,4 +138,14 @@ func open(b []byte, kind byte) ([]byte, error) {
 		return nil, corrupt("payload of %d bytes, header says %d", len(out), n)
 	}
 	return out, nil
+}
+
+// open checks a whole frame and returns its header and payload.
+func open(b []byte, kind byte) (header, payload []byte, err error) {
+	header, body, err := openHeader(b, kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	payload, err = openBody(body)
+	return header, payload, err
 }

@@ -288,6 +288,12 @@ func roundTrip(t testing.TB, ids [][16]byte, rows []Row) []byte {
 		t.Fatal(err)
 	}
 	checkRows(t, got, rows)
+	checkRuns(t, enc, ids, rows)
+	for i, id := range ids {
+		if k, ok := b.Find(id); !ok || ids[k] != id || int(k) > i {
+			t.Fatalf("Find(report %d) = %d, %v", i, k, ok)
+		}
+	}
 	// Each: the same rows, in the same order as Rows.
 	i := 0
 	if err := b.Each(func(r *Row) error {
@@ -306,7 +312,15 @@ func roundTrip(t testing.TB, ids [][16]byte, rows []Row) []byte {
 // the store has them after ingest (the converter of ingest, DMARC
 // derived as the store does): the benchmarks' realistic input.
 func genRows(tb testing.TB, seed0, n, m int) ([][16]byte, []Row) {
+	ids, rows, _ := genReports(tb, seed0, n, m, time.Time{})
+	return ids, rows
+}
+
+// genReports is genRows with the reports' metadata as the store keeps it;
+// begin is the reports' day (zero: each seed's own).
+func genReports(tb testing.TB, seed0, n, m int, begin time.Time) ([][16]byte, []Row, []reports.Report) {
 	ids := make([][16]byte, n)
+	metas := make([]reports.Report, n)
 	var rows []Row
 	base := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {
@@ -321,16 +335,32 @@ func genRows(tb testing.TB, seed0, n, m int) ([][16]byte, []Row) {
 			ids[i][k] = byte(rnd.Uint32())
 		}
 		ids[i][6] = 0x70 | ids[i][6]&0x0f
-		xml := reportgen.Generate(seed, m, reportgen.Options{})
-		_, recs, err := aggregate.Parse(bytes.NewReader(xml), container.Limits{})
+		xml := reportgen.Generate(seed, m, reportgen.Options{Begin: begin})
+		h, recs, err := aggregate.Parse(bytes.NewReader(xml), container.Limits{})
 		if err != nil {
 			tb.Fatal(err)
 		}
-		for k := range recs {
-			rows = append(rows, Row{Report: uint32(i), Index: uint32(k), Rec: convert(&recs[k])})
+		rep := reports.Report{ID: formatUUID(ids[i]), DomainID: "0190aaaa-0000-7000-8000-000000000001", Domain: "example.com",
+			OrgID: "0190bbbb-0000-7000-8000-000000000001", OrgName: h.OrgName, OrgEmail: h.Email, ExternalReportID: h.ReportID,
+			DateBegin: h.DateBegin, DateEnd: h.DateEnd, ReceivedAt: base.Add(time.Duration(i) * 7 * time.Millisecond).Truncate(time.Second),
+			PolicyPublished: reports.PolicyPublished{Domain: h.Policy.Domain, P: h.Policy.P, ADKIM: h.Policy.ADKIM, ASPF: h.Policy.ASPF, PCT: 100},
+			RecordCount:     len(recs)}
+		if h.Policy.SP != "" {
+			rep.PolicyPublished.SP = &h.Policy.SP
 		}
+		for k := range recs {
+			rec := convert(&recs[k])
+			rows = append(rows, Row{Report: uint32(i), Index: uint32(k), Rec: rec})
+			rep.MessageCount += rec.Count
+			if rec.DMARC == "pass" {
+				rep.DMARCPassCount += rec.Count
+			} else {
+				rep.DMARCFailCount += rec.Count
+			}
+		}
+		metas[i] = rep
 	}
-	return ids, rows
+	return ids, rows, metas
 }
 
 // convert is ingest's conversion of a parsed record (ingest_job.go add).
@@ -359,4 +389,36 @@ func convert(r *aggregate.Record) reports.Record {
 		rec.DMARC = "pass"
 	}
 	return rec
+}
+
+// checkRuns ensures the runs of a block's header are exactly its rows'
+// reports and indexes, in order, ids included.
+func checkRuns(t testing.TB, enc []byte, ids [][16]byte, rows []Row) {
+	t.Helper()
+	var want []uint64
+	for _, r := range rows {
+		want = append(want, uint64(r.Report)<<32|uint64(r.Index))
+	}
+	slices.Sort(want)
+	var got []uint64
+	lastRep, lastEnd := -1, uint64(0)
+	err := ScanRuns(enc, func(rep uint32, id [16]byte, first, count uint32) error {
+		if int(rep) >= len(ids) || ids[rep] != id {
+			t.Fatalf("run of report %d: id %x", rep, id)
+		}
+		if count == 0 || int(rep) < lastRep || int(rep) == lastRep && uint64(first) < lastEnd {
+			t.Fatalf("run of report %d at %d (%d) out of order", rep, first, count)
+		}
+		lastRep, lastEnd = int(rep), uint64(first)+uint64(count)
+		for i := range uint64(count) {
+			got = append(got, uint64(rep)<<32|(uint64(first)+i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("runs cover %d rows, want %d (or other ones)", len(got), len(want))
+	}
 }

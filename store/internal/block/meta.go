@@ -122,24 +122,26 @@ func EncodeReports(dst []byte, list []reports.Report) []byte {
 	p := binary.AppendUvarint(nil, uint64(len(list)))
 	p = d.appendTo(p)
 	p = appendCols(p, cols[:])
-	return seal(dst, kindReports, p)
+	return seal(dst, kindReports, nil, p)
 }
 
 // DecodeReports reads what EncodeReports wrote, in the same order. A
 // table that does not decode is an error wrapping ErrCorrupt.
 func DecodeReports(b []byte) ([]reports.Report, error) {
-	p, err := open(b, kindReports)
+	h, p, err := open(b, kindReports)
 	if err != nil {
 		return nil, err
+	}
+	if len(h) != 0 {
+		return nil, corrupt("report table header")
 	}
 	return decodeReportsPayload(p)
 }
 
 func decodeReportsPayload(p []byte) ([]reports.Report, error) {
-	whole := string(p)
 	r := rd{b: p}
 	n := r.count(0)
-	t := readStrTable(&r, whole, len(p))
+	t := readStrTable(&r)
 	var cols [nMetaCols]rd
 	for i := range cols {
 		cols[i] = r.sub()

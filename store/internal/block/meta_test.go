@@ -95,7 +95,7 @@ func TestReportsCorrupt(t *testing.T) {
 			t.Errorf("truncated to %d: %v", i, err)
 		}
 	}
-	p, err := open(enc, kindReports)
+	_, p, err := open(enc, kindReports)
 	if err != nil {
 		t.Fatal(err)
 	}

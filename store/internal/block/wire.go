@@ -156,26 +156,19 @@ func (r *rd) count(min uint64) int {
 // sub reads a column: its length and bytes.
 func (r *rd) sub() rd { return rd{b: r.bytes(r.uv()), bad: r.bad} }
 
-// strTable is a decoded dictionary: the strings share one copy of the
-// payload, and ptrs[k] points at the k-th (ptrs[0] is nil), so records
-// with the same optional string share one pointer.
+// strTable is a decoded dictionary: each string once, and ptrs[k] points
+// at the k-th (ptrs[0] is nil), so records with the same optional string
+// share one pointer.
 type strTable struct {
 	strs []string
 	ptrs []*string
 }
 
-func readStrTable(r *rd, whole string, base int) strTable {
+func readStrTable(r *rd) strTable {
 	n := r.count(1)
 	t := strTable{strs: make([]string, n+1), ptrs: make([]*string, n+1)}
 	for i := 1; i <= n; i++ {
-		l := r.uv()
-		if l > uint64(len(r.b)) {
-			r.fail()
-			return strTable{}
-		}
-		start := base - len(r.b)
-		t.strs[i] = whole[start : start+int(l)]
-		r.b = r.b[l:]
+		t.strs[i] = string(r.bytes(r.uv()))
 		t.ptrs[i] = &t.strs[i]
 	}
 	return t
