@@ -57,7 +57,10 @@ type serveOptions struct {
 	VerifyInterval   time.Duration
 	DNSCheckInterval time.Duration
 	Retention        time.Duration
-	Alerts           alert.Rules
+	// RecordRetention is how long reports keep their records (0: as
+	// long as the reports, --retention).
+	RecordRetention time.Duration
+	Alerts          alert.Rules
 	// FailureRetention is how long failure reports are kept, by arrival
 	// date; 0 keeps them forever.
 	FailureRetention time.Duration
@@ -210,6 +213,8 @@ func (o *serveOptions) validate() error {
 		return usagef("--verify-interval and --dns-check-interval must be positive")
 	case o.Retention < 0:
 		return usagef("--retention must not be negative (0 keeps reports and alerts forever)")
+	case o.RecordRetention < 0:
+		return usagef("--record-retention must not be negative (0 keeps records as long as their reports)")
 	case o.Alerts.Validate() != nil:
 		return usagef("alert thresholds (--alert-*): %v", o.Alerts.Validate())
 	case o.SMTPReadTimeout <= 0 || o.SMTPWriteTimeout <= 0:
@@ -252,6 +257,7 @@ func (o *serveOptions) addJobFlags(cmd *cobra.Command) {
 	durationVar(f, &o.VerifyInterval, "verify-interval", worker.DefaultVerifyInterval, "how often pending and inactive domains are verified again (they turn active once their DNS lists the reporting address)")
 	durationVar(f, &o.DNSCheckInterval, "dns-check-interval", worker.DefaultDNSCheckInterval, "how often each active or inactive domain's DMARC record is checked for changes (the checks are spread over the interval)")
 	durationVar(f, &o.Retention, "retention", worker.DefaultRetention, "delete aggregate reports that ended longer ago than this, with their daily statistics, and older alerts (checked hourly; 0 keeps them forever)")
+	durationVar(f, &o.RecordRetention, "record-retention", 0, "drop the records of aggregate reports that began longer ago than this, keeping the reports and every statistic for --retention (checked hourly; 0 or longer than --retention: records go with their reports)")
 	durationVar(f, &o.FailureRetention, "failure-retention", 90*24*time.Hour, "delete failure (forensic) reports that arrived longer ago than this (checked hourly; 0 keeps them forever)")
 	durationVar(f, &o.FailureRetention, "forensic-retention", 90*24*time.Hour, "the former name of --failure-retention")
 	deprecatedAlias(f, "forensic-retention", "failure-retention")

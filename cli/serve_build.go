@@ -357,7 +357,8 @@ func (s *server) buildJobs() error {
 	s.sched.Add(worker.Job{Name: "reverify", Every: o.VerifyInterval, AtStart: true, Run: reverify.Run})
 	s.sched.Add((&worker.DNSWatch{Store: db, Resolver: s.resolver, Interval: o.DNSCheckInterval, Log: log}).Job())
 	s.sched.Add((&worker.Retention{Store: db, Retention: o.Retention, FailureRetention: o.FailureRetention,
-		QuarantineRetention: o.QuarantineRetention, Log: log}).Job())
+		QuarantineRetention: o.QuarantineRetention, RecordRetention: o.RecordRetention, RecordsExported: s.exportGate(), Log: log}).Job())
+	s.sched.Add((&worker.Seal{Store: db, Log: log}).Job())
 	deliverer, err := worker.NewDeliverer(worker.DeliverConfig{Store: db, Client: s.hooks, RetryDelays: o.Webhooks.RetryDelays,
 		Concurrency: o.Webhooks.Concurrency, Logger: log, Metrics: s.reg, PublicURL: o.PublicURL})
 	if err != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +15,7 @@ import (
 
 // bigReportEnv serves a store holding one report of n records, varied like
 // sampleRecords, and returns the server, a key and the report id.
-func bigReportEnv(b *testing.B, n int) (srv *httptest.Server, key, id string) {
+func bigReportEnv(b *testing.B, n int, sealed ...bool) (srv *httptest.Server, key, id string) {
 	b.Helper()
 	db := storetest.Open(b)
 	org := storetest.MustOrganization(b, db, "bench", store.PlanUnlimited)
@@ -29,6 +30,11 @@ func bigReportEnv(b *testing.B, n int) (srv *httptest.Server, key, id string) {
 		records[i] = &rec
 	}
 	rep := mustReport(b, db, d, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), "google.com", records)
+	if len(sealed) > 0 && sealed[0] {
+		if _, err := db.SealRecords(context.Background(), store.SealOptions{All: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	srv = httptest.NewServer(New(Config{Store: db, RateLimit: 1 << 30}))
 	b.Cleanup(srv.Close)
 	return srv, key, rep.ID
@@ -69,6 +75,18 @@ func BenchmarkReportStatistics(b *testing.B) {
 func BenchmarkCSVExport(b *testing.B) {
 	srv, key, id := bigReportEnv(b, 100_000)
 	runGets(b, srv, srv.URL+"/api/v1/reports/"+id+"/export/csv", key)
+}
+
+// BenchmarkCSVExportSealed is BenchmarkCSVExport with the records sealed.
+func BenchmarkCSVExportSealed(b *testing.B) {
+	srv, key, id := bigReportEnv(b, 100_000, true)
+	runGets(b, srv, srv.URL+"/api/v1/reports/"+id+"/export/csv", key)
+}
+
+// BenchmarkGetReportSealed is BenchmarkGetReport with the records sealed.
+func BenchmarkGetReportSealed(b *testing.B) {
+	srv, key, id := bigReportEnv(b, 100_000, true)
+	runGets(b, srv, srv.URL+"/api/v1/reports/"+id, key)
 }
 
 // BenchmarkGetReport measures the streamed JSON of a 100,000-record report.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +15,8 @@ import (
 // after a retention run or a domain's deletion dmarcd.db stays at its peak
 // size, and so does a raw copy of it. Compaction copies every key into a
 // fresh file (bbolt's Compact, pages filled full), which is as large as
-// the data.
+// the data. Compacting seals every record not sealed yet first
+// (record_seal.go), so the copy holds records in their dense form only.
 
 // compactTxBytes bounds one transaction of the copy, so memory stays flat.
 const compactTxBytes = 64 << 20
@@ -43,8 +45,17 @@ func CompactFile(path string, timeout time.Duration, progress func(done, total i
 		return CompactStats{}, err
 	}
 	defer func() { _ = src.Close() }()
-	if err := src.View(func(tx *bolt.Tx) error { _, err := readVersion(tx); return err }); err != nil {
+	var version int
+	if err := src.View(func(tx *bolt.Tx) error { var err error; version, err = readVersion(tx); return err }); err != nil {
 		return CompactStats{}, fmt.Errorf("store: compact %s: %w", path, err)
+	}
+	if version == SchemaVersion {
+		// Records not sealed yet (open days) are sealed first: the copy
+		// then holds every record in its dense form. A later report of
+		// such a day is sealed into a block of its own.
+		if _, err := sealRecords(context.Background(), src, SealOptions{All: true, Now: time.Now()}); err != nil {
+			return CompactStats{}, fmt.Errorf("store: compact %s: seal records: %w", path, err)
+		}
 	}
 	tmp := path + ".compacting"
 	st, err := compactInto(src, tmp, progress)

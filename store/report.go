@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -123,6 +124,10 @@ func (db *DB) FindReport(orgID, id string) (*Report, error) {
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
 		rec, _, err = getOrgReport(tx, orgID, id, false)
+		if err != nil {
+			return err
+		}
+		rec.RecordsDropped, err = recordsDropped(tx, rec)
 		return err
 	})
 	if err != nil {
@@ -140,38 +145,22 @@ func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
 	// Records are read in batches, each in its own short read transaction,
 	// and fn runs outside them: fn usually writes to a client, and a read
 	// transaction held open by a slow client would keep bbolt from growing
-	// its file, stalling ingest. A visible report never changes, so the
-	// batches are consistent; if it is deleted meanwhile, the next batch
-	// answers ErrNotFound.
+	// its file, stalling ingest. A visible report's records never change,
+	// though they may move from rows to a sealed block between two batches
+	// (record_seal.go): each batch finds them afresh by their index in the
+	// report. If the report is deleted meanwhile, the next batch answers
+	// ErrNotFound.
 	bin, _ := binID(id)
-	after := []byte(nil) // key of the last block read; nil before the first
+	rc := recordCursor{report: bin, blocks: &db.blocks}
 	batch := make([]*Record, 0, recordsPerBatch)
 	for {
 		batch = batch[:0]
 		err := db.bolt.View(func(tx *bolt.Tx) error {
-			if _, _, err := getOrgReport(tx, orgID, id, false); err != nil {
+			rep, _, err := getOrgReport(tx, orgID, id, false)
+			if err != nil {
 				return err
 			}
-			c := tx.Bucket(bucketRecords).Cursor()
-			k, v := c.Seek(bin[:])
-			if after != nil {
-				if k, v = c.Seek(after); bytes.Equal(k, after) {
-					k, v = c.Next()
-				}
-			}
-			for ; k != nil && bytes.HasPrefix(k, bin[:]); k, v = c.Next() {
-				if err := reports.DecodeBlock(v, func(r *Record) error {
-					batch = append(batch, r)
-					return nil
-				}); err != nil {
-					return fmt.Errorf("record block %x: %w", k, err)
-				}
-				after = append(after[:0], k...)
-				if len(batch) >= recordsPerBatch {
-					break
-				}
-			}
-			return nil
+			return rc.next(tx, rep, &batch)
 		})
 		if err != nil {
 			return wrap("report records", err)
@@ -184,10 +173,100 @@ func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
 				return err
 			}
 		}
-		if len(batch) < recordsPerBatch {
+		rc.delivered += len(batch)
+		if rc.delivered >= rc.count {
 			return nil
 		}
 	}
+}
+
+// recordCursor is where ReportRecords is in a report: the records
+// delivered, and what saves work between batches.
+type recordCursor struct {
+	report    [16]byte
+	delivered int
+	count     int // the report's RecordCount
+	// rowKey is the last row read and rowSealed the sealed records there
+	// were then: while both hold, the next row follows rowKey.
+	rowKey    []byte
+	rowSealed int
+	// blocks are the DB's decompressed blocks.
+	blocks *blockCache
+}
+
+// next appends up to recordsPerBatch records after those delivered.
+func (rc *recordCursor) next(tx *bolt.Tx, rep *Report, batch *[]*Record) error {
+	rc.count = rep.RecordCount
+	runs, err := sealedRuns(tx.Bucket(bucketRecordBlocks), rep.DomainID, days.Of(rep.DateBegin), rc.report)
+	if err != nil {
+		return err
+	}
+	add := func(r *Record) error {
+		*batch = append(*batch, r)
+		return nil
+	}
+	if rc.delivered < runs.total {
+		for _, run := range runs.runs {
+			first, count := int(run.entry.first), int(run.entry.count)
+			if rc.delivered < first || rc.delivered >= first+count {
+				continue
+			}
+			v := tx.Bucket(bucketRecordBlocks).Get(run.key)
+			d, err := rc.blocks.get(run.key, v)
+			if err != nil || run.index >= len(d.runs) {
+				return fmt.Errorf("record block %x: %w", run.key, errors.Join(err, errCorrupt))
+			}
+			recs := d.runs[run.index][rc.delivered-first:]
+			for i := range recs[:min(len(recs), recordsPerBatch)] {
+				r := recs[i] // a copy: the cached block's records are shared
+				*batch = append(*batch, &r)
+			}
+			return nil
+		}
+		return fmt.Errorf("record blocks of report %x: no run holds record %d: %w", rc.report, rc.delivered, errCorrupt)
+	}
+	// The rows: skip those delivered, unless the last one read is still
+	// where it was.
+	c := tx.Bucket(bucketRecords).Cursor()
+	prefix := rc.report[:]
+	var k, v []byte
+	skip := 0
+	if rc.rowKey != nil && rc.rowSealed == runs.total {
+		if k, v = c.Seek(rc.rowKey); bytes.Equal(k, rc.rowKey) {
+			k, v = c.Next()
+		}
+	} else {
+		skip = rc.delivered - runs.total
+		for k, v = c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && skip > 0; k, v = c.Next() {
+			m, err := rowRecords(v)
+			if err != nil {
+				return fmt.Errorf("record row %x: %w", k, err)
+			}
+			if m > skip {
+				break
+			}
+			skip -= m
+		}
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if len(v) == 0 || v[0] != codecVersion {
+			return fmt.Errorf("record row %x: %w", k, errCorrupt)
+		}
+		from, err := skipRecords(v[1:], skip)
+		if err != nil {
+			return fmt.Errorf("record row %x: %w", k, err)
+		}
+		skip = 0
+		if err := reports.DecodeRecords(from, add); err != nil {
+			return fmt.Errorf("record row %x: %w", k, err)
+		}
+		rc.rowKey = append(rc.rowKey[:0], k...)
+		rc.rowSealed = runs.total
+		if len(*batch) >= recordsPerBatch {
+			break
+		}
+	}
+	return nil
 }
 
 // DiscardPendingReports deletes what is left of reports whose ingestion
@@ -250,6 +329,11 @@ func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
 			break
 		}
 	}
+	// Sealed blocks of those days whose reports are all gone (a block of
+	// t's day may still hold a report that ends after t).
+	if _, err := db.deleteBlocksBefore(days.Of(t)+1, blockHasReport, false); err != nil {
+		return total, wrap("delete old records", err)
+	}
 	if err := db.deleteRollupsBefore(days.Of(t)); err != nil {
 		return total, wrap("delete old roll-ups", err)
 	}
@@ -259,6 +343,17 @@ func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// blockHasReport reports whether a report of the block is still stored.
+func blockHasReport(tx *bolt.Tx, h *blockHeader) bool {
+	reps := tx.Bucket(bucketReports)
+	for _, e := range h.entries {
+		if reps.Get(idKey(formatUUID(e.report))) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ReportStats is the statistics of one report.
@@ -485,7 +580,7 @@ func deleteDomainReports(tx *bolt.Tx, domainID string) error {
 	if err := deletePendingOf(tx, domainID); err != nil {
 		return err
 	}
-	for _, b := range [][]byte{bucketReportsByDomain, bucketRollups, bucketDayTotals} {
+	for _, b := range [][]byte{bucketReportsByDomain, bucketRollups, bucketDayTotals, bucketRecordBlocks} {
 		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
 			return err
 		}

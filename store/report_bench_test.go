@@ -1,7 +1,10 @@
 package store_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dmarcd/dmarcd/store"
 	"github.com/dmarcd/dmarcd/store/storetest"
@@ -9,7 +12,13 @@ import (
 
 // BenchmarkReportRecords measures streaming the records of a stored
 // 100,000-record report (what the CSV export reads).
-func BenchmarkReportRecords(b *testing.B) {
+func BenchmarkReportRecords(b *testing.B) { benchReportRecords(b, false) }
+
+// BenchmarkReportRecordsSealed is BenchmarkReportRecords with the records
+// sealed into blocks (record_seal.go).
+func BenchmarkReportRecordsSealed(b *testing.B) { benchReportRecords(b, true) }
+
+func benchReportRecords(b *testing.B, sealed bool) {
 	db := storetest.Open(b)
 	org := storetest.MustOrganization(b, db, "acme", store.PlanUnlimited)
 	dom := storetest.MustDomain(b, db, org.ID, "example.com")
@@ -29,6 +38,11 @@ func BenchmarkReportRecords(b *testing.B) {
 	if _, err := db.NewIngester().Commit(&store.IngestBatch{Reports: []*store.ReportDraft{d}}); err != nil {
 		b.Fatal(err)
 	}
+	if sealed {
+		if st, err := db.SealRecords(context.Background(), store.SealOptions{All: true}); err != nil || st.Records != n {
+			b.Fatal(st, err)
+		}
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		count := 0
@@ -37,4 +51,41 @@ func BenchmarkReportRecords(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkSmallReportSealed measures reading a 50-record report sealed
+// in the block of its day with 299 others (15,000 records): a report
+// detail page of the common shape.
+func BenchmarkSmallReportSealed(b *testing.B) {
+	db := storetest.Open(b)
+	org := storetest.MustOrganization(b, db, "acme", store.PlanUnlimited)
+	dom := storetest.MustDomain(b, db, org.ID, "example.com")
+	var ids []string
+	for i := range 300 {
+		d, err := db.NewReportDraft(store.Report{DomainID: dom.ID, Domain: dom.Name, OrgID: org.ID, ExternalReportID: fmt.Sprint(i),
+			DateBegin: storetest.Epoch().Add(-72 * time.Hour), ReceivedAt: storetest.Epoch()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range 50 {
+			d.Add(testRecord(i*50 + j))
+		}
+		d.Finish()
+		if _, err := db.NewIngester().Commit(&store.IngestBatch{Reports: []*store.ReportDraft{d}}); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, d.ID())
+	}
+	if st, err := db.SealRecords(context.Background(), store.SealOptions{All: true}); err != nil || st.Blocks != 1 {
+		b.Fatal(st, err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		count := 0
+		if err := db.ReportRecords(org.ID, ids[i%len(ids)], func(*store.Record) error { count++; return nil }); err != nil || count != 50 {
+			b.Fatal(count, err)
+		}
+		i++
+	}
 }

@@ -65,6 +65,11 @@ var (
 	// bucketDayTotals: rollupKey(domain id, UTC day) -> the totals at the
 	// head of that roll-up, for the overview (day_totals.go).
 	bucketDayTotals = []byte("report_day_totals")
+	// bucketRecordBlocks: blockKey(domain id, UTC day of date_begin, seq)
+	// -> a sealed block of records of that domain and day (record_block.go):
+	// the read-optimized form records of bucketRecords move to once their
+	// day is closed (record_seal.go).
+	bucketRecordBlocks = []byte("record_blocks")
 
 	// bucketQuarantine: entry id -> quarantineRecord JSON.
 	bucketQuarantine = []byte("quarantine")
@@ -231,10 +236,16 @@ var allBuckets = [][]byte{
 	bucketNotifySettings, bucketMailOutbox, bucketMailLog, bucketAlertMail, bucketAlertMailWindows,
 	bucketExportCursors,
 	bucketDigestSent,
+	bucketRecordBlocks,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.
 var keySchemaVersion = []byte("schema_version")
+
+// keyRecordsDroppedBefore is the key in bucketMeta of the UTC day (uint32,
+// big-endian) before which records were dropped (DropRecordsBefore): a
+// report of an earlier day whose records are gone says so.
+var keyRecordsDroppedBefore = []byte("records_dropped_before")
 
 // idLen is the length of an id in text form; ids are stored as text.
 const idLen = 36

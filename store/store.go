@@ -50,6 +50,8 @@ type DB struct {
 	names nameCache
 	// drafts are what report drafts learn from the reports before them.
 	drafts draftHints
+	// blocks caches the sealed record blocks read last (record_block.go).
+	blocks blockCache
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.

@@ -29,6 +29,8 @@ const (
 //   - SMTP TLS reports whose date_end is older than Retention, with their
 //     share of the daily TLS roll-ups;
 //   - alerts created before then, whatever their status;
+//   - the records of reports that began before RecordRetention, when
+//     shorter, the reports themselves kept (see RecordRetention);
 //   - failure (forensic) reports that arrived before FailureRetention;
 //   - quarantine entries received before QuarantineRetention;
 //   - what the alert rules remember beyond their needs (dedup entries of
@@ -41,7 +43,16 @@ type Retention struct {
 	Retention           time.Duration
 	FailureRetention    time.Duration
 	QuarantineRetention time.Duration
-	Log                 *slog.Logger // nil discards
+	// RecordRetention, when shorter than Retention (or Retention is 0),
+	// drops the records of reports that began longer ago than it
+	// (store.DropRecordsBefore) while the reports, their summaries and
+	// roll-ups stay for Retention. Zero: records go with their reports.
+	RecordRetention time.Duration
+	// RecordsExported, when set, gates the records' drop: a report's
+	// records are kept while it answers false (a sink has not copied them
+	// yet). Nil drops them at RecordRetention.
+	RecordsExported func(reportID string) bool
+	Log             *slog.Logger // nil discards
 }
 
 // Job returns the job to give the Scheduler: hourly, and once at start.
@@ -74,6 +85,10 @@ func (r *Retention) Run(ctx context.Context, now time.Time) error {
 		step("aggregate reports", func() (int, error) { return r.Store.DeleteReportsBefore(cutoff) })
 		step("TLS reports", func() (int, error) { return r.Store.DeleteTLSReportsBefore(cutoff) })
 		step("alerts", func() (int, error) { return r.Store.DeleteAlertsBefore(cutoff) })
+	}
+	if r.RecordRetention > 0 && (r.Retention == 0 || r.RecordRetention < r.Retention) {
+		cutoff := now.Add(-r.RecordRetention)
+		step("report records", func() (int, error) { return r.Store.DropRecordsBefore(cutoff, r.RecordsExported) })
 	}
 	if r.FailureRetention > 0 {
 		cutoff := now.Add(-r.FailureRetention)

@@ -222,7 +222,7 @@ func TestBrowserPeople(t *testing.T) {
 	// The client accepts both invitations.
 	c := newBrowser(t, s.url)
 	c.run("client's invitation", chromedp.Navigate(s.url+clientLink.Path), visible(`#password_confirm`),
-		sendKeys(`#password`, password), sendKeys(`#password_confirm`, password), submit(`#password`), visible(`main`))
+		sendKeys(`#password`, password), sendKeys(`#password_confirm`, password), submit(`#password`), visible(`.who`))
 	c.run("client's second invitation", chromedp.Navigate(s.url+clientLink2.Path), visible(`#password`),
 		sendKeys(`#password`, password), submit(`#password`), visible(`.orgswitch`))
 	c.run("sign out", click(`.who button.link`), visible(`#email`))

@@ -43,6 +43,10 @@ type Report struct {
 	DMARCPassCount   int64           `json:"dmarc_pass_count"`
 	DMARCFailCount   int64           `json:"dmarc_fail_count"`
 	RecordCount      int             `json:"record_count"`
+	// RecordsDropped is set (by FindReport only) when the report's records
+	// were deleted by the record retention while the report is kept: it
+	// lists no records, its counts and summary stay.
+	RecordsDropped bool `json:"records_dropped,omitempty"`
 }
 
 // Reason is a policy override reason of a record.

@@ -99,10 +99,17 @@ func appendGeo(e codec.Enc, g *Geo) codec.Enc {
 // then each record as uvarint length + AppendRecord bytes. The records'
 // strings share one copy of the block.
 func DecodeBlock(raw []byte, fn func(*Record) error) error {
-	d := codec.NewStringDec(raw)
-	if d.Byte() != codecVersion {
+	if len(raw) == 0 || raw[0] != codecVersion {
 		return errCorrupt
 	}
+	return DecodeRecords(raw[1:], fn)
+}
+
+// DecodeRecords calls fn for each record of raw: records back to back,
+// each as uvarint length + AppendRecord bytes (a block without its version
+// byte, or a part of one). The records' strings share one copy of raw.
+func DecodeRecords(raw []byte, fn func(*Record) error) error {
+	d := codec.NewStringDec(raw)
 	for d.Len() > 0 {
 		sub, ok := d.Sub()
 		if !ok {
