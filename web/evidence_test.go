@@ -160,6 +160,28 @@ func TestReportPageRecords(t *testing.T) {
 	}
 }
 
+// TestReportPageRecordsDropped ensures a report whose records the record
+// retention dropped says so on its page, keeps its figures, and lists no
+// record.
+func TestReportPageRecordsDropped(t *testing.T) {
+	e := newEnv(t)
+	rep := mustReport(t, e.db, e.domA, time.Date(2026, 11, 10, 0, 0, 0, 0, time.UTC), "google.com", evidenceRecords())
+	cookie := e.signIn(e.readA)
+	if p := e.send("GET", "/reports/"+rep.ID, cookie, nil); strings.Contains(p.body, "records-dropped") {
+		t.Fatal("a report with its records says they were dropped")
+	}
+	if n, err := e.db.DropRecordsBefore(time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC), nil); err != nil || n != 1 {
+		t.Fatalf("dropped %d, %v", n, err)
+	}
+	p := e.send("GET", "/reports/"+rep.ID, cookie, nil)
+	if p.status != 200 || !strings.Contains(p.body, `class="notice records-dropped"`) {
+		t.Fatalf("%d: the page does not say the records were dropped", p.status)
+	}
+	if strings.Contains(p.body, "<code>192.0.2.10</code>") || !strings.Contains(p.body, ">137<") {
+		t.Error("after the drop the page should list no record and keep the 137 messages")
+	}
+}
+
 // TestAlertLinks ensures an alert links to the report it comes from and
 // to the source it names (the sources page filtered to that address).
 func TestAlertLinks(t *testing.T) {
