@@ -174,7 +174,7 @@ func TestReportPageRecordsDropped(t *testing.T) {
 		t.Fatalf("dropped %d, %v", n, err)
 	}
 	p := e.send("GET", "/reports/"+rep.ID, cookie, nil)
-	if p.status != 200 || !strings.Contains(p.body, `class="notice records-dropped"`) {
+	if p.status != 200 || !strings.Contains(p.body, `class="warn records-dropped"`) {
 		t.Fatalf("%d: the page does not say the records were dropped", p.status)
 	}
 	if strings.Contains(p.body, "<code>192.0.2.10</code>") || !strings.Contains(p.body, ">137<") {
