@@ -1,0 +1,234 @@
+package store
+
+import (
+	"bytes"
+	"container/list"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/dmarcd/dmarcd/store/internal/block"
+)
+
+// Report tables (issue 25): a sealed report's value (reports.AppendReport:
+// metadata and summary) moves from bucketReports into the report table of
+// the block holding its first records, bucketReportTables under the same
+// blockKey(domain id, day, seq): one zstd-compressed value per block (the
+// reports of a domain and day share their reporters, policy and ids, so
+// the table is several times smaller than its values apart). The report's
+// value in bucketReports becomes a pointer to that table, written in the
+// transaction that writes the block and the table (sealBlock), so a crash
+// leaves one form or the other, never neither.
+//
+// A report has the full form (codecVersion first) until sealed, and for
+// good when it has no records to seal. reportValue reads either form; every
+// read of bucketReports goes through it. A table lives while a report
+// points at it: deleting a report's value (retention) deletes the tables
+// left without one (dropDeadTables), deleting a domain deletes all of its
+// tables. Record retention drops record blocks, never tables: the reports
+// stay.
+
+// reportPointerMark is the first byte of a pointer value; a full value
+// starts with codecVersion (1).
+const reportPointerMark = 'P'
+
+// reportPointerLen: the mark, the binary domain id, the day and the seq.
+const reportPointerLen = 1 + 16 + 4 + 4
+
+// reportPointer is the value of bucketReports pointing at the table under
+// blockKey(domainID, day, seq).
+func reportPointer(domainID string, day, seq uint32) ([]byte, error) {
+	dom, ok := binID(domainID)
+	if !ok {
+		return nil, fmt.Errorf("domain id %q: %w", domainID, errCorrupt)
+	}
+	v := make([]byte, 0, reportPointerLen)
+	v = append(v, reportPointerMark)
+	v = append(v, dom[:]...)
+	v = binary.BigEndian.AppendUint32(v, day)
+	return binary.BigEndian.AppendUint32(v, seq), nil
+}
+
+// isReportPointer reports whether a value of bucketReports is a pointer.
+func isReportPointer(v []byte) bool { return len(v) > 0 && v[0] == reportPointerMark }
+
+// pointerTableKey returns the key in bucketReportTables a pointer names.
+func pointerTableKey(v []byte) ([]byte, error) {
+	if len(v) != reportPointerLen || v[0] != reportPointerMark {
+		return nil, errCorrupt
+	}
+	var dom [16]byte
+	copy(dom[:], v[1:17])
+	return blockKey(formatUUID(dom), binary.BigEndian.Uint32(v[17:]), binary.BigEndian.Uint32(v[21:])), nil
+}
+
+// reportValue returns the value of report id (reports.AppendReport's
+// bytes), whatever form it is stored in, or nil when the report is absent.
+// The bytes are read-only and live as long as the transaction. Decoded
+// tables come from (and go to) tables.
+func reportValue(tx *bolt.Tx, tables *tableCache, id string) ([]byte, error) {
+	v := tx.Bucket(bucketReports).Get(idKey(id))
+	if !isReportPointer(v) {
+		return v, nil
+	}
+	key, err := pointerTableKey(v)
+	if err != nil {
+		return nil, fmt.Errorf("report %s: pointer %x: %w", id, v, err)
+	}
+	t, err := tables.get(key, tx.Bucket(bucketReportTables).Get(key))
+	if err != nil {
+		return nil, fmt.Errorf("report %s: table %x: %w", id, key, err)
+	}
+	bin, _ := binID(id)
+	val, ok := t.Get(bin)
+	if !ok {
+		return nil, fmt.Errorf("report %s: not in its table %x: %w", id, key, errCorrupt)
+	}
+	return val, nil
+}
+
+// putReportTable writes the table of the reports whose first records the
+// block under key holds (their binary ids) and points their values at it.
+// Reports already pointing elsewhere, or gone, are left alone.
+func putReportTable(tx *bolt.Tx, key []byte, domainID string, day, seq uint32, ids [][16]byte) error {
+	reps := tx.Bucket(bucketReports)
+	entries := make([]block.TableEntry, 0, len(ids))
+	for _, bin := range ids {
+		v := reps.Get(idKey(formatUUID(bin)))
+		if len(v) == 0 || v[0] != codecVersion {
+			continue
+		}
+		entries = append(entries, block.TableEntry{ID: bin, Val: v})
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	ptr, err := reportPointer(domainID, day, seq)
+	if err != nil {
+		return err
+	}
+	// Encoded (the values copied) before any Put moves the bucket's bytes.
+	val, err := block.EncodeTable(nil, entries)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketReportTables).Put(key, val); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := reps.Put(idKey(formatUUID(e.ID)), ptr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tableLive reports whether a report still points at the table under key.
+func tableLive(tx *bolt.Tx, tables *tableCache, key []byte) (bool, error) {
+	raw := tx.Bucket(bucketReportTables).Get(key)
+	if raw == nil {
+		return false, nil
+	}
+	t, err := tables.get(key, raw)
+	if err != nil {
+		return false, fmt.Errorf("report table %x: %w", key, err)
+	}
+	reps := tx.Bucket(bucketReports)
+	for i := range t.Len() {
+		v := reps.Get(idKey(formatUUID(t.ID(i))))
+		if !isReportPointer(v) {
+			continue
+		}
+		if k, err := pointerTableKey(v); err == nil && bytes.Equal(k, key) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// dropDeadTables deletes the tables of keys no report points at any more.
+func dropDeadTables(tx *bolt.Tx, tables *tableCache, keys map[string]bool) error {
+	for k := range keys {
+		live, err := tableLive(tx, tables, []byte(k))
+		if err != nil {
+			return err
+		}
+		if !live {
+			if err := tx.Bucket(bucketReportTables).Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tableCache keeps the report tables read last, decoded, so that a
+// listing page (up to 200 reports of a few days) or the detail pages read
+// one after the other decode each table once. An entry is used only while
+// the stored table carries the tag it was decoded from (a table deleted
+// and another written under its key has another tag). The zero value is
+// ready: a function without the DB's makes one of its own.
+type tableCache struct {
+	mu    sync.Mutex
+	byKey map[string]*list.Element // of *cachedTable
+	order list.List                // most recent at the front
+	bytes int
+}
+
+type cachedTable struct {
+	key string
+	tag [block.TagLen]byte
+	t   *block.Table
+}
+
+// tableCacheBytes bounds the (estimated) memory the cache holds.
+const tableCacheBytes = 16 << 20
+
+// get returns the table stored as raw under key, decoded.
+func (c *tableCache) get(key, raw []byte) (*block.Table, error) {
+	if raw == nil {
+		return nil, fmt.Errorf("missing: %w", errCorrupt)
+	}
+	tag, err := block.Tag(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if e, ok := c.byKey[string(key)]; ok {
+		ct := e.Value.(*cachedTable)
+		if ct.tag == tag {
+			c.order.MoveToFront(e)
+			c.mu.Unlock()
+			return ct.t, nil
+		}
+	}
+	c.mu.Unlock()
+	t, err := block.DecodeTable(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.byKey = map[string]*list.Element{}
+	}
+	if e, ok := c.byKey[string(key)]; ok {
+		c.bytes -= e.Value.(*cachedTable).t.Size()
+		c.order.Remove(e)
+		delete(c.byKey, string(key))
+	}
+	size := t.Size()
+	for c.order.Len() > 0 && c.bytes+size > tableCacheBytes {
+		old := c.order.Back().Value.(*cachedTable)
+		c.bytes -= old.t.Size()
+		c.order.Remove(c.order.Back())
+		delete(c.byKey, old.key)
+	}
+	if size <= tableCacheBytes {
+		c.byKey[string(key)] = c.order.PushFront(&cachedTable{key: string(key), tag: tag, t: t})
+		c.bytes += size
+	}
+	return t, nil
+}
