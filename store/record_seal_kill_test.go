@@ -149,7 +149,16 @@ func TestSealKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkStored(t, db, org.ID)
-			checkKillReports(t, db, org.ID)
+			n := checkKillReports(t, db, org.ID)
+			// Every report has records: all sealed, each value now a
+			// pointer to its report table (checkStored checked they agree).
+			_, total, err := db.ListReports(org.ID, store.ReportFilter{Page: store.Page{Page: 1, Limit: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f, err := store.CheckReportTables(db); err != nil || f.Full != 0 || f.Pointers != total || f.Tables == 0 {
+				t.Fatalf("report forms after sealing the rest: %+v, %v; want %d pointers (reports up to %d)", f, err, total, n)
+			}
 			if got := snapshot(t, db, org.ID); !reflect.DeepEqual(got, snap) {
 				t.Fatal("reads differ after sealing the rest")
 			}
