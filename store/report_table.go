@@ -73,15 +73,19 @@ func reportValue(tx *bolt.Tx, tables *tableCache, id string) ([]byte, error) {
 	if !isReportPointer(v) {
 		return v, nil
 	}
-	key, err := pointerTableKey(v)
-	if err != nil {
-		return nil, fmt.Errorf("report %s: pointer %x: %w", id, v, err)
+	if len(v) != reportPointerLen {
+		return nil, fmt.Errorf("report %s: pointer %x: %w", id, v, errCorrupt)
 	}
-	t, err := tables.get(key, tx.Bucket(bucketReportTables).Get(key))
+	bin, _ := binID(id)
+	ref := v[1:]
+	if val, ok := tables.lookup(ref, bin); ok {
+		return val, nil
+	}
+	key, _ := pointerTableKey(v)
+	t, err := tables.load(ref, tx.Bucket(bucketReportTables).Get(key))
 	if err != nil {
 		return nil, fmt.Errorf("report %s: table %x: %w", id, key, err)
 	}
-	bin, _ := binID(id)
 	val, ok := t.Get(bin)
 	if !ok {
 		return nil, fmt.Errorf("report %s: not in its table %x: %w", id, key, errCorrupt)
@@ -131,7 +135,8 @@ func tableLive(tx *bolt.Tx, tables *tableCache, key []byte) (bool, error) {
 	if raw == nil {
 		return false, nil
 	}
-	t, err := tables.get(key, raw)
+	dom, _ := binID(string(key[:idLen]))
+	t, err := tables.load(append(dom[:], key[idLen:]...), raw)
 	if err != nil {
 		return false, fmt.Errorf("report table %x: %w", key, err)
 	}
@@ -166,19 +171,27 @@ func dropDeadTables(tx *bolt.Tx, tables *tableCache, keys map[string]bool) error
 
 // tableCache keeps the report tables read last, decoded, so that a
 // listing page (up to 200 reports of a few days) or the detail pages read
-// one after the other decode each table once. An entry is used only while
-// the stored table carries the tag it was decoded from (a table deleted
-// and another written under its key has another tag). The zero value is
-// ready: a function without the DB's makes one of its own.
+// one after the other decode each table once. Entries are keyed by the
+// table's reference, a pointer's bytes after its mark (binary domain id,
+// day, seq: the table's key, shorter).
+//
+// A hit needs no read of the stored table: a report's value never changes
+// and a report is sealed into one table only, so any table that holds the
+// report holds its value, even one since deleted and replaced under the
+// same key (which happens only once no report points at it). A report not
+// in the cached table sends get to the stored one, which replaces the
+// entry unless it carries the same tag (block.Tag: each table written
+// has its own). The zero value is ready: a function without the DB's
+// makes one of its own.
 type tableCache struct {
 	mu    sync.Mutex
-	byKey map[string]*list.Element // of *cachedTable
+	byRef map[string]*list.Element // of *cachedTable
 	order list.List                // most recent at the front
 	bytes int
 }
 
 type cachedTable struct {
-	key string
+	ref string
 	tag [block.TagLen]byte
 	t   *block.Table
 }
@@ -186,8 +199,25 @@ type cachedTable struct {
 // tableCacheBytes bounds the (estimated) memory the cache holds.
 const tableCacheBytes = 16 << 20
 
-// get returns the table stored as raw under key, decoded.
-func (c *tableCache) get(key, raw []byte) (*block.Table, error) {
+// lookup returns the value of report bin from the cached table ref, if
+// it is cached and holds it.
+func (c *tableCache) lookup(ref []byte, bin [16]byte) ([]byte, bool) {
+	c.mu.Lock()
+	e, ok := c.byRef[string(ref)]
+	if ok {
+		c.order.MoveToFront(e)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	return e.Value.(*cachedTable).t.Get(bin)
+}
+
+// load returns the table ref stored as raw, decoded: the cached one when
+// it carries raw's tag.
+func (c *tableCache) load(refb []byte, raw []byte) (*block.Table, error) {
+	ref := string(refb)
 	if raw == nil {
 		return nil, fmt.Errorf("missing: %w", errCorrupt)
 	}
@@ -196,9 +226,8 @@ func (c *tableCache) get(key, raw []byte) (*block.Table, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if e, ok := c.byKey[string(key)]; ok {
-		ct := e.Value.(*cachedTable)
-		if ct.tag == tag {
+	if e, ok := c.byRef[ref]; ok {
+		if ct := e.Value.(*cachedTable); ct.tag == tag {
 			c.order.MoveToFront(e)
 			c.mu.Unlock()
 			return ct.t, nil
@@ -211,23 +240,23 @@ func (c *tableCache) get(key, raw []byte) (*block.Table, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byKey == nil {
-		c.byKey = map[string]*list.Element{}
+	if c.byRef == nil {
+		c.byRef = map[string]*list.Element{}
 	}
-	if e, ok := c.byKey[string(key)]; ok {
+	if e, ok := c.byRef[ref]; ok {
 		c.bytes -= e.Value.(*cachedTable).t.Size()
 		c.order.Remove(e)
-		delete(c.byKey, string(key))
+		delete(c.byRef, ref)
 	}
 	size := t.Size()
 	for c.order.Len() > 0 && c.bytes+size > tableCacheBytes {
 		old := c.order.Back().Value.(*cachedTable)
 		c.bytes -= old.t.Size()
 		c.order.Remove(c.order.Back())
-		delete(c.byKey, old.key)
+		delete(c.byRef, old.ref)
 	}
 	if size <= tableCacheBytes {
-		c.byKey[string(key)] = c.order.PushFront(&cachedTable{key: string(key), tag: tag, t: t})
+		c.byRef[ref] = c.order.PushFront(&cachedTable{ref: ref, tag: tag, t: t})
 		c.bytes += size
 	}
 	return t, nil
