@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
-	"sort"
 )
 
 // kindTable is the kind of a value table (EncodeTable).
@@ -81,7 +80,8 @@ func Tag(b []byte) ([TagLen]byte, error) {
 // Table is a decoded value table: immutable, safe for concurrent reads.
 type Table struct {
 	tag  [TagLen]byte
-	ids  [][16]byte // ascending
+	hi   []uint64 // the ids' first and last 8 bytes, ascending
+	lo   []uint64
 	ends []uint32   // ends[i] is the end of value i in data
 	data []byte
 }
@@ -113,18 +113,18 @@ func decodeTablePayload(p []byte, n int) (*Table, error) {
 	if r.bad || uint64(n) > uint64(len(lo.b))/8 || len(lo.b) != 8*n {
 		return nil, corrupt("table of %d entries", n)
 	}
-	t := &Table{ids: make([][16]byte, n), ends: make([]uint32, n), data: r.b}
+	t := &Table{hi: make([]uint64, n), lo: make([]uint64, n), ends: make([]uint32, n), data: r.b}
 	prev := uint64(0)
 	end := uint64(0)
 	for i := range n {
 		d := hi.uv()
 		h := prev + d
-		if i > 0 && d == 0 && bytes.Compare(lo.b[:8], t.ids[i-1][8:]) <= 0 || h < prev {
+		l := binary.BigEndian.Uint64(lo.bytes(8))
+		if i > 0 && d == 0 && l <= t.lo[i-1] || h < prev {
 			return nil, corrupt("table ids out of order at %d", i)
 		}
 		prev = h
-		binary.BigEndian.PutUint64(t.ids[i][:8], h)
-		copy(t.ids[i][8:], lo.bytes(8))
+		t.hi[i], t.lo[i] = h, l
 		end += lens.uv()
 		if end > uint64(len(t.data)) {
 			return nil, corrupt("table value %d past the end", i)
@@ -141,19 +141,33 @@ func decodeTablePayload(p []byte, n int) (*Table, error) {
 func (t *Table) Tag() [TagLen]byte { return t.tag }
 
 // Len is the number of entries.
-func (t *Table) Len() int { return len(t.ids) }
+func (t *Table) Len() int { return len(t.hi) }
 
 // Size is about the memory the table holds, for cache accounting.
-func (t *Table) Size() int { return len(t.data) + 20*len(t.ids) + 64 }
+func (t *Table) Size() int { return len(t.data) + 20*len(t.hi) + 64 }
 
 // ID is the id of entry i, in ascending order.
-func (t *Table) ID(i int) [16]byte { return t.ids[i] }
+func (t *Table) ID(i int) [16]byte {
+	var id [16]byte
+	binary.BigEndian.PutUint64(id[:8], t.hi[i])
+	binary.BigEndian.PutUint64(id[8:], t.lo[i])
+	return id
+}
 
 // Get returns the value of id, shared (read-only), and whether the table
 // has it.
 func (t *Table) Get(id [16]byte) ([]byte, bool) {
-	i := sort.Search(len(t.ids), func(i int) bool { return bytes.Compare(t.ids[i][:], id[:]) >= 0 })
-	if i == len(t.ids) || t.ids[i] != id {
+	h, l := binary.BigEndian.Uint64(id[:8]), binary.BigEndian.Uint64(id[8:])
+	i, j := 0, len(t.hi)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if t.hi[m] < h || t.hi[m] == h && t.lo[m] < l {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	if i == len(t.hi) || t.hi[i] != h || t.lo[i] != l {
 		return nil, false
 	}
 	start := uint32(0)
