@@ -2,10 +2,10 @@ package store
 
 import (
 	"bytes"
-	"container/list"
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -83,7 +83,7 @@ func reportValue(tx *bolt.Tx, tables *tableCache, id string) ([]byte, error) {
 	// (binID's check costs as much as the rest of a hit).
 	var bin [16]byte
 	for j, i := range idHexAt {
-		bin[j] = unhex(id[i])<<4 | unhex(id[i+1])
+		bin[j] = hexValue[id[i]]<<4 | hexValue[id[i+1]]
 	}
 	ref := v[1:]
 	if val, ok := tables.lookup(ref, bin); ok {
@@ -100,6 +100,18 @@ func reportValue(tx *bolt.Tx, tables *tableCache, id string) ([]byte, error) {
 	}
 	return val, nil
 }
+
+// hexValue is the value of a lowercase hex digit (0 for any other byte),
+// without unhex's branch: a random id's digits mispredict it.
+var hexValue = func() (t [256]byte) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+	}
+	return t
+}()
 
 // idHexAt are the offsets of the 16 bytes' hex digits in a canonical id.
 var idHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
@@ -190,21 +202,26 @@ func dropDeadTables(tx *bolt.Tx, tables *tableCache, keys map[string]bool) error
 // and a report is sealed into one table only, so any table that holds the
 // report holds its value, even one since deleted and replaced under the
 // same key (which happens only once no report points at it). A report not
-// in the cached table sends get to the stored one, which replaces the
-// entry unless it carries the same tag (block.Tag: each table written
-// has its own). The zero value is ready: a function without the DB's
-// makes one of its own.
+// in the cached table sends the reader to the stored one (load), which
+// replaces the entry unless it carries the same tag (block.Tag: each
+// table written has its own). A hit takes no lock when it is on the table
+// used last. The zero value is ready: a function without the DB's makes
+// one of its own.
 type tableCache struct {
 	mu    sync.Mutex
-	byRef map[string]*list.Element // of *cachedTable
-	order list.List                // most recent at the front
+	byRef map[string]*cachedTable
 	bytes int
+	// clock stamps each use; the least recently used entry goes first.
+	clock atomic.Int64
+	// last is the entry used last: a listing's reports share a few tables.
+	last atomic.Pointer[cachedTable]
 }
 
 type cachedTable struct {
-	ref string
-	tag [block.TagLen]byte
-	t   *block.Table
+	ref  string
+	tag  [block.TagLen]byte
+	t    *block.Table
+	used atomic.Int64
 }
 
 // tableCacheBytes bounds the (estimated) memory the cache holds.
@@ -213,16 +230,18 @@ const tableCacheBytes = 16 << 20
 // lookup returns the value of report bin from the cached table ref, if
 // it is cached and holds it.
 func (c *tableCache) lookup(ref []byte, bin [16]byte) ([]byte, bool) {
-	c.mu.Lock()
-	e, ok := c.byRef[string(ref)]
-	if ok {
-		c.order.MoveToFront(e)
+	ct := c.last.Load()
+	if ct == nil || ct.ref != string(ref) {
+		c.mu.Lock()
+		ct = c.byRef[string(ref)]
+		c.mu.Unlock()
+		if ct == nil {
+			return nil, false
+		}
+		c.last.Store(ct)
 	}
-	c.mu.Unlock()
-	if !ok {
-		return nil, false
-	}
-	return e.Value.(*cachedTable).t.Get(bin)
+	ct.used.Store(c.clock.Add(1))
+	return ct.t.Get(bin)
 }
 
 // load returns the table ref stored as raw, decoded: the cached one when
@@ -237,12 +256,10 @@ func (c *tableCache) load(refb []byte, raw []byte) (*block.Table, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if e, ok := c.byRef[ref]; ok {
-		if ct := e.Value.(*cachedTable); ct.tag == tag {
-			c.order.MoveToFront(e)
-			c.mu.Unlock()
-			return ct.t, nil
-		}
+	if ct := c.byRef[ref]; ct != nil && ct.tag == tag {
+		c.mu.Unlock()
+		ct.used.Store(c.clock.Add(1))
+		return ct.t, nil
 	}
 	c.mu.Unlock()
 	t, err := block.DecodeTable(raw)
@@ -252,22 +269,27 @@ func (c *tableCache) load(refb []byte, raw []byte) (*block.Table, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byRef == nil {
-		c.byRef = map[string]*list.Element{}
+		c.byRef = map[string]*cachedTable{}
 	}
-	if e, ok := c.byRef[ref]; ok {
-		c.bytes -= e.Value.(*cachedTable).t.Size()
-		c.order.Remove(e)
+	if old := c.byRef[ref]; old != nil {
+		c.bytes -= old.t.Size()
 		delete(c.byRef, ref)
 	}
 	size := t.Size()
-	for c.order.Len() > 0 && c.bytes+size > tableCacheBytes {
-		old := c.order.Back().Value.(*cachedTable)
-		c.bytes -= old.t.Size()
-		c.order.Remove(c.order.Back())
-		delete(c.byRef, old.ref)
+	for len(c.byRef) > 0 && c.bytes+size > tableCacheBytes {
+		var lru *cachedTable
+		for _, ct := range c.byRef {
+			if lru == nil || ct.used.Load() < lru.used.Load() {
+				lru = ct
+			}
+		}
+		c.bytes -= lru.t.Size()
+		delete(c.byRef, lru.ref)
 	}
 	if size <= tableCacheBytes {
-		c.byRef[ref] = c.order.PushFront(&cachedTable{ref: ref, tag: tag, t: t})
+		ct := &cachedTable{ref: ref, tag: tag, t: t}
+		ct.used.Store(c.clock.Add(1))
+		c.byRef[ref] = ct
 		c.bytes += size
 	}
 	return t, nil

@@ -82,7 +82,7 @@ type Table struct {
 	tag  [TagLen]byte
 	hi   []uint64 // the ids' first and last 8 bytes, ascending
 	lo   []uint64
-	ends []uint32   // ends[i] is the end of value i in data
+	ends []uint32 // ends[i] is the end of value i in data
 	data []byte
 }
 
