@@ -489,20 +489,36 @@ func (it *reportIter) valid() bool {
 	return it.from == nil || bytes.Compare(it.k[len(it.prefix):len(it.prefix)+8], it.from) >= 0
 }
 
-// indexedID returns the report id of an index value (report id | date_end).
-func indexedID(v []byte) string {
-	if len(v) < idLen {
-		return ""
-	}
-	return string(v[:idLen])
+// A date index value is the report's binary id | date_end (big-endian Unix
+// seconds): indexValue. Files written before schema 10 hold the id as text
+// (idLen bytes); indexedID reads both. The organization index holds only
+// date_end (orgIndexValue); its ids are read from the date index.
+const indexValueLen = 16 + 8
+
+// indexValue is the date index value of report id ending at end.
+func indexValue(id string, end time.Time) []byte {
+	bin, _ := binID(id)
+	return binary.BigEndian.AppendUint64(bin[:], unixKey(end))
 }
 
-// indexedEnd returns the date_end of an index value.
-func indexedEnd(v []byte) uint64 {
-	if len(v) != idLen+8 {
-		return 0
+// indexedID returns the report id of an index value, "" when it holds none.
+func indexedID(v []byte) string {
+	switch len(v) {
+	case indexValueLen:
+		return formatUUID([16]byte(v[:16]))
+	case idLen + 8:
+		return string(v[:idLen])
 	}
-	return binary.BigEndian.Uint64(v[idLen:])
+	return ""
+}
+
+// indexedEnd returns the date_end of a value of either index.
+func indexedEnd(v []byte) uint64 {
+	switch len(v) {
+	case indexValueLen, idLen + 8, 8:
+		return binary.BigEndian.Uint64(v[len(v)-8:])
+	}
+	return 0
 }
 
 // reportHeap orders iterators by (date_begin, id) of their key, largest first.

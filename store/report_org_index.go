@@ -13,8 +13,10 @@ import (
 // backwards range scan instead of a merge of every domain's index, and its
 // total is one read instead of a count of every report.
 //
-// bucketReportsByOrg: orgReportKey(org id, domain index key) -> the value of
-// the domain index (report id | date_end). The key is org id | date_begin |
+// bucketReportsByOrg: orgReportKey(org id, domain index key) -> date_end
+// (big-endian Unix seconds; before schema 10 the whole value of the domain
+// index, report id | date_end): the report id is read from the domain
+// index for the reports of a page, so the entry does not carry it twice. The key is org id | date_begin |
 // identity hash | domain id: the domain index key's position first, so both
 // indexes list in the same order, and the domain id last, so that two
 // domains' reports with the same reporter, report id and date_begin stay two
@@ -63,7 +65,33 @@ func putOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte, isNew bool) (f
 	b.FillPercent = 0.9 // keys grow with date_begin within each domain, as bucketReportsByDomain's
 	k := orgReportKey(orgID, domainKey)
 	fresh = isNew || b.Get(k) == nil
-	return fresh, b.Put(k, v)
+	return fresh, b.Put(k, orgIndexValue(v))
+}
+
+// orgIndexValue is the organization index value for the date index value
+// v: its date_end.
+func orgIndexValue(v []byte) []byte {
+	if len(v) < 8 {
+		return nil
+	}
+	return v[len(v)-8:]
+}
+
+// orgIndexedID returns the report id of the organization index entry k,
+// v: from v when it holds it (files of schema 9 and before), else from
+// the domain index entry the key names.
+func orgIndexedID(tx *bolt.Tx, k, v []byte) string {
+	if id := indexedID(v); id != "" {
+		return id
+	}
+	if len(k) != idLen+orgPositionLen {
+		return ""
+	}
+	pos := k[idLen:]
+	dk := make([]byte, 0, reportKeyLen)
+	dk = append(dk, pos[reportKeyLen-idLen:]...)
+	dk = append(dk, pos[:reportKeyLen-idLen]...)
+	return indexedID(tx.Bucket(bucketReportsByDomain).Get(dk))
 }
 
 // unindexOrgReport removes the report stored under domainKey from its
@@ -167,7 +195,7 @@ func scanOrgReports(tx *bolt.Tx, orgID string, f ReportFilter, skip, limit int) 
 		}
 		switch {
 		case seen >= skip && len(ids) < limit:
-			ids = append(ids, indexedID(v))
+			ids = append(ids, orgIndexedID(tx, k, v))
 			last = pos
 		case len(ids) == limit && next == nil:
 			next = bytes.Clone(last)
@@ -261,7 +289,7 @@ func migrateOrgReportIndex(tx *bolt.Tx) error {
 	counts := map[string]int64{}
 	b := tx.Bucket(bucketReportsByOrg)
 	for _, p := range pending {
-		if err := b.Put(orgReportKey(string(p.org), p.key), p.v); err != nil {
+		if err := b.Put(orgReportKey(string(p.org), p.key), orgIndexValue(p.v)); err != nil {
 			return err
 		}
 		counts[string(p.org)]++
