@@ -104,7 +104,7 @@ var (
 	// was raised for that cause that day (alert_rules.go).
 	bucketAlertDedup = []byte("alert_dedup")
 	// bucketAlertSources: sourceSetKey(domain id, UTC day) -> the sorted
-	// 64-bit hashes of the source IPs seen that day (alert_sources.go).
+	// 32-bit hashes of the source IPs seen that day (alert_sources.go).
 	bucketAlertSources = []byte("alert_sources")
 	// bucketAlertSenders: domain id -> alert.SenderState JSON (RecordSenderCheck).
 	bucketAlertSenders = []byte("alert_senders")
