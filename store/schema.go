@@ -44,8 +44,9 @@ var (
 	// reports.AppendReport). A report is visible once it is here.
 	bucketReports = []byte("reports")
 	// bucketReportsByDomain: reportKey(domain id, date_begin, identity) ->
-	// report id | date_end (big-endian Unix seconds): the date index of the
-	// listings, one clustered insert per report.
+	// binary report id | date_end (big-endian Unix seconds; before schema
+	// 10 the id as text): the date index of the listings, one clustered
+	// insert per report (indexValue in report.go).
 	bucketReportsByDomain = []byte("reports_by_domain")
 	// bucketReportsByIdentity was the dedup index of schema 5 and before,
 	// deleted by the migration to 6: the date index keys carry the identity
@@ -162,7 +163,8 @@ var (
 	// revoking a key ends its sessions.
 	bucketSessionsByKey = []byte("web_sessions_by_key")
 	// Organization index of aggregate reports (report_org_index.go).
-	// bucketReportsByOrg: orgReportKey(org id, reportKey) -> report id | date_end.
+	// bucketReportsByOrg: orgReportKey(org id, reportKey) -> date_end
+	// (before schema 10: report id | date_end).
 	bucketReportsByOrg = []byte("reports_by_org")
 	// bucketReportCounts: org id -> its entries in bucketReportsByOrg (uint64, big-endian).
 	bucketReportCounts = []byte("report_counts")
