@@ -521,13 +521,17 @@ func indexedEnd(v []byte) uint64 {
 	return 0
 }
 
-// reportHeap orders iterators by (date_begin, id) of their key, largest first.
+// reportHeap orders iterators by the position of their key (date_begin,
+// identity hash), then by domain id, largest first.
 type reportHeap []*reportIter
 
 func (h reportHeap) Len() int { return len(h) }
 
 func (h reportHeap) Less(i, j int) bool {
-	return bytes.Compare(h[i].k[len(h[i].prefix):], h[j].k[len(h[j].prefix):]) > 0
+	if c := bytes.Compare(h[i].k[len(h[i].prefix):], h[j].k[len(h[j].prefix):]); c != 0 {
+		return c > 0
+	}
+	return bytes.Compare(h[i].prefix, h[j].prefix) > 0 // the organization listing's order
 }
 
 func (h reportHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
@@ -676,7 +680,7 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 			return nil, err
 		}
 		if dom, err := getDomain(tx, string(vic.key[:idLen])); err == nil {
-			if err := unindexOrgReport(tx, dom.OrgID, vic.key); err != nil {
+			if err := addOrgReportCount(tx, dom.OrgID, -1); err != nil {
 				return nil, err
 			}
 		} else if !isKind(err, ErrNotFound) {

@@ -162,11 +162,12 @@ var (
 	// bucketSessionsByKey: API key id | sha256(token) -> empty, so that
 	// revoking a key ends its sessions.
 	bucketSessionsByKey = []byte("web_sessions_by_key")
-	// Organization index of aggregate reports (report_org_index.go).
-	// bucketReportsByOrg: orgReportKey(org id, reportKey) -> date_end
-	// (before schema 10: report id | date_end).
+	// The organization listing of aggregate reports (report_org_index.go).
+	// bucketReportsByOrg was its index in schema 3 to 9, dropped by the
+	// migration to 10: the listing merges the domains' date indexes.
 	bucketReportsByOrg = []byte("reports_by_org")
-	// bucketReportCounts: org id -> its entries in bucketReportsByOrg (uint64, big-endian).
+	// bucketReportCounts: org id -> how many aggregate reports it has
+	// (uint64, big-endian): the listing's total without a date filter.
 	bucketReportCounts = []byte("report_counts")
 
 	// People (issue 26: account.go, membership.go, invitation.go, audit.go).
@@ -230,7 +231,7 @@ var allBuckets = [][]byte{
 	bucketMailboxes, bucketMailboxesByOrg, bucketMailboxState,
 	bucketSessions, bucketSessionsByKey,
 	bucketAlertSenders,
-	bucketReportsByOrg, bucketReportCounts,
+	bucketReportCounts,
 	bucketDayTotals,
 	bucketAccounts, bucketAccountsByEmail, bucketMemberships, bucketMembershipsByOrg,
 	bucketMembershipsByAccount, bucketInvitations, bucketInvitationsByOrg,
