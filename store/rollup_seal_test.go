@@ -19,7 +19,7 @@ import (
 
 // rollupDraft is a report of n records from sources off..off+n-1 (many
 // networks, some without geolocation, DKIM and SPF evidence) on day.
-func rollupDraft(t *testing.T, e *reportEnv, extID string, day time.Time, off, n int) *store.ReportDraft {
+func rollupDraft(t testing.TB, e *reportEnv, extID string, day time.Time, off, n int) *store.ReportDraft {
 	t.Helper()
 	d, err := e.db.NewReportDraft(store.Report{DomainID: e.dom.ID, Domain: e.dom.Name, OrgID: e.dom.OrgID,
 		OrgName: "google.com", OrgEmail: "noreply@google.com", ExternalReportID: extID,
