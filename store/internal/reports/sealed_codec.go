@@ -2,6 +2,8 @@ package reports
 
 import (
 	"cmp"
+	"math"
+	"time"
 	"encoding/binary"
 	"net/netip"
 	"slices"
@@ -93,11 +95,302 @@ func openZstd(b []byte) ([]byte, error) {
 }
 
 // AppendSealedSourceSegment encodes the sources of a domain-day as one
-// sealed segment.
+// sealed segment: sealedSegVersion and, compressed, the columns of
+// appendSourceColumns.
 func AppendSealedSourceSegment(e codec.Enc, day DaySources) codec.Enc {
-	plain := AppendSourceSegment(make(codec.Enc, 0, 64*len(day)+16), day)
 	e = append(e, sealedSegVersion)
-	return appendZstd(e, plain[1:])
+	return appendZstd(e, appendSourceColumns(make(codec.Enc, 0, 24*len(day)+64), day))
+}
+
+// appendSourceColumns lays the sources of a day out column by column, in
+// address order, so that what is alike sits together for the compression
+// (measured on generated days: a third smaller than the compressed rows
+// of a plain segment):
+//
+//   - the strings (country codes, AS names, evidence domains: count, then
+//     each), referenced as 1 + their index, 0 for none;
+//   - the seen spans (count, then each first seen and last minus first,
+//     Unix seconds);
+//   - the number of sources n, then n addresses: a tag byte (4: the
+//     difference from the previous IPv4 address as a uvarint, the sources
+//     being in address order; 16: 16 bytes; 0: the row of other sources;
+//     0xff: a text that is no canonical address, as a string);
+//   - n span indexes;
+//   - seven columns of n varints each: messages, and messages minus DMARC
+//     passes, aligned SPF passes, aligned DKIM passes and dispositions
+//     none (all mostly 0), then quarantined and rejected;
+//   - n country references, n ASNs (codec.OptU32), n AS name references;
+//   - n evidence counts, then for the m pieces of evidence in source
+//     order: m kind bytes, m domain references, m (source messages minus
+//     the evidence's messages), m (its messages minus its passes).
+func appendSourceColumns(e codec.Enc, day DaySources) codec.Enc {
+	srcs := make([]*SourceRollup, 0, len(day))
+	for _, s := range day {
+		srcs = append(srcs, s)
+	}
+	addrs := make(map[*SourceRollup]netip.Addr, len(srcs))
+	for _, s := range srcs {
+		a, err := netip.ParseAddr(s.SourceIP)
+		if err == nil && a.Zone() == "" && a.String() == s.SourceIP {
+			addrs[s] = a
+		}
+	}
+	slices.SortFunc(srcs, func(x, y *SourceRollup) int {
+		ax, ay := addrs[x], addrs[y]
+		return cmp.Or(cmp.Compare(b2i(!ax.IsValid()), b2i(!ay.IsValid())), ax.Compare(ay), cmp.Compare(x.SourceIP, y.SourceIP))
+	})
+	type span struct{ first, last int64 }
+	var t strTable
+	var spans []span
+	spanIdx := map[span]uint64{}
+	var refs []uint64 // country, AS name and evidence domain references, in source order
+	for _, s := range srcs {
+		sp := span{s.FirstSeen.Unix(), s.LastSeen.Unix()}
+		if _, ok := spanIdx[sp]; !ok {
+			spanIdx[sp] = uint64(len(spans))
+			spans = append(spans, sp)
+		}
+		refs = append(refs, t.opt(s.CountryCode), t.opt(s.ASOrg))
+		for _, ev := range s.Evidence {
+			refs = append(refs, t.ref(ev.Domain))
+		}
+	}
+	e = e.Uvarint(uint64(len(t.list)))
+	for _, str := range t.list {
+		e = e.Str(str)
+	}
+	e = e.Uvarint(uint64(len(spans)))
+	for _, sp := range spans {
+		e = e.Varint(sp.first).Varint(sp.last - sp.first)
+	}
+	e = e.Uvarint(uint64(len(srcs)))
+	var prev4 uint32
+	for _, s := range srcs {
+		switch a := addrs[s]; {
+		case a.Is4():
+			v := binary.BigEndian.Uint32(a.AsSlice())
+			e = append(e, 4).Uvarint(uint64(v - prev4))
+			prev4 = v
+		default:
+			e = e.Addr(s.SourceIP) // 16 bytes, the other sources or text
+		}
+	}
+	for _, s := range srcs {
+		e = e.Uvarint(spanIdx[span{s.FirstSeen.Unix(), s.LastSeen.Unix()}])
+	}
+	for col := range 7 {
+		for _, s := range srcs {
+			e = e.Varint(countColumn(s, col))
+		}
+	}
+	// refs per source: country, AS name, then one per piece of evidence.
+	col := func(fn func(s *SourceRollup, r []uint64) codec.Enc) {
+		r := refs
+		for _, s := range srcs {
+			e = fn(s, r)
+			r = r[2+len(s.Evidence):]
+		}
+	}
+	col(func(_ *SourceRollup, r []uint64) codec.Enc { return e.Uvarint(r[0]) })
+	col(func(s *SourceRollup, _ []uint64) codec.Enc { return e.OptU32(s.ASN) })
+	col(func(_ *SourceRollup, r []uint64) codec.Enc { return e.Uvarint(r[1]) })
+	col(func(s *SourceRollup, _ []uint64) codec.Enc { return e.Uvarint(uint64(len(s.Evidence))) })
+	col(func(s *SourceRollup, _ []uint64) codec.Enc {
+		for _, ev := range s.Evidence {
+			e = append(e, evKindByte(ev.Kind))
+		}
+		return e
+	})
+	col(func(s *SourceRollup, r []uint64) codec.Enc {
+		for i := range s.Evidence {
+			e = e.Uvarint(r[2+i])
+		}
+		return e
+	})
+	col(func(s *SourceRollup, _ []uint64) codec.Enc {
+		for _, ev := range s.Evidence {
+			e = e.Varint(s.Messages - ev.Messages)
+		}
+		return e
+	})
+	col(func(s *SourceRollup, _ []uint64) codec.Enc {
+		for _, ev := range s.Evidence {
+			e = e.Varint(ev.Messages - ev.Pass)
+		}
+		return e
+	})
+	return e
+}
+
+// countColumn is the value of source s in count column col (see
+// appendSourceColumns); setCountColumn reverses it, in column order.
+func countColumn(s *SourceRollup, col int) int64 {
+	switch col {
+	case 0:
+		return s.Messages
+	case 1:
+		return s.Messages - s.DMARCPass
+	case 2:
+		return s.Messages - s.SPFAligned
+	case 3:
+		return s.Messages - s.DKIMAligned
+	case 4:
+		return s.Messages - s.Disposition.None
+	case 5:
+		return s.Disposition.Quarantine
+	default:
+		return s.Disposition.Reject
+	}
+}
+
+func setCountColumn(s *SourceRollup, col int, v int64) {
+	switch col {
+	case 0:
+		s.Messages = v
+	case 1:
+		s.DMARCPass = s.Messages - v
+	case 2:
+		s.SPFAligned = s.Messages - v
+	case 3:
+		s.DKIMAligned = s.Messages - v
+	case 4:
+		s.Disposition.None = s.Messages - v
+	case 5:
+		s.Disposition.Quarantine = v
+	default:
+		s.Disposition.Reject = v
+	}
+}
+
+// decodeSourceColumns reads what appendSourceColumns wrote and calls fn
+// with each source, in address order; the sources share their strings
+// (the caller may keep them).
+func decodeSourceColumns(payload []byte, fn func(*SourceRollup)) error {
+	d := codec.NewDec(payload)
+	table := make([]string, d.Count())
+	for i := range table {
+		table[i] = d.Str()
+	}
+	type span struct{ first, last time.Time }
+	spans := make([]span, d.Count())
+	for i := range spans {
+		f := d.Varint()
+		spans[i] = span{time.Unix(f, 0).UTC(), time.Unix(f+d.Varint(), 0).UTC()}
+	}
+	n := d.Count() // every source takes a byte at least: n is bounded by the payload
+	if !d.Ok() {
+		return errCorrupt
+	}
+	ptrs := make([]*string, len(table))
+	ref := func() *string {
+		k := d.Uvarint()
+		switch {
+		case k == 0:
+			return nil
+		case k > uint64(len(table)):
+			d.Fail()
+			return nil
+		}
+		if ptrs[k-1] == nil {
+			ptrs[k-1] = &table[k-1]
+		}
+		return ptrs[k-1]
+	}
+	srcs := make([]SourceRollup, n)
+	var prev4 uint32
+	for i := range srcs {
+		s := &srcs[i]
+		if tag := d.Byte(); tag == 4 {
+			delta := d.Uvarint()
+			if delta > math.MaxUint32 {
+				d.Fail()
+			}
+			prev4 += uint32(delta)
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], prev4)
+			s.SourceIP = netip.AddrFrom4(b).String()
+		} else {
+			s.SourceIP = d.AddrAfter(tag) // 16, 0 or 0xff as codec.Enc.Addr writes them
+		}
+	}
+	for i := range srcs {
+		k := d.Uvarint()
+		if k >= uint64(len(spans)) {
+			return errCorrupt
+		}
+		srcs[i].FirstSeen, srcs[i].LastSeen = spans[k].first, spans[k].last
+	}
+	for col := range 7 {
+		for i := range srcs {
+			setCountColumn(&srcs[i], col, d.Varint())
+		}
+	}
+	for i := range srcs {
+		srcs[i].CountryCode = ref()
+	}
+	for i := range srcs {
+		srcs[i].ASN = d.OptU32()
+	}
+	for i := range srcs {
+		srcs[i].ASOrg = ref()
+	}
+	counts := make([]int, n)
+	m := 0
+	for i := range counts {
+		counts[i] = d.Count()
+		if counts[i] > maxSourceEvidence {
+			return errCorrupt
+		}
+		m += counts[i]
+	}
+	if !d.Ok() || m > d.Len() {
+		return errCorrupt
+	}
+	evs := make([]Evidence, m)
+	for i := range evs {
+		switch d.Byte() {
+		case evKindDKIM:
+			evs[i].Kind = EvidenceDKIM
+		case evKindSPF:
+			evs[i].Kind = EvidenceSPF
+		default:
+			d.Fail()
+		}
+	}
+	for i := range evs {
+		if p := ref(); p != nil {
+			evs[i].Domain = *p
+		} else {
+			d.Fail()
+		}
+	}
+	// Each source's evidence, capped so that appending to it (Merge)
+	// never writes over the next source's.
+	at := 0
+	for i := range srcs {
+		if c := counts[i]; c > 0 {
+			srcs[i].Evidence = evs[at : at+c : at+c]
+			at += c
+		}
+	}
+	for i := range srcs {
+		for j := range srcs[i].Evidence {
+			srcs[i].Evidence[j].Messages = srcs[i].Messages - d.Varint()
+		}
+	}
+	for i := range srcs {
+		for j := range srcs[i].Evidence {
+			ev := &srcs[i].Evidence[j]
+			ev.Pass = ev.Messages - d.Varint()
+		}
+	}
+	if !d.Done() {
+		return errCorrupt
+	}
+	for i := range srcs {
+		fn(&srcs[i])
+	}
+	return nil
 }
 
 // SourceSegmentSealed reports whether raw is a sealed segment.

@@ -8,17 +8,23 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
 )
 
-// codecDay is codecSources merged by IP, as a day's segments are.
+// codecDay is codecSources merged by IP, as a day's segments are, seen
+// over three spans, with a second IPv4 source below the first.
 func codecDay() DaySources {
 	day := DaySources{}
-	for _, s := range codecSources() {
+	for i, s := range codecSources() {
 		cp := *s
+		cp.FirstSeen = cp.FirstSeen.Add(time.Duration(i%3) * time.Hour)
 		day.Add(&cp)
 	}
+	low := *day["192.0.2.1"]
+	low.SourceIP = "1.2.3.4"
+	day.Add(&low)
 	return day
 }
 

@@ -237,7 +237,7 @@ func DecodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 		if err != nil {
 			return err
 		}
-		d = codec.NewDec(payload)
+		return decodeSourceColumns(payload, fn)
 	default:
 		return errCorrupt
 	}
