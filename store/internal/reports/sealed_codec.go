@@ -2,12 +2,12 @@ package reports
 
 import (
 	"cmp"
-	"math"
-	"time"
 	"encoding/binary"
+	"math"
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -20,16 +20,15 @@ import (
 // report's day goes back to them until the next seal run).
 //
 // A sealed source segment is sealedSegVersion, then the length of the
-// payload (uvarint) and the payload as one zstd frame; the payload is a
-// segVersion segment's blocks without its version byte (AppendSourceSegment:
-// one entry per source, in blocks of the same seen times, IPs in order).
+// payload (uvarint) and the payload as one zstd frame: the day's sources,
+// one entry per IP, laid out in columns (appendSourceColumns).
 //
 // A sealed day roll-up is sealedDayVersion, then the same head as the plain
 // form (reports and the summary's ten totals, varints: what the day totals
 // and the disposition chart read without decompressing), then the length
 // of the payload and the payload as one zstd frame: the summary's groups
-// and the sources, each address as its 4 or 16 bytes (codec.Addr) rather
-// than its text, in address order.
+// and the sources in columns (AppendSealedDayRollup), each address as its
+// 4 or 16 bytes rather than its text, IPv4 ones delta-coded.
 const (
 	sealedSegVersion = 4
 	sealedDayVersion = 2
@@ -130,14 +129,10 @@ func appendSourceColumns(e codec.Enc, day DaySources) codec.Enc {
 	}
 	addrs := make(map[*SourceRollup]netip.Addr, len(srcs))
 	for _, s := range srcs {
-		a, err := netip.ParseAddr(s.SourceIP)
-		if err == nil && a.Zone() == "" && a.String() == s.SourceIP {
-			addrs[s] = a
-		}
+		addrs[s] = canonicalAddr(s.SourceIP)
 	}
 	slices.SortFunc(srcs, func(x, y *SourceRollup) int {
-		ax, ay := addrs[x], addrs[y]
-		return cmp.Or(cmp.Compare(b2i(!ax.IsValid()), b2i(!ay.IsValid())), ax.Compare(ay), cmp.Compare(x.SourceIP, y.SourceIP))
+		return compareAddrs(addrs[x], addrs[y], x.SourceIP, y.SourceIP)
 	})
 	type span struct{ first, last int64 }
 	var t strTable
@@ -164,16 +159,9 @@ func appendSourceColumns(e codec.Enc, day DaySources) codec.Enc {
 		e = e.Varint(sp.first).Varint(sp.last - sp.first)
 	}
 	e = e.Uvarint(uint64(len(srcs)))
-	var prev4 uint32
+	var ac addrColumn
 	for _, s := range srcs {
-		switch a := addrs[s]; {
-		case a.Is4():
-			v := binary.BigEndian.Uint32(a.AsSlice())
-			e = append(e, 4).Uvarint(uint64(v - prev4))
-			prev4 = v
-		default:
-			e = e.Addr(s.SourceIP) // 16 bytes, the other sources or text
-		}
+		e = ac.append(e, addrs[s], s.SourceIP)
 	}
 	for _, s := range srcs {
 		e = e.Uvarint(spanIdx[span{s.FirstSeen.Unix(), s.LastSeen.Unix()}])
@@ -297,21 +285,9 @@ func decodeSourceColumns(payload []byte, fn func(*SourceRollup)) error {
 		return ptrs[k-1]
 	}
 	srcs := make([]SourceRollup, n)
-	var prev4 uint32
+	var ac addrColumn
 	for i := range srcs {
-		s := &srcs[i]
-		if tag := d.Byte(); tag == 4 {
-			delta := d.Uvarint()
-			if delta > math.MaxUint32 {
-				d.Fail()
-			}
-			prev4 += uint32(delta)
-			var b [4]byte
-			binary.BigEndian.PutUint32(b[:], prev4)
-			s.SourceIP = netip.AddrFrom4(b).String()
-		} else {
-			s.SourceIP = d.AddrAfter(tag) // 16, 0 or 0xff as codec.Enc.Addr writes them
-		}
+		srcs[i].SourceIP = ac.read(&d)
 	}
 	for i := range srcs {
 		k := d.Uvarint()
@@ -438,16 +414,58 @@ func SealDayRollup(raw []byte) ([]byte, error) {
 	return AppendSealedDayRollup(make(codec.Enc, 0, len(raw)/2+64), r), nil
 }
 
-// AppendSealedDayRollup encodes r in the sealed form.
+// AppendSealedDayRollup encodes r in the sealed form. Its payload is the
+// summary's groups (appendSummaryGroups), the number of sources n, the
+// strings of their countries and AS names (count, then each; referenced
+// as 1 + their index, 0 for none), then columns of n: the addresses in
+// address order (addrColumn), messages, messages minus passes, messages
+// minus passes and failures (0 but for a hostile count), country
+// references, ASNs (codec.OptU32) and AS name references.
 func AppendSealedDayRollup(e codec.Enc, r *DayRollup) codec.Enc {
 	s := r.Sum.Summary()
 	e = append(e, sealedDayVersion)
 	e = appendSummaryTotals(e.Varint(r.Reports), &s)
-	p := appendSummaryGroups(make(codec.Enc, 0, 32*len(r.Src)+256), &s)
-	p = p.Uvarint(uint64(len(r.Src)))
-	for _, ip := range sortedAddrs(r.Src) {
+	ips := make([]string, 0, len(r.Src))
+	addrs := make(map[string]netip.Addr, len(r.Src))
+	for ip := range r.Src {
+		ips = append(ips, ip)
+		addrs[ip] = canonicalAddr(ip)
+	}
+	slices.SortFunc(ips, func(x, y string) int { return compareAddrs(addrs[x], addrs[y], x, y) })
+	var t strTable
+	refs := make([]uint64, 0, 2*len(ips))
+	for _, ip := range ips {
 		c := r.Src[ip]
-		p = p.Addr(ip).Varint(c.Messages).Varint(c.Pass).Varint(c.Fail).Opt(c.CC).OptU32(c.ASN).Opt(c.ASOrg)
+		refs = append(refs, t.opt(c.CC), t.opt(c.ASOrg))
+	}
+	p := appendSummaryGroups(make(codec.Enc, 0, 8*len(ips)+256), &s)
+	p = p.Uvarint(uint64(len(ips))).Uvarint(uint64(len(t.list)))
+	for _, str := range t.list {
+		p = p.Str(str)
+	}
+	var ac addrColumn
+	for _, ip := range ips {
+		p = ac.append(p, addrs[ip], ip)
+	}
+	for _, ip := range ips {
+		p = p.Varint(r.Src[ip].Messages)
+	}
+	for _, ip := range ips {
+		c := r.Src[ip]
+		p = p.Varint(c.Messages - c.Pass)
+	}
+	for _, ip := range ips {
+		c := r.Src[ip]
+		p = p.Varint(c.Messages - c.Pass - c.Fail)
+	}
+	for i := range ips {
+		p = p.Uvarint(refs[2*i])
+	}
+	for _, ip := range ips {
+		p = p.OptU32(r.Src[ip].ASN)
+	}
+	for i := range ips {
+		p = p.Uvarint(refs[2*i+1])
 	}
 	return appendZstd(e, p)
 }
@@ -472,39 +490,76 @@ func decodeSealedDayRollup(raw []byte) (*DayRollup, error) {
 	p := codec.NewDec(payload)
 	decodeSummaryGroups(&p, &s)
 	r.Sum = accOf(&s)
-	n := p.Count()
-	r.Src = make(SourceAcc, n)
-	for range n {
-		ip := p.Addr()
-		r.Src[ip] = &SourceCount{Messages: p.Varint(), Pass: p.Varint(), Fail: p.Varint(), CC: p.Opt(), ASN: p.OptU32(), ASOrg: p.Opt()}
+	n := p.Count() // every source takes a byte at least: n is bounded by the payload
+	table := make([]string, p.Count())
+	for i := range table {
+		table[i] = p.Str()
 	}
-	if !p.Done() || len(r.Src) != n {
+	if !p.Ok() {
+		return nil, errCorrupt
+	}
+	ref := func() *string {
+		k := p.Uvarint()
+		switch {
+		case k == 0:
+			return nil
+		case k > uint64(len(table)):
+			p.Fail()
+			return nil
+		}
+		return &table[k-1]
+	}
+	counts := make([]SourceCount, n)
+	ips := make([]string, n)
+	var ac addrColumn
+	for i := range ips {
+		ips[i] = ac.read(&p)
+	}
+	for i := range counts {
+		counts[i].Messages = p.Varint()
+	}
+	for i := range counts {
+		counts[i].Pass = counts[i].Messages - p.Varint()
+	}
+	for i := range counts {
+		counts[i].Fail = counts[i].Messages - counts[i].Pass - p.Varint()
+	}
+	for i := range counts {
+		counts[i].CC = ref()
+	}
+	for i := range counts {
+		counts[i].ASN = p.OptU32()
+	}
+	for i := range counts {
+		counts[i].ASOrg = ref()
+	}
+	if !p.Done() {
+		return nil, errCorrupt
+	}
+	r.Src = make(SourceAcc, n)
+	for i, ip := range ips {
+		r.Src[ip] = &counts[i]
+	}
+	if len(r.Src) != n {
 		return nil, errCorrupt
 	}
 	return r, nil
 }
 
-// sortedAddrs returns the IPs of src in address order (IPv4 first, text
-// that is no address last): neighbours share their leading bytes, which
-// the compression finds.
-func sortedAddrs(src SourceAcc) []string {
-	type key struct {
-		a  netip.Addr
-		ip string
+// canonicalAddr is the address ip is the canonical text of (as netip
+// writes it, without a zone), or the zero Addr.
+func canonicalAddr(ip string) netip.Addr {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || a.Zone() != "" || a.String() != ip {
+		return netip.Addr{}
 	}
-	keys := make([]key, 0, len(src))
-	for ip := range src {
-		a, _ := netip.ParseAddr(ip)
-		keys = append(keys, key{a, ip})
-	}
-	slices.SortFunc(keys, func(x, y key) int {
-		return cmp.Or(cmp.Compare(b2i(!x.a.IsValid()), b2i(!y.a.IsValid())), x.a.Compare(y.a), cmp.Compare(x.ip, y.ip))
-	})
-	out := make([]string, len(keys))
-	for i := range keys {
-		out[i] = keys[i].ip
-	}
-	return out
+	return a
+}
+
+// compareAddrs orders sources by address (IPv4 first), those without a
+// canonical one (the other sources, text) last, by their text.
+func compareAddrs(x, y netip.Addr, xip, yip string) int {
+	return cmp.Or(cmp.Compare(b2i(!x.IsValid()), b2i(!y.IsValid())), x.Compare(y), cmp.Compare(xip, yip))
 }
 
 func b2i(b bool) int {
@@ -512,4 +567,39 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// addrColumn writes and reads a column of addresses in address order: an
+// IPv4 address is tag 4 and its difference from the column's previous
+// IPv4 address (uvarint, modulo 2^32), any other value as codec.Enc.Addr
+// writes it (tag 16 and 16 bytes, 0 for the other sources, 0xff and a
+// text that is no canonical address).
+type addrColumn struct{ prev4 uint32 }
+
+// append appends ip, whose canonical address is a (or the zero Addr).
+func (c *addrColumn) append(e codec.Enc, a netip.Addr, ip string) codec.Enc {
+	if !a.Is4() {
+		return e.Addr(ip)
+	}
+	v := binary.BigEndian.Uint32(a.AsSlice())
+	e = append(e, 4).Uvarint(uint64(v - c.prev4))
+	c.prev4 = v
+	return e
+}
+
+// read reads what append wrote.
+func (c *addrColumn) read(d *codec.Dec) string {
+	tag := d.Byte()
+	if tag != 4 {
+		return d.AddrAfter(tag)
+	}
+	delta := d.Uvarint()
+	if delta > math.MaxUint32 {
+		d.Fail()
+		return ""
+	}
+	c.prev4 += uint32(delta)
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], c.prev4)
+	return netip.AddrFrom4(b).String()
 }
