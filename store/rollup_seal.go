@@ -53,10 +53,33 @@ func sealGroupRollups(bdb *bolt.DB, g *sealGroup, o *SealOptions) error {
 	if !dayClosed(o, g.day, g.newest) {
 		return nil
 	}
-	return bdb.Update(func(tx *bolt.Tx) error {
-		_, err := sealRollupDay(tx, rollupKey(g.domainID, g.day))
+	key := rollupKey(g.domainID, g.day)
+	// A group whose rows stay (its records being dropped) comes back
+	// every run: a sealed day costs it a read, not a write transaction.
+	var need bool
+	err := bdb.View(func(tx *bolt.Tx) error {
+		var err error
+		need, err = rollupDayUnsealed(tx, key)
 		return err
 	})
+	if err != nil || !need {
+		return err
+	}
+	return bdb.Update(func(tx *bolt.Tx) error {
+		_, err := sealRollupDay(tx, key)
+		return err
+	})
+}
+
+// rollupDayUnsealed reports whether a roll-up of the domain-day key is
+// not sealed: its day roll-up plain, or its segments more than one or
+// plain.
+func rollupDayUnsealed(tx *bolt.Tx, key []byte) (bool, error) {
+	if v := tx.Bucket(bucketRollups).Get(key); v != nil && !reports.DayRollupSealed(v) {
+		return true, nil
+	}
+	n, sealed, err := sourceSegmentsState(tx.Bucket(bucketSourceRollups), key)
+	return n > 1 || (n == 1 && !sealed), err
 }
 
 // sealRollupDay rewrites the roll-ups of the domain-day key
@@ -164,7 +187,6 @@ func sealAllRollups(ctx context.Context, bdb *bolt.DB) error {
 // are not all sealed, and the key the next call starts at (nil at the
 // end).
 func unsealedRollupDays(tx *bolt.Tx, bucket, after []byte, max int) ([][]byte, []byte, error) {
-	rb, sb := tx.Bucket(bucketRollups), tx.Bucket(bucketSourceRollups)
 	c := tx.Bucket(bucket).Cursor()
 	want := idLen + 4 // bucketRollups: rollupKey
 	if bytes.Equal(bucket, bucketSourceRollups) {
@@ -183,13 +205,9 @@ func unsealedRollupDays(tx *bolt.Tx, bucket, after []byte, max int) ([][]byte, [
 		}
 		day := bytes.Clone(k[:idLen+4])
 		after = prefixEnd(day)
-		need := false
-		if dv := rb.Get(day); dv != nil && !reports.DayRollupSealed(dv) {
-			need = true
-		} else if n, sealed, err := sourceSegmentsState(sb, day); err != nil {
+		need, err := rollupDayUnsealed(tx, day)
+		if err != nil {
 			return nil, nil, err
-		} else if n > 1 || (n == 1 && !sealed) {
-			need = true
 		}
 		if need {
 			out = append(out, day)

@@ -197,6 +197,18 @@ func TestRollupsSealed(t *testing.T) {
 		}
 		check(fmt.Sprint("sealed again, run ", i))
 	}
+	// Nothing new: a run writes nothing (the transaction id stays).
+	txid := func() (id int) {
+		_ = store.BoltOf(sealed.db).View(func(tx *bolt.Tx) error { id = tx.ID(); return nil })
+		return id
+	}
+	before := txid()
+	if _, err := sealed.db.SealRecords(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if after := txid(); after != before {
+		t.Errorf("a run with nothing to seal wrote: transaction %d, then %d", before, after)
+	}
 
 	// dmarcd compact: every day, the open one too.
 	if _, err := sealed.db.SealRecords(context.Background(), store.SealOptions{All: true}); err != nil {
