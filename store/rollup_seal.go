@@ -34,9 +34,9 @@ const (
 	sealRollupBatchDays  = 256
 )
 
-// dayClosed is the day half of sealGroup.due: the day started DayAge ago
-// and no report of it arrived within Quiet (newest is the latest arrival
-// seen), or o.All.
+// dayClosed is the day half of sealGroup.due (keep the two alike): the
+// day started DayAge ago and no report of it arrived within Quiet (newest
+// is the latest arrival seen), or o.All.
 func dayClosed(o *SealOptions, day uint32, newest time.Time) bool {
 	dayAge, quiet := o.DayAge, o.Quiet
 	if dayAge <= 0 {
@@ -117,8 +117,9 @@ func sealRollupDay(tx *bolt.Tx, key []byte) (int, error) {
 	return wrote + len(seg), nil
 }
 
-// sourceSegmentsState returns how many segments the day prefix has and
-// whether the first is sealed: the cheap check that spares a sealed day.
+// sourceSegmentsState returns how many segments the day prefix has,
+// counting no further than 2, and whether the first is sealed: the cheap
+// check that spares a sealed day.
 func sourceSegmentsState(b *bolt.Bucket, prefix []byte) (n int, firstSealed bool, err error) {
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
