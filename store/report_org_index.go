@@ -66,65 +66,59 @@ func orgPosition(k []byte) []byte {
 	return append(pos, k[:idLen]...)
 }
 
-// afterOrgPosition reports whether the date index key k lists after (is
-// older than) the organization position pos.
-func afterOrgPosition(k, pos []byte) bool {
-	if c := bytes.Compare(k[idLen:], pos[:reportKeyLen-idLen]); c != 0 {
-		return c < 0
-	}
-	return bytes.Compare(k[:idLen], pos[reportKeyLen-idLen:]) < 0
-}
-
 // scanOrgReports is scanReports over a whole organization: newest first,
-// the filters applied as scanReports does. Without a date filter the
-// total is the stored count and the merge starts at the cursor and stops
-// after the page. after is an organization position (orgPositionLen
-// bytes) or nil.
+// the filters applied as scanReports does. The page merges the domains'
+// date indexes from the cursor (or the newest) and stops after it; the
+// total is the stored count without a date filter, else each domain's
+// reports that pass it, counted apart (a scan of its range, no merge).
+// after is an organization position (orgPositionLen bytes) or nil.
 func scanOrgReports(tx *bolt.Tx, orgID string, f ReportFilter, skip, limit int) (int, []string, []byte) {
-	domains, err := listedDomains(tx, orgID, "")
-	if err != nil {
-		return 0, nil, nil
-	}
-	counted := f.DateFrom == nil && f.DateTo == nil
 	var from []byte
 	if f.DateFrom != nil {
 		from = binary.BigEndian.AppendUint64(nil, unixKey(*f.DateFrom))
 	}
+	prefixes := orgDomainPrefixes(tx, orgID)
 	b := tx.Bucket(bucketReportsByDomain)
-	h := make(reportHeap, 0, len(domains))
-	for _, id := range domains {
-		it := &reportIter{c: b.Cursor(), prefix: []byte(id), from: from}
-		if counted && f.After != nil {
-			it.k = seekBeforeOrgPosition(it.c, it.prefix, f.After)
+	its := make([]reportIter, len(prefixes))
+	h := make(reportHeap, 0, len(prefixes))
+	var end []byte
+	for i, prefix := range prefixes {
+		it := &its[i]
+		*it = reportIter{c: b.Cursor(), prefix: prefix, from: from}
+		c := it.c
+		if f.After != nil {
+			it.k = seekBeforeOrgPosition(c, prefix, f.After)
 		} else {
-			it.k = lastWithPrefix(it.c, it.prefix)
+			end = append(append(end[:0], prefix...), 0xff) // ids are text: no key of the domain starts with 0xff
+			if k, _ := c.Seek(end); k == nil {
+				it.k, _ = c.Last()
+			} else {
+				it.k, _ = c.Prev()
+			}
+			if !bytes.HasPrefix(it.k, prefix) {
+				it.k = nil
+			}
 		}
 		if it.valid() {
 			h = append(h, it)
 		}
 	}
 	heap.Init(&h)
-	total, seen := 0, 0
+	seen := 0
 	var ids []string
 	var last, next []byte
-	for len(h) > 0 {
+	for len(h) > 0 && next == nil {
 		it := h[0]
 		v := b.Get(it.k)
 		if f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo) {
-			if f.After == nil || afterOrgPosition(it.k, f.After) {
-				switch {
-				case seen >= skip && len(ids) < limit:
-					ids = append(ids, indexedID(v))
-					last = it.k
-				case len(ids) == limit && next == nil:
-					next = orgPosition(last)
-				}
-				seen++
+			switch {
+			case seen >= skip && len(ids) < limit:
+				ids = append(ids, indexedID(v))
+				last = it.k
+			case len(ids) == limit:
+				next = orgPosition(last)
 			}
-			total++
-			if counted && next != nil {
-				break
-			}
+			seen++
 		}
 		if it.k = prevWithPrefix(it.c, it.prefix); it.valid() {
 			heap.Fix(&h, 0)
@@ -132,10 +126,33 @@ func scanOrgReports(tx *bolt.Tx, orgID string, f ReportFilter, skip, limit int) 
 			heap.Pop(&h)
 		}
 	}
-	if counted {
+	if f.DateFrom == nil && f.DateTo == nil {
 		return orgReportCount(tx, orgID), ids, next
 	}
+	total := 0
+	c := b.Cursor()
+	for _, prefix := range prefixes {
+		for k, v := c.Seek(append(append(end[:0], prefix...), from...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) == reportKeyLen && (f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo)) {
+				total++
+			}
+		}
+	}
 	return total, ids, next
+}
+
+// orgDomainPrefixes returns the ids of the organization's domains, as
+// the date index keys start with them; they are valid in tx.
+func orgDomainPrefixes(tx *bolt.Tx, orgID string) [][]byte {
+	var out [][]byte
+	prefix := orgPrefix(orgID)
+	c := tx.Bucket(bucketDomainsByOrg).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(k) >= idLen {
+			out = append(out, k[len(k)-idLen:])
+		}
+	}
+	return out
 }
 
 // seekBeforeOrgPosition returns the newest key of the domain prefix that
