@@ -61,7 +61,10 @@ var (
 	// visible; leftovers after a crash are deleted (DiscardPendingReports).
 	bucketReportsPending = []byte("reports_pending")
 	// bucketRollups: rollupKey(domain id, UTC day) -> reports.DayRollup
-	// (binary, reports.AppendDayRollup).
+	// (binary): plain as ingest writes it (version 1,
+	// reports.AppendDayRollup) or, once the seal job closed the day,
+	// sealed (version 2, reports.AppendSealedDayRollup: the same head,
+	// then the groups and sources compressed; rollup_seal.go).
 	bucketRollups = []byte("report_rollups")
 	// bucketDayTotals: rollupKey(domain id, UTC day) -> the totals at the
 	// head of that roll-up, for the overview (day_totals.go).
@@ -138,7 +141,11 @@ var (
 	bucketTLSRollups = []byte("tls_rollups")
 	// Sources (source.go, rdns.go).
 	// bucketSourceRollups: rollupKey(domain id, UTC day) | seq (big-endian)
-	// -> a segment of that day's per-source-IP roll-up.
+	// -> a segment of that day's per-source-IP roll-up: plain as ingest
+	// writes it (version 3, reports.AppendSourceSegment), or the one
+	// segment 0 of a day the seal job closed (version 4, columns
+	// compressed, reports.AppendSealedSourceSegment; rollup_seal.go),
+	// followed by plain ones of late reports until the next seal.
 	bucketSourceRollups = []byte("source_rollups")
 	// bucketRDNSPending: rollupKey(domain id, UTC day) -> the sequence of
 	// the last commit that touched it: days whose IPs reverse DNS must see.
