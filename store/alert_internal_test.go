@@ -1,8 +1,10 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -81,11 +83,58 @@ func TestDaySetCap(t *testing.T) {
 		s.add(uint64(i))
 	}
 	w, raw := s.written()
-	if w.size() != maxDaySetIPs || len(raw) != 8*maxDaySetIPs || !decodeDaySet(raw).has(uint64(maxDaySetIPs-1)) {
+	if w.size() != maxDaySetIPs || len(raw) != 1+4*maxDaySetIPs || !decodeDaySet(raw).has(uint64(maxDaySetIPs-1)) {
 		t.Errorf("set of %d, %d bytes", w.size(), len(raw))
 	}
-	if decodeDaySet([]byte{1, 2, 3}).size() != 0 {
-		t.Error("a damaged value decoded to a set")
+	for _, bad := range [][]byte{{1, 2, 3}, {setVersion32, 1, 2}, {0x21, 1, 2, 3, 4}, {1, 2, 3, 4, 5}} {
+		if decodeDaySet(bad).size() != 0 {
+			t.Errorf("the damaged value %x decoded to a set", bad)
+		}
+	}
+}
+
+// TestDaySetOldForm ensures a set of 8-byte hashes, as files before schema
+// 10 hold, reads as their top halves: the sources it holds are still seen,
+// and written back it takes 4 bytes a source.
+func TestDaySetOldForm(t *testing.T) {
+	fnv := func(ip string) uint64 { // the 64-bit hash schema 9 stored
+		h := uint64(14695981039346656037)
+		for i := 0; i < len(ip); i++ {
+			h ^= uint64(ip[i])
+			h *= 1099511628211
+		}
+		return h
+	}
+	ips := []string{"192.0.2.1", "2001:db8::1", "198.51.100.7", "203.0.113.200"}
+	var old []uint64
+	for _, ip := range ips {
+		old = append(old, fnv(ip))
+	}
+	slices.Sort(old)
+	var raw []byte
+	for _, h := range old {
+		raw = binary.BigEndian.AppendUint64(raw, h)
+	}
+	s := decodeDaySet(raw)
+	for _, ip := range ips {
+		if !s.has(hashIP(ip)) {
+			t.Errorf("%s not seen in the old set", ip)
+		}
+	}
+	if s.has(hashIP("192.0.2.2")) {
+		t.Error("an unknown source seen in the old set")
+	}
+	c := s.clone()
+	c.add(hashIP("192.0.2.2"))
+	w, out := c.written()
+	if len(out) != 1+4*(len(ips)+1) || out[0] != setVersion32 {
+		t.Fatalf("written back as %d bytes %x", len(out), out[:1])
+	}
+	again := decodeDaySet(out)
+	for _, ip := range append(ips, "192.0.2.2") {
+		if !w.has(hashIP(ip)) || !again.has(hashIP(ip)) {
+			t.Errorf("%s lost in the rewritten set", ip)
+		}
 	}
 }
 

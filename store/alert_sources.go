@@ -13,8 +13,12 @@ import (
 )
 
 // The source index of new_failing_source: for each domain and UTC day, the
-// set of source IPs seen in its reports of that day (64-bit FNV-1a hashes
-// of the address text, sorted). It is data only: the rule (package alert)
+// set of source IPs seen in its reports of that day (32-bit hashes of the
+// address text, sorted: setVersion32 then 4 bytes a hash; files before
+// schema 10 hold 8-byte hashes, read as their top 32 bits). Two sources
+// share a hash once in 4 billion: a source then counts as seen when it
+// was not, about once in ten thousand checks for a domain that saw 600,000
+// sources in a window, which only spares an alert. It is data only: the rule (package alert)
 // asks whether a source was seen in a window of days (alert.History
 // SeenSource), which looks it up in the sets of those days.
 //
@@ -46,15 +50,21 @@ type setKey struct {
 	day    uint32
 }
 
-// hashIP is 64-bit FNV-1a of the address as the report wrote it.
+// hashIP is the top 32 bits of 64-bit FNV-1a of the address as the
+// report wrote it (FNV-1a mixes its high bits best).
 func hashIP(ip string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(ip); i++ {
 		h ^= uint64(ip[i])
 		h *= 1099511628211
 	}
-	return h
+	return h >> 32
 }
+
+// setVersion32 is the first byte of a stored set of 32-bit hashes; its
+// length, 1 + 4n, is odd, so it is never taken for the 8-byte hashes of
+// older files (a multiple of 8).
+const setVersion32 = 0x20
 
 // daySet is one stored set: sorted hashes with their Bloom filter, plus
 // those added in the current commit.
@@ -72,10 +82,14 @@ const (
 	daySetProbes = 2
 )
 
-// bloomKey is the filter's two hashes of a source hash: the hash itself
-// picks the block, its middle bits (FNV-1a mixes its low bits least) the
-// bits in it.
-func bloomKey(h uint64) (uint64, uint64) { return h, bits.RotateLeft64(h, 32) }
+// bloomKey is the filter's two hashes of a source hash, spread over 64
+// bits (a multiplication by the golden ratio, SplitMix64's first step):
+// the first picks the block, the second (its halves swapped) the bits in
+// it.
+func bloomKey(h uint64) (uint64, uint64) {
+	m := (h ^ h<<32) * 0x9e3779b97f4a7c15
+	return m, bits.RotateLeft64(m, 32)
+}
 
 // noSet stands for every day without a stored set; it is never changed.
 var noSet = &daySet{}
@@ -85,16 +99,24 @@ func decodeDaySet(raw []byte) *daySet {
 		return noSet
 	}
 	s := &daySet{raw: bytes.Clone(raw)}
-	if len(raw)%8 != 0 {
+	switch {
+	case len(raw)%8 == 0: // 8-byte hashes (before schema 10)
+		s.sorted = make([]uint64, len(raw)/8)
+		for i := range s.sorted {
+			s.sorted[i] = binary.BigEndian.Uint64(raw[8*i:]) >> 32
+		}
+	case len(raw)%4 == 1 && raw[0] == setVersion32:
+		s.sorted = make([]uint64, len(raw)/4)
+		for i := range s.sorted {
+			s.sorted[i] = uint64(binary.BigEndian.Uint32(raw[1+4*i:]))
+		}
+	default:
 		return s // damaged: start afresh, it is only a hint
-	}
-	s.sorted = make([]uint64, len(raw)/8)
-	for i := range s.sorted {
-		s.sorted[i] = binary.BigEndian.Uint64(raw[8*i:])
 	}
 	if !slices.IsSorted(s.sorted) {
 		slices.Sort(s.sorted)
 	}
+	s.sorted = slices.Compact(s.sorted) // two 8-byte hashes may share their top half
 	s.buildBloom()
 	return s
 }
@@ -146,9 +168,10 @@ func (s *daySet) written() (*daySet, []byte) {
 		all = s.added.appendTo(all)
 	}
 	slices.Sort(all)
-	raw := make([]byte, 0, 8*len(all))
+	raw := make([]byte, 1, 1+4*len(all))
+	raw[0] = setVersion32
 	for _, h := range all {
-		raw = binary.BigEndian.AppendUint64(raw, h)
+		raw = binary.BigEndian.AppendUint32(raw, uint32(h))
 	}
 	w := &daySet{raw: raw, sorted: all}
 	w.buildBloom()

@@ -6,6 +6,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // The compact per-domain-day totals the overview reads.
@@ -20,10 +21,11 @@ import (
 // by migration 3 -> 4.
 
 // rollupHead returns the head of an encoded roll-up: its version byte and
-// the four totals that follow it.
+// the four totals that follow it. A sealed roll-up has the same head
+// under its own version byte: the copy takes the plain one's.
 func rollupHead(raw []byte) ([]byte, error) {
 	d := codec.NewDec(raw)
-	if d.Byte() != codecVersion {
+	if v := d.Byte(); v != codecVersion && !reports.DayRollupSealed(raw) {
 		return nil, errCorrupt
 	}
 	for range 4 {
@@ -32,7 +34,7 @@ func rollupHead(raw []byte) ([]byte, error) {
 	if !d.Ok() {
 		return nil, errCorrupt
 	}
-	return append([]byte(nil), raw[:len(raw)-d.Len()]...), nil
+	return append([]byte{codecVersion}, raw[1:len(raw)-d.Len()]...), nil
 }
 
 // putDayTotals stores the totals of the roll-up raw stored under key.

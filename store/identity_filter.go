@@ -177,10 +177,11 @@ func (f *identityFilter) storedReport(tx *bolt.Tx, tables *tableCache, key []byt
 // indexedReport returns the report of a date index value (report id |
 // date_end), or nil when it is missing.
 func indexedReport(tx *bolt.Tx, tables *tableCache, v []byte) (*Report, error) {
-	if len(v) < 8 {
+	id := indexedID(v)
+	if id == "" {
 		return nil, errorf(ErrInvalid, "malformed report index entry")
 	}
-	rep, _, err := getReport(tx, tables, string(v[:len(v)-8]), false)
+	rep, _, err := getReport(tx, tables, id, false)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}

@@ -259,9 +259,8 @@ func storeDraft(tx *bolt.Tx, idents *identityFilter, tables *tableCache, records
 		return ReportOutcome{}, err
 	}
 	idents.add(d.key[:idLen], d.key[idLen+8:])
-	if fresh, err := putOrgReport(tx, d.rep.OrgID, d.key, d.index, !exact); err != nil {
-		return ReportOutcome{}, err
-	} else if fresh {
+	if !exact {
+		// New to the date index (an exact key was counted when stored).
 		orgAdds[d.rep.OrgID]++
 	}
 	if d.pending {

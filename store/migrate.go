@@ -9,7 +9,7 @@ import (
 
 // SchemaVersion is the layout this program reads and writes. It is stored in
 // the meta bucket under "schema_version" and equals len(migrations).
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // A migration moves the file from version i to i+1, where i is its index in
 // the migrations slice. It runs inside Open's write transaction, after every
@@ -55,6 +55,16 @@ var migrations = []migration{
 	// while every read merges both forms (record_seal.go). The bump makes
 	// an older dmarcd, which would not see sealed records, refuse the file.
 	func(*bolt.Tx) error { return nil },
+	// 9 -> 10: smaller indexes and roll-ups (issue 25). The organization
+	// index goes: the listing merges the domains' date indexes
+	// (report_org_index.go). New date index values hold the report id in
+	// binary (report.go); sealed days keep their roll-ups compressed and
+	// their reports' metadata in compressed report tables. Nothing else
+	// is rewritten: every read takes both forms, and the sealing job
+	// converts closed days as it goes. The bump makes an older dmarcd,
+	// which would miss the index and misread the new forms, refuse the
+	// file.
+	dropOrgReportIndex,
 }
 
 // dropIdentityIndex deletes schema 5's dedup index, whose inserts, one

@@ -272,7 +272,7 @@ func (db *DB) DeleteOrganization(id string) (*OrganizationDeletion, error) {
 		// Index entries under the organization's id that no domain
 		// cascade reached (organization-wide roll-ups and indexes).
 		for _, b := range [][]byte{bucketAlertsByOrg, bucketFailuresByOrg, bucketFailureRollups,
-			bucketDomainsByOrg, bucketKeysByOrg, bucketWebhooksByOrg, bucketReportsByOrg, bucketReportCounts,
+			bucketDomainsByOrg, bucketKeysByOrg, bucketWebhooksByOrg, bucketReportCounts,
 			bucketNotifySettings, bucketAlertMailWindows} {
 			if err := deleteAllWithPrefix(tx.Bucket(b), orgPrefix(org.ID)); err != nil {
 				return err

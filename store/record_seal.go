@@ -153,8 +153,14 @@ func sealRecords(ctx context.Context, bdb *bolt.DB, o SealOptions) (SealStats, e
 					o.Progress(st)
 				}
 			}
+			if err := sealGroupRollups(bdb, g, &o); err != nil {
+				return st, err
+			}
 		}
 		if next == nil {
+			if o.All {
+				return st, sealAllRollups(ctx, bdb)
+			}
 			return st, nil
 		}
 		after = next

@@ -489,29 +489,49 @@ func (it *reportIter) valid() bool {
 	return it.from == nil || bytes.Compare(it.k[len(it.prefix):len(it.prefix)+8], it.from) >= 0
 }
 
-// indexedID returns the report id of an index value (report id | date_end).
+// A date index value is the report's binary id | date_end (big-endian Unix
+// seconds): indexValue. Files written before schema 10 hold the id as text
+// (idLen bytes); indexedID reads both. The organization index holds only
+// date_end (orgIndexValue); its ids are read from the date index.
+const indexValueLen = 16 + 8
+
+// indexValue is the date index value of report id ending at end.
+func indexValue(id string, end time.Time) []byte {
+	bin, _ := binID(id)
+	return binary.BigEndian.AppendUint64(bin[:], unixKey(end))
+}
+
+// indexedID returns the report id of an index value, "" when it holds none.
 func indexedID(v []byte) string {
-	if len(v) < idLen {
-		return ""
+	switch len(v) {
+	case indexValueLen:
+		return formatUUID([16]byte(v[:16]))
+	case idLen + 8:
+		return string(v[:idLen])
 	}
-	return string(v[:idLen])
+	return ""
 }
 
-// indexedEnd returns the date_end of an index value.
+// indexedEnd returns the date_end of a value of either index.
 func indexedEnd(v []byte) uint64 {
-	if len(v) != idLen+8 {
-		return 0
+	switch len(v) {
+	case indexValueLen, idLen + 8, 8:
+		return binary.BigEndian.Uint64(v[len(v)-8:])
 	}
-	return binary.BigEndian.Uint64(v[idLen:])
+	return 0
 }
 
-// reportHeap orders iterators by (date_begin, id) of their key, largest first.
+// reportHeap orders iterators by the position of their key (date_begin,
+// identity hash), then by domain id, largest first.
 type reportHeap []*reportIter
 
 func (h reportHeap) Len() int { return len(h) }
 
 func (h reportHeap) Less(i, j int) bool {
-	return bytes.Compare(h[i].k[len(h[i].prefix):], h[j].k[len(h[j].prefix):]) > 0
+	if c := bytes.Compare(h[i].k[len(h[i].prefix):], h[j].k[len(h[j].prefix):]); c != 0 {
+		return c > 0
+	}
+	return bytes.Compare(h[i].prefix, h[j].prefix) > 0 // the organization listing's order
 }
 
 func (h reportHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
@@ -666,7 +686,7 @@ func hideOldReports(tx *bolt.Tx, tables *tableCache, cutoff uint64, max int) ([]
 			return nil, err
 		}
 		if dom, err := getDomain(tx, string(vic.key[:idLen])); err == nil {
-			if err := unindexOrgReport(tx, dom.OrgID, vic.key); err != nil {
+			if err := addOrgReportCount(tx, dom.OrgID, -1); err != nil {
 				return nil, err
 			}
 		} else if !isKind(err, ErrNotFound) {

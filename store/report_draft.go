@@ -216,7 +216,7 @@ func (d *ReportDraft) Finish() {
 	r.RecordCount = int(d.n)
 	s := d.sum.Summary()
 	d.val = reports.AppendReport(nil, r, &s)
-	d.index = binary.BigEndian.AppendUint64([]byte(r.ID), unixKey(r.DateEnd))
+	d.index = indexValue(r.ID, r.DateEnd)
 	d.day = days.Of(r.DateBegin)
 	d.srcDay.Compact()
 	d.src = d.srcDay.Counts()

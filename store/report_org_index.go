@@ -2,86 +2,34 @@ package store
 
 import (
 	"bytes"
+	"container/heap"
 	"encoding/binary"
+	"errors"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// The organization-level date index of aggregate reports, so that the
-// listing of a whole organization (newest first, page 1 with a total) is one
-// backwards range scan instead of a merge of every domain's index, and its
-// total is one read instead of a count of every report.
+// The organization listing of aggregate reports: newest first, page 1
+// with a total. It merges the date indexes of the organization's domains
+// (bucketReportsByDomain), newest date_begin first and, at equal
+// positions, the greater domain id first; its total without a date filter
+// is one read of bucketReportCounts (org id -> how many reports the
+// organization has, uint64 big-endian), and the merge stops after the
+// page. A position (and cursor) of this listing is date_begin | identity
+// hash | domain id (orgPositionLen bytes), so that two domains' reports
+// with the same reporter, report id and date_begin stay two entries.
 //
-// bucketReportsByOrg: orgReportKey(org id, domain index key) -> the value of
-// the domain index (report id | date_end). The key is org id | date_begin |
-// identity hash | domain id: the domain index key's position first, so both
-// indexes list in the same order, and the domain id last, so that two
-// domains' reports with the same reporter, report id and date_begin stay two
-// entries. bucketReportCounts: org id -> how many entries the organization
-// has in bucketReportsByOrg (uint64, big-endian).
-//
-// Both are kept in the transactions that change the domain index: ingest
-// (storeDraft), retention (hideOldReports) and domain deletion (a cascade of
-// DeleteDomain); migration 2 -> 3 builds them for existing files.
+// Schema 3 to 9 kept an organization index (bucketReportsByOrg) of the
+// same keys in the same order; schema 10 dropped it, a third of what a
+// small report cost on disk, for a merge of a few cursors per domain.
+// The counts are kept in the transactions that change the date index:
+// ingest (storeDraft), retention (hideOldReports) and domain deletion (a
+// cascade of DeleteDomain).
 
 // orgPositionLen is the length of a position (and cursor) in the
-// organization index: date_begin | identity hash | domain id.
+// organization listing: date_begin | identity hash | domain id.
 const orgPositionLen = reportKeyLen - idLen + idLen
-
-// orgReportKey is the organization index key of the report whose domain
-// index key is domainKey (reportKey: domain id | date_begin | hash).
-func orgReportKey(orgID string, domainKey []byte) []byte {
-	k := make([]byte, 0, idLen+orgPositionLen)
-	k = append(k, orgID...)
-	k = append(k, domainKey[idLen:]...)
-	return append(k, domainKey[:idLen]...)
-}
-
-// indexOrgReport adds a report stored under domainKey in the domain index,
-// with value v, to its organization's index and count. Storing the same key
-// again does not count it twice.
-func indexOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte) error {
-	fresh, err := putOrgReport(tx, orgID, domainKey, v, false)
-	if err != nil || !fresh {
-		return err
-	}
-	return addOrgReportCount(tx, orgID, 1)
-}
-
-// putOrgReport is indexOrgReport without the count: it reports whether the
-// report was new to the index, so that the ingest commit adds each
-// organization's new reports to its count once, not once a report. With
-// isNew the caller knows it is (the date index, kept in the same
-// transactions, has no entry under domainKey): the lookup is spared, a
-// B-tree search per report in the single writer.
-func putOrgReport(tx *bolt.Tx, orgID string, domainKey, v []byte, isNew bool) (fresh bool, err error) {
-	if len(domainKey) != reportKeyLen {
-		return false, errorf(ErrInvalid, "malformed report index key")
-	}
-	b := tx.Bucket(bucketReportsByOrg)
-	b.FillPercent = 0.9 // keys grow with date_begin within each domain, as bucketReportsByDomain's
-	k := orgReportKey(orgID, domainKey)
-	fresh = isNew || b.Get(k) == nil
-	return fresh, b.Put(k, v)
-}
-
-// unindexOrgReport removes the report stored under domainKey from its
-// organization's index and count, if it is there.
-func unindexOrgReport(tx *bolt.Tx, orgID string, domainKey []byte) error {
-	if len(domainKey) != reportKeyLen {
-		return nil
-	}
-	b := tx.Bucket(bucketReportsByOrg)
-	k := orgReportKey(orgID, domainKey)
-	if b.Get(k) == nil {
-		return nil
-	}
-	if err := b.Delete(k); err != nil {
-		return err
-	}
-	return addOrgReportCount(tx, orgID, -1)
-}
 
 // addOrgReportCount adds delta to the report count of an organization,
 // never below zero; a count of zero is not stored.
@@ -94,7 +42,7 @@ func addOrgReportCount(tx *bolt.Tx, orgID string, delta int64) error {
 	return b.Put([]byte(orgID), binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
-// orgReportCount is how many reports the organization has in its index.
+// orgReportCount is how many reports the organization has.
 func orgReportCount(tx *bolt.Tx, orgID string) int {
 	v := tx.Bucket(bucketReportCounts).Get([]byte(orgID))
 	if len(v) != 8 {
@@ -103,137 +51,154 @@ func orgReportCount(tx *bolt.Tx, orgID string) int {
 	return int(binary.BigEndian.Uint64(v))
 }
 
-// deleteDomainOrgReports removes the reports of a domain from its
-// organization's index and count. It is a cascade of DeleteDomain and runs
-// before deleteDomainReports, while the domain index still lists them.
+// deleteDomainOrgReports takes the reports of a domain off its
+// organization's count. It is a cascade of DeleteDomain and runs before
+// deleteDomainReports, while the date index still lists them.
 func deleteDomainOrgReports(tx *bolt.Tx, orgID, domainID string) error {
-	prefix := []byte(domainID)
-	var keys [][]byte
-	c := tx.Bucket(bucketReportsByDomain).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		keys = append(keys, bytes.Clone(k))
-	}
-	for _, k := range keys {
-		if err := unindexOrgReport(tx, orgID, k); err != nil {
-			return err
-		}
-	}
-	return nil
+	n := countPrefix(tx.Bucket(bucketReportsByDomain), []byte(domainID))
+	return addOrgReportCount(tx, orgID, -int64(n))
 }
 
-// scanOrgReports is scanReports over a whole organization by its index:
-// newest first, the filters applied as scanReports does. Without a date
-// filter the total is the stored count and the scan stops after the page.
-// after is a position of this index (orgPositionLen bytes) or of a domain
-// index (shorter: it compares as a prefix), or nil.
+// orgPosition is the organization listing position of a date index key.
+func orgPosition(k []byte) []byte {
+	pos := make([]byte, 0, orgPositionLen)
+	pos = append(pos, k[idLen:]...)
+	return append(pos, k[:idLen]...)
+}
+
+// scanOrgReports is scanReports over a whole organization: newest first,
+// the filters applied as scanReports does. The page merges the domains'
+// date indexes from the cursor (or the newest) and stops after it; the
+// total is the stored count without a date filter, else each domain's
+// reports that pass it, counted apart (a scan of its range, no merge).
+// after is an organization position (orgPositionLen bytes) or nil.
 func scanOrgReports(tx *bolt.Tx, orgID string, f ReportFilter, skip, limit int) (int, []string, []byte) {
-	prefix := orgPrefix(orgID)
 	var from []byte
 	if f.DateFrom != nil {
 		from = binary.BigEndian.AppendUint64(nil, unixKey(*f.DateFrom))
 	}
-	counted := f.DateFrom == nil && f.DateTo == nil
-	b := tx.Bucket(bucketReportsByOrg)
-	c := b.Cursor()
-	var k, v []byte
-	if f.After != nil {
-		// Start at the last key before the cursor's position.
-		start := append(bytes.Clone(prefix), f.After...)
-		if k, v = c.Seek(start); k == nil {
-			k, v = c.Last()
+	prefixes := orgDomainPrefixes(tx, orgID)
+	b := tx.Bucket(bucketReportsByDomain)
+	its := make([]reportIter, len(prefixes))
+	h := make(reportHeap, 0, len(prefixes))
+	var end []byte
+	for i, prefix := range prefixes {
+		it := &its[i]
+		*it = reportIter{c: b.Cursor(), prefix: prefix, from: from}
+		c := it.c
+		if f.After != nil {
+			it.k = seekBeforeOrgPosition(c, prefix, f.After)
 		} else {
-			k, v = c.Prev()
+			end = append(append(end[:0], prefix...), 0xff) // ids are text: no key of the domain starts with 0xff
+			if k, _ := c.Seek(end); k == nil {
+				it.k, _ = c.Last()
+			} else {
+				it.k, _ = c.Prev()
+			}
+			if !bytes.HasPrefix(it.k, prefix) {
+				it.k = nil
+			}
 		}
-	} else if end := prefixEnd(prefix); end == nil {
-		k, v = c.Last()
-	} else if k, v = c.Seek(end); k == nil {
-		k, v = c.Last()
-	} else {
-		k, v = c.Prev()
+		if it.valid() {
+			h = append(h, it)
+		}
 	}
-	total, seen := 0, 0
+	heap.Init(&h)
+	seen := 0
 	var ids []string
 	var last, next []byte
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
-		if len(k) != idLen+orgPositionLen {
-			continue
+	for len(h) > 0 && next == nil {
+		it := h[0]
+		v := b.Get(it.k)
+		if f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo) {
+			switch {
+			case seen >= skip && len(ids) < limit:
+				ids = append(ids, indexedID(v))
+				last = it.k
+			case len(ids) == limit:
+				next = orgPosition(last)
+			}
+			seen++
 		}
-		pos := k[idLen:]
-		if from != nil && bytes.Compare(pos[:8], from) < 0 {
-			break
-		}
-		if f.DateTo != nil && time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo) {
-			continue
-		}
-		switch {
-		case seen >= skip && len(ids) < limit:
-			ids = append(ids, indexedID(v))
-			last = pos
-		case len(ids) == limit && next == nil:
-			next = bytes.Clone(last)
-		}
-		seen++
-		total++
-		if counted && next != nil {
-			break
+		if it.k = prevWithPrefix(it.c, it.prefix); it.valid() {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
 		}
 	}
-	if counted {
+	if f.DateFrom == nil && f.DateTo == nil {
 		return orgReportCount(tx, orgID), ids, next
 	}
-	if f.After != nil {
-		// The total counts every report that passes the filter, those
-		// before the cursor too: count them.
-		total += countOrgReportsFrom(tx, orgID, f)
+	total := 0
+	c := b.Cursor()
+	for _, prefix := range prefixes {
+		for k, v := c.Seek(append(append(end[:0], prefix...), from...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) == reportKeyLen && (f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo)) {
+				total++
+			}
+		}
 	}
 	return total, ids, next
 }
 
-// countOrgReportsFrom counts the reports of the organization at or after
-// (newer than or at) position f.After that pass f's date filters.
-func countOrgReportsFrom(tx *bolt.Tx, orgID string, f ReportFilter) int {
+// orgDomainPrefixes returns the ids of the organization's domains, as
+// the date index keys start with them; they are valid in tx.
+func orgDomainPrefixes(tx *bolt.Tx, orgID string) [][]byte {
+	var out [][]byte
 	prefix := orgPrefix(orgID)
-	var from []byte
-	if f.DateFrom != nil {
-		from = binary.BigEndian.AppendUint64(nil, unixKey(*f.DateFrom))
+	c := tx.Bucket(bucketDomainsByOrg).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(k) >= idLen {
+			out = append(out, k[len(k)-idLen:])
+		}
 	}
-	n := 0
-	c := tx.Bucket(bucketReportsByOrg).Cursor()
-	for k, v := c.Seek(append(bytes.Clone(prefix), f.After...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if len(k) != idLen+orgPositionLen {
-			continue
-		}
-		pos := k[idLen:]
-		if bytes.Compare(pos, f.After) < 0 {
-			continue
-		}
-		if from != nil && bytes.Compare(pos[:8], from) < 0 {
-			continue
-		}
-		if f.DateTo != nil && time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo) {
-			continue
-		}
-		n++
-	}
-	return n
+	return out
 }
 
-// migrateOrgReportIndex is migration 2 -> 3: it builds the organization
-// index and counts from the domain index, in Open's transaction. Entries of
-// a domain that no longer exists are left out.
+// seekBeforeOrgPosition returns the newest key of the domain prefix that
+// lists after the organization position pos, nil when none does.
+func seekBeforeOrgPosition(c *bolt.Cursor, prefix, pos []byte) []byte {
+	bound := make([]byte, 0, reportKeyLen)
+	bound = append(bound, prefix...)
+	bound = append(bound, pos[:reportKeyLen-idLen]...)
+	k, _ := c.Seek(bound)
+	switch {
+	case k == nil:
+		k, _ = c.Last()
+	case bytes.Equal(k, bound) && bytes.Compare(prefix, pos[reportKeyLen-idLen:]) < 0:
+		// The same position in a smaller domain lists after pos.
+	default:
+		k, _ = c.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return nil
+	}
+	return k
+}
+
+// dropOrgReportIndex is migration 9 -> 10: the organization index goes
+// (the listing merges the domains' date indexes); the counts stay.
+func dropOrgReportIndex(tx *bolt.Tx) error {
+	if err := tx.DeleteBucket(bucketReportsByOrg); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	return nil
+}
+
+// migrateOrgReportIndex is migration 2 -> 3: it counts the reports of
+// each organization from the domain index, in Open's transaction (schema
+// 3 to 9 also built the organization index, which 9 -> 10 drops).
+// Entries of a domain that no longer exists are left out.
 func migrateOrgReportIndex(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketReportsByOrg, bucketReportCounts} {
-		if err := tx.DeleteBucket(name); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket(name); err != nil {
-			return err
-		}
+	if err := tx.DeleteBucket(bucketReportCounts); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	if _, err := tx.CreateBucket(bucketReportCounts); err != nil {
+		return err
 	}
 	owners := map[string]string{}
-	byDomain := tx.Bucket(bucketReportsByDomain)
-	var pending []struct{ org, key, v []byte }
-	err := byDomain.ForEach(func(k, v []byte) error {
+	counts := map[string]int64{}
+	err := tx.Bucket(bucketReportsByDomain).ForEach(func(k, _ []byte) error {
 		if len(k) != reportKeyLen {
 			return nil
 		}
@@ -249,22 +214,13 @@ func migrateOrgReportIndex(tx *bolt.Tx) error {
 			}
 			owners[dom] = org
 		}
-		if org == "" {
-			return nil
+		if org != "" {
+			counts[org]++
 		}
-		pending = append(pending, struct{ org, key, v []byte }{[]byte(org), bytes.Clone(k), bytes.Clone(v)})
 		return nil
 	})
 	if err != nil {
 		return err
-	}
-	counts := map[string]int64{}
-	b := tx.Bucket(bucketReportsByOrg)
-	for _, p := range pending {
-		if err := b.Put(orgReportKey(string(p.org), p.key), p.v); err != nil {
-			return err
-		}
-		counts[string(p.org)]++
 	}
 	for org, n := range counts {
 		if err := addOrgReportCount(tx, org, n); err != nil {

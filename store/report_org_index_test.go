@@ -287,10 +287,13 @@ func TestOrgReportIndexMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = raw.Update(func(tx *bolt.Tx) error {
-		for _, b := range []string{"reports_by_org", "report_counts"} {
-			if err := tx.DeleteBucket([]byte(b)); err != nil {
-				return err
-			}
+		// Schema 2 had neither the counts nor the organization index
+		// (which schema 10 dropped again).
+		if err := tx.DeleteBucket([]byte("report_counts")); err != nil {
+			return err
+		}
+		if tx.Bucket([]byte("reports_by_org")) != nil {
+			return errors.New("a fresh file has the organization index of schema 3 to 9")
 		}
 		gone := make([]byte, 0, 36+8+16)
 		gone = append(gone, "00000000-0000-7000-8000-000000000000"...)

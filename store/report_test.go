@@ -22,7 +22,7 @@ type reportEnv struct {
 	ing *store.Ingester
 }
 
-func newReportEnv(t *testing.T) *reportEnv {
+func newReportEnv(t testing.TB) *reportEnv {
 	t.Helper()
 	db := storetest.Open(t)
 	org := storetest.MustOrganization(t, db, "acme", store.PlanUnlimited)

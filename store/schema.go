@@ -44,8 +44,9 @@ var (
 	// reports.AppendReport). A report is visible once it is here.
 	bucketReports = []byte("reports")
 	// bucketReportsByDomain: reportKey(domain id, date_begin, identity) ->
-	// report id | date_end (big-endian Unix seconds): the date index of the
-	// listings, one clustered insert per report.
+	// binary report id | date_end (big-endian Unix seconds; before schema
+	// 10 the id as text): the date index of the listings, one clustered
+	// insert per report (indexValue in report.go).
 	bucketReportsByDomain = []byte("reports_by_domain")
 	// bucketReportsByIdentity was the dedup index of schema 5 and before,
 	// deleted by the migration to 6: the date index keys carry the identity
@@ -60,7 +61,10 @@ var (
 	// visible; leftovers after a crash are deleted (DiscardPendingReports).
 	bucketReportsPending = []byte("reports_pending")
 	// bucketRollups: rollupKey(domain id, UTC day) -> reports.DayRollup
-	// (binary, reports.AppendDayRollup).
+	// (binary): plain as ingest writes it (version 1,
+	// reports.AppendDayRollup) or, once the seal job closed the day,
+	// sealed (version 2, reports.AppendSealedDayRollup: the same head,
+	// then the groups and sources compressed; rollup_seal.go).
 	bucketRollups = []byte("report_rollups")
 	// bucketDayTotals: rollupKey(domain id, UTC day) -> the totals at the
 	// head of that roll-up, for the overview (day_totals.go).
@@ -111,7 +115,7 @@ var (
 	// was raised for that cause that day (alert_rules.go).
 	bucketAlertDedup = []byte("alert_dedup")
 	// bucketAlertSources: sourceSetKey(domain id, UTC day) -> the sorted
-	// 64-bit hashes of the source IPs seen that day (alert_sources.go).
+	// 32-bit hashes of the source IPs seen that day (alert_sources.go).
 	bucketAlertSources = []byte("alert_sources")
 	// bucketAlertSenders: domain id -> alert.SenderState JSON (RecordSenderCheck).
 	bucketAlertSenders = []byte("alert_senders")
@@ -144,7 +148,11 @@ var (
 	bucketTLSRollups = []byte("tls_rollups")
 	// Sources (source.go, rdns.go).
 	// bucketSourceRollups: rollupKey(domain id, UTC day) | seq (big-endian)
-	// -> a segment of that day's per-source-IP roll-up.
+	// -> a segment of that day's per-source-IP roll-up: plain as ingest
+	// writes it (version 3, reports.AppendSourceSegment), or the one
+	// segment 0 of a day the seal job closed (version 4, columns
+	// compressed, reports.AppendSealedSourceSegment; rollup_seal.go),
+	// followed by plain ones of late reports until the next seal.
 	bucketSourceRollups = []byte("source_rollups")
 	// bucketRDNSPending: rollupKey(domain id, UTC day) -> the sequence of
 	// the last commit that touched it: days whose IPs reverse DNS must see.
@@ -168,10 +176,12 @@ var (
 	// bucketSessionsByKey: API key id | sha256(token) -> empty, so that
 	// revoking a key ends its sessions.
 	bucketSessionsByKey = []byte("web_sessions_by_key")
-	// Organization index of aggregate reports (report_org_index.go).
-	// bucketReportsByOrg: orgReportKey(org id, reportKey) -> report id | date_end.
+	// The organization listing of aggregate reports (report_org_index.go).
+	// bucketReportsByOrg was its index in schema 3 to 9, dropped by the
+	// migration to 10: the listing merges the domains' date indexes.
 	bucketReportsByOrg = []byte("reports_by_org")
-	// bucketReportCounts: org id -> its entries in bucketReportsByOrg (uint64, big-endian).
+	// bucketReportCounts: org id -> how many aggregate reports it has
+	// (uint64, big-endian): the listing's total without a date filter.
 	bucketReportCounts = []byte("report_counts")
 
 	// People (issue 26: account.go, membership.go, invitation.go, audit.go).
@@ -235,7 +245,7 @@ var allBuckets = [][]byte{
 	bucketMailboxes, bucketMailboxesByOrg, bucketMailboxState,
 	bucketSessions, bucketSessionsByKey,
 	bucketAlertSenders,
-	bucketReportsByOrg, bucketReportCounts,
+	bucketReportCounts,
 	bucketDayTotals,
 	bucketAccounts, bucketAccountsByEmail, bucketMemberships, bucketMembershipsByOrg,
 	bucketMembershipsByAccount, bucketInvitations, bucketInvitationsByOrg,

@@ -27,6 +27,9 @@ import (
 // a day has maxSourceSegments segments, the commit that would add one more
 // merges them all into segment 0 instead, so a day never has more than
 // that many and the work of merging is spread over that many commits.
+// Once the day is closed, the seal job rewrites its segments as one
+// compressed segment 0 (rollup_seal.go); a later commit adds plain ones
+// after it, and a merge writes segment 0 back plain until the next seal.
 //
 // Each commit also queues the days it touched for reverse DNS
 // (bucketRDNSPending), so the resolver job learns new source IPs without a

@@ -211,9 +211,10 @@ func (db *DB) DomainDispositionDays(orgID, domainID string, from, to time.Time) 
 		}
 		return days.Scan(tx.Bucket(bucketRollups).Cursor(), []byte(domainID), 0, fromDay, toDay, func(day uint32, _, v []byte) error {
 			// The head of reports.AppendDayRollup: version, reports, then
-			// appendSummary's totals up to the dispositions.
+			// appendSummary's totals up to the dispositions; a sealed
+			// roll-up (AppendSealedDayRollup) has the same head.
 			d := codec.NewDec(v)
-			if d.Byte() != codecVersion {
+			if ver := d.Byte(); ver != codecVersion && !reports.DayRollupSealed(v) {
 				return fmt.Errorf("roll-up of domain %s day %d: %w", domainID, day, errCorrupt)
 			}
 			for range 8 { // reports, messages, DMARC, DKIM and SPF pass and fail

@@ -357,8 +357,12 @@ func (d *Dec) Strs() []string {
 }
 
 // Addr reads what Enc.Addr wrote.
-func (d *Dec) Addr() string {
-	switch d.Byte() {
+func (d *Dec) Addr() string { return d.AddrAfter(d.Byte()) }
+
+// AddrAfter reads the rest of what Enc.Addr wrote once its tag byte is
+// read (a caller that has tags of its own reads it).
+func (d *Dec) AddrAfter(tag byte) string {
+	switch tag {
 	case 0:
 		return ""
 	case 4:

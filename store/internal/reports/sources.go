@@ -224,12 +224,21 @@ func AppendSourceSegment(e codec.Enc, day DaySources) codec.Enc {
 	return e
 }
 
-// DecodeSourceSegment calls fn with each source of a segment; each call
-// gets a new SourceRollup the caller may keep. Segments of the versions
-// before segVersion are gone: the migration to schema 8 rebuilt them.
+// DecodeSourceSegment calls fn with each source of a segment, plain
+// (segVersion) or sealed (sealedSegVersion); each call gets a new
+// SourceRollup the caller may keep. Segments of the versions before
+// segVersion are gone: the migration to schema 8 rebuilt them.
 func DecodeSourceSegment(raw []byte, fn func(*SourceRollup)) error {
 	d := codec.NewDec(raw)
-	if d.Byte() != segVersion {
+	switch d.Byte() {
+	case segVersion:
+	case sealedSegVersion:
+		payload, err := openZstd(raw[1:])
+		if err != nil {
+			return err
+		}
+		return decodeSourceColumns(payload, fn)
+	default:
 		return errCorrupt
 	}
 	for d.Ok() && d.Len() > 0 {

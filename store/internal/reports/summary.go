@@ -384,9 +384,19 @@ func compareOptU32(x, y *uint32) int {
 
 // appendSummary encodes s (groups in their order).
 func appendSummary(e codec.Enc, s *Summary) codec.Enc {
+	return appendSummaryGroups(appendSummaryTotals(e, s), s)
+}
+
+// appendSummaryTotals encodes the ten totals of s, the head of its
+// encoding.
+func appendSummaryTotals(e codec.Enc, s *Summary) codec.Enc {
 	e = e.Varint(s.MessageCount).Varint(s.DMARC.Pass).Varint(s.DMARC.Fail)
 	e = e.Varint(s.DKIM.Pass).Varint(s.DKIM.Fail).Varint(s.SPF.Pass).Varint(s.SPF.Fail)
-	e = e.Varint(s.Disposition.None).Varint(s.Disposition.Quarantine).Varint(s.Disposition.Reject)
+	return e.Varint(s.Disposition.None).Varint(s.Disposition.Quarantine).Varint(s.Disposition.Reject)
+}
+
+// appendSummaryGroups encodes the groups of s, the rest of its encoding.
+func appendSummaryGroups(e codec.Enc, s *Summary) codec.Enc {
 	e = e.Uvarint(uint64(len(s.ByCountry)))
 	for i := range s.ByCountry {
 		g := &s.ByCountry[i]
@@ -408,10 +418,21 @@ func appendSummary(e codec.Enc, s *Summary) codec.Enc {
 // decodeSummary reads what appendSummary wrote.
 func decodeSummary(d *codec.Dec) Summary {
 	var s Summary
+	decodeSummaryTotals(d, &s)
+	decodeSummaryGroups(d, &s)
+	return s
+}
+
+// decodeSummaryTotals reads what appendSummaryTotals wrote into s.
+func decodeSummaryTotals(d *codec.Dec, s *Summary) {
 	s.MessageCount, s.DMARC.Pass, s.DMARC.Fail = d.Varint(), d.Varint(), d.Varint()
 	s.DKIM.Pass, s.DKIM.Fail, s.SPF.Pass, s.SPF.Fail = d.Varint(), d.Varint(), d.Varint(), d.Varint()
 	s.Disposition.None, s.Disposition.Quarantine, s.Disposition.Reject = d.Varint(), d.Varint(), d.Varint()
 	s.DMARC.PassRate = passRate(s.DMARC.Pass, s.MessageCount)
+}
+
+// decodeSummaryGroups reads what appendSummaryGroups wrote into s.
+func decodeSummaryGroups(d *codec.Dec, s *Summary) {
 	s.ByCountry = make([]CountryGroup, d.Count())
 	for i := range s.ByCountry {
 		s.ByCountry[i] = CountryGroup{CountryCode: d.Opt(), CountryName: d.Opt(), Messages: d.Varint(), DMARCPass: d.Varint(), DMARCFail: d.Varint()}
@@ -424,7 +445,6 @@ func decodeSummary(d *codec.Dec) Summary {
 	for i := range s.ByAuthResult {
 		s.ByAuthResult[i] = AuthResultGroup{DKIM: d.Sym(), SPF: d.Sym(), DMARC: d.Sym(), Messages: d.Varint()}
 	}
-	return s
 }
 
 // accOf turns a decoded Summary back into an accumulator, to merge into.
@@ -548,8 +568,12 @@ func AppendDayRollup(e codec.Enc, r *DayRollup) codec.Enc {
 	return e
 }
 
-// DecodeDayRollup reads what AppendDayRollup wrote.
+// DecodeDayRollup reads what AppendDayRollup or AppendSealedDayRollup
+// wrote.
 func DecodeDayRollup(raw []byte) (*DayRollup, error) {
+	if DayRollupSealed(raw) {
+		return decodeSealedDayRollup(raw)
+	}
 	d := codec.NewDec(raw)
 	if d.Byte() != codecVersion {
 		return nil, errCorrupt
