@@ -23,7 +23,9 @@ import (
 // leaves one form or the other, never neither.
 //
 // A report has the full form (codecVersion first) until sealed, and for
-// good when it has no records to seal. reportValue reads either form; every
+// good when it has no records to seal or when its block's reports are too
+// few for a table to be smaller than their values (a domain's lone report
+// of a day). reportValue reads either form; every
 // read of bucketReports goes through it. A table lives while a report
 // points at it: deleting a report's value (retention) deletes the tables
 // left without one (dropDeadTables), deleting a domain deletes all of its
@@ -36,6 +38,9 @@ const reportPointerMark = 'P'
 
 // reportPointerLen: the mark, the binary domain id, the day and the seq.
 const reportPointerLen = 1 + 16 + 4 + 4
+
+// boltElementBytes is what bbolt adds to each key and value in a leaf.
+const boltElementBytes = 16
 
 // reportPointer is the value of bucketReports pointing at the table under
 // blockKey(domainID, day, seq).
@@ -117,8 +122,9 @@ var hexValue = func() (t [256]byte) {
 var idHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
 // putReportTable writes the table of the reports whose first records the
-// block under key holds (their binary ids) and points their values at it.
-// Reports already pointing elsewhere, or gone, are left alone.
+// block under key holds (their binary ids) and points their values at it,
+// unless the table would not be smaller than their values. Reports
+// already pointing elsewhere, or gone, are left alone.
 func putReportTable(tx *bolt.Tx, key []byte, domainID string, day, seq uint32, ids [][16]byte) error {
 	reps := tx.Bucket(bucketReports)
 	entries := make([]block.TableEntry, 0, len(ids))
@@ -140,6 +146,15 @@ func putReportTable(tx *bolt.Tx, key []byte, domainID string, day, seq uint32, i
 	val, err := block.EncodeTable(nil, entries)
 	if err != nil {
 		return err
+	}
+	// Only where it saves room: a table of one report or two costs more
+	// (its framing, its key) than the values it would replace.
+	full := 0
+	for _, e := range entries {
+		full += len(e.Val)
+	}
+	if len(val)+len(key)+boltElementBytes+len(entries)*reportPointerLen >= full {
+		return nil
 	}
 	if err := tx.Bucket(bucketReportTables).Put(key, val); err != nil {
 		return err

@@ -49,18 +49,19 @@ func exported(t *testing.T, db *store.DB) string {
 // answers the same before and after: listing, detail, statistics (every
 // summary group), records, domain statistics, the export's reads and the
 // dedup check of a report sent again. A report without records keeps
-// its full form; a report larger than a block is in the table of its
-// first block only.
+// its full form, as does a domain's lone report of a day (a table of one
+// report is larger than its value); a report larger than a block is in the
+// table of its first block only.
 func TestReportTablesRead(t *testing.T) {
 	e := newReportEnv(t)
 	other := storetest.MustDomain(t, e.db, e.org.ID, "other.example")
 	var drafts []*store.ReportDraft
 	for i := range 30 {
-		dom := e.dom
+		dom, day := e.dom, 1+i%4
 		if i%3 == 0 {
-			dom = other
+			dom, day = other, 1
 		}
-		d := mustDraft(t, e.db, dom, fmt.Sprint("t", i), reportDay(1+i%4).Add(time.Duration(i)*time.Minute), 1+i%7)
+		d := mustDraft(t, e.db, dom, fmt.Sprint("t", i), reportDay(day).Add(time.Duration(i)*time.Minute), 1+i%7)
 		drafts = append(drafts, d)
 	}
 	// Optional policy fields, another reporter, zero times and no records.
@@ -75,28 +76,29 @@ func TestReportTablesRead(t *testing.T) {
 		odd.Add(testRecord(i * 7))
 	}
 	empty := mustDraft(t, e.db, e.dom, "empty", reportDay(2), 0)
+	lone := mustDraft(t, e.db, other, "lone", reportDay(5), 4)
 	large := mustDraft(t, e.db, e.dom, "large", reportDay(3), 20_000)
-	e.commit(t, &store.IngestBatch{Reports: append(drafts, odd, empty)})
+	e.commit(t, &store.IngestBatch{Reports: append(drafts, odd, empty, lone)})
 	e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{large}})
-	if f := mustForms(t, e.db); f.Pointers != 0 || f.Full != 33 || f.Tables != 0 {
+	if f := mustForms(t, e.db); f.Pointers != 0 || f.Full != 34 || f.Tables != 0 {
 		t.Fatalf("before sealing: %+v", f)
 	}
 	before, beforeExport := snapshot(t, e.db, e.org.ID), exported(t, e.db)
 
 	st := sealAll(t, e.db)
-	if st.Blocks < 9 {
+	if st.Blocks != 7 {
 		t.Fatalf("sealed %+v: want a block per domain and day, two for the large report's", st)
 	}
 	f := mustForms(t, e.db)
-	if f.Pointers != 32 || f.Full != 1 {
-		t.Fatalf("after sealing: %+v; want 32 pointers, the report without records in full", f)
+	if f.Pointers != 32 || f.Full != 2 {
+		t.Fatalf("after sealing: %+v; want 32 pointers, the report without records and the lone one in full", f)
 	}
 	tables, blocks, err := store.ReportTableKeys(e.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Tables != len(blocks)-1 || len(tables) != f.Tables {
-		t.Fatalf("%d tables for %d blocks: want one per block but the large report's second", f.Tables, len(blocks))
+	if f.Tables != len(blocks)-2 || len(tables) != f.Tables {
+		t.Fatalf("%d tables for %d blocks: want one per block but the large report's second and the lone report's", f.Tables, len(blocks))
 	}
 	checkStored(t, e.db, e.org.ID)
 	if got := snapshot(t, e.db, e.org.ID); !reflect.DeepEqual(got, before) {
@@ -114,14 +116,14 @@ func TestReportTablesRead(t *testing.T) {
 	var paged []string
 	for p := 1; p <= 4; p++ {
 		reps, total, err := e.db.ListReports(e.org.ID, store.ReportFilter{Page: store.Page{Page: p, Limit: 10}})
-		if err != nil || total != 33 {
+		if err != nil || total != 34 {
 			t.Fatal(total, err)
 		}
 		for _, r := range reps {
 			paged = append(paged, r.ID+r.ExternalReportID+r.OrgName)
 		}
 	}
-	if len(paged) != 33 {
+	if len(paged) != 34 {
 		t.Fatalf("%d reports paged", len(paged))
 	}
 	// Sent again: the dedup check finds the sealed report.
@@ -159,14 +161,16 @@ func TestReportTablesDelete(t *testing.T) {
 		e.commit(t, &store.IngestBatch{Reports: []*store.ReportDraft{d2}})
 		ids[ext] = d2.ID()
 	}
-	// Day 2: one report ending early, one late, in one block and table.
+	// Three or four reports a table: day 2 has one ending early, three late.
 	add(e.dom, "early", reportDay(2), time.Hour, 5)
-	add(e.dom, "late", reportDay(2), 20*time.Hour, 5)
-	add(e.dom, "day4", reportDay(4), time.Hour, 5)
-	add(other, "other4", reportDay(4), time.Hour, 5)
-	add(other, "other6", reportDay(6), time.Hour, 5)
+	for _, x := range []string{"a", "b", "c"} {
+		add(e.dom, "late"+x, reportDay(2), 20*time.Hour, 5)
+		add(e.dom, "day4"+x, reportDay(4), time.Hour, 5)
+		add(other, "other4"+x, reportDay(4), time.Hour, 5)
+		add(other, "other6"+x, reportDay(6), time.Hour, 5)
+	}
 	sealAll(t, e.db)
-	if f := mustForms(t, e.db); f.Pointers != 5 || f.Tables != 4 {
+	if f := mustForms(t, e.db); f.Pointers != 13 || f.Tables != 4 || f.Full != 0 {
 		t.Fatalf("sealed: %+v", f)
 	}
 	// Read through the cache: the table of day 2 is decoded and kept.
@@ -174,31 +178,35 @@ func TestReportTablesDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Report retention within day 2: "early" goes, its table stays for "late".
+	// Report retention within day 2: "early" goes, its table stays.
 	if n, err := e.db.DeleteReportsBefore(reportDay(2).Add(2 * time.Hour)); err != nil || n != 1 {
 		t.Fatalf("deleted %d, %v", n, err)
 	}
-	if f := mustForms(t, e.db); f.Pointers != 4 || f.Tables != 4 {
-		t.Fatalf("after deleting one of a table's two reports: %+v", f)
+	if f := mustForms(t, e.db); f.Pointers != 12 || f.Tables != 4 {
+		t.Fatalf("after deleting one of a table's reports: %+v", f)
 	}
-	if _, err := e.db.FindReport(e.org.ID, ids["late"]); err != nil {
+	if _, err := e.db.FindReport(e.org.ID, ids["latea"]); err != nil {
 		t.Fatal(err)
 	}
-	// ... and with "late" the table goes.
-	if n, err := e.db.DeleteReportsBefore(reportDay(2).Add(21 * time.Hour)); err != nil || n != 1 {
+	// ... and with the last of its reports the table goes.
+	if n, err := e.db.DeleteReportsBefore(reportDay(2).Add(21 * time.Hour)); err != nil || n != 3 {
 		t.Fatalf("deleted %d, %v", n, err)
 	}
-	if f := mustForms(t, e.db); f.Pointers != 3 || f.Tables != 3 {
+	if f := mustForms(t, e.db); f.Pointers != 9 || f.Tables != 3 {
 		t.Fatalf("after deleting a table's last report: %+v", f)
 	}
-	// A new report of day 2 is sealed under the freed key: the cache,
-	// which holds the old table under it, must not answer for it.
-	add(e.dom, "again2", reportDay(2).Add(3*time.Hour), 20*time.Hour, 4)
-	sealAll(t, e.db)
-	if _, err := e.db.FindReport(e.org.ID, ids["again2"]); err != nil {
-		t.Fatalf("a report in a table written under a freed key: %v", err)
+	// New reports of day 2 are sealed under the freed key: the cache,
+	// which holds the old table under it, must not answer for them.
+	for _, x := range []string{"a", "b", "c"} {
+		add(e.dom, "again"+x, reportDay(2).Add(3*time.Hour), 20*time.Hour, 4)
 	}
-	if f := mustForms(t, e.db); f.Pointers != 4 || f.Tables != 4 {
+	sealAll(t, e.db)
+	for _, x := range []string{"a", "b", "c"} {
+		if _, err := e.db.FindReport(e.org.ID, ids["again"+x]); err != nil {
+			t.Fatalf("a report in a table written under a freed key: %v", err)
+		}
+	}
+	if f := mustForms(t, e.db); f.Pointers != 12 || f.Tables != 4 {
 		t.Fatalf("after sealing again: %+v", f)
 	}
 
@@ -213,7 +221,7 @@ func TestReportTablesDelete(t *testing.T) {
 	}
 	mustForms(t, e.db)
 	after := snapshot(t, e.db, e.org.ID)
-	for _, ext := range []string{"again2", "day4", "other4"} {
+	for _, ext := range []string{"againa", "day4b", "other4c"} {
 		rep, err := e.db.FindReport(e.org.ID, ids[ext])
 		if err != nil || !rep.RecordsDropped {
 			t.Fatalf("%s: %+v, %v; want its records dropped", ext, rep, err)
@@ -225,14 +233,14 @@ func TestReportTablesDelete(t *testing.T) {
 			t.Fatalf("%s: statistics changed by record retention", ext)
 		}
 	}
-	if after[ids["other6"]] != before[ids["other6"]] {
+	if after[ids["other6b"]] != before[ids["other6b"]] {
 		t.Fatal("a report after the record retention's day changed")
 	}
 	// Report retention after record retention: tables of days gone go.
 	if _, err := e.db.DeleteReportsBefore(reportDay(3)); err != nil {
 		t.Fatal(err)
 	}
-	if f := mustForms(t, e.db); f.Pointers != 3 || f.Tables != 3 {
+	if f := mustForms(t, e.db); f.Pointers != 9 || f.Tables != 3 {
 		t.Fatalf("after report retention of day 2: %+v", f)
 	}
 
@@ -240,7 +248,7 @@ func TestReportTablesDelete(t *testing.T) {
 	if err := e.db.DeleteDomain(e.org.ID, e.dom.ID); err != nil {
 		t.Fatal(err)
 	}
-	if f := mustForms(t, e.db); f.Pointers != 2 || f.Tables != 2 {
+	if f := mustForms(t, e.db); f.Pointers != 6 || f.Tables != 2 {
 		t.Fatalf("after deleting a domain: %+v", f)
 	}
 	if _, err := e.db.DeleteOrganization(e.org.ID); err != nil {
