@@ -25,12 +25,11 @@ import (
 // A report has the full form (codecVersion first) until sealed, and for
 // good when it has no records to seal or when its block's reports are too
 // few for a table to be smaller than their values (a domain's lone report
-// of a day). reportValue reads either form; every
-// read of bucketReports goes through it. A table lives while a report
-// points at it: deleting a report's value (retention) deletes the tables
-// left without one (dropDeadTables), deleting a domain deletes all of its
-// tables. Record retention drops record blocks, never tables: the reports
-// stay.
+// of a day). reportValue reads either form; every read of bucketReports
+// goes through it. A table lives while a report points at it: deleting a
+// report's value (retention) deletes the tables left without one
+// (dropDeadTables), deleting a domain deletes all of its tables. Record
+// retention drops record blocks, never tables: the reports stay.
 
 // reportPointerMark is the first byte of a pointer value; a full value
 // starts with codecVersion (1).
