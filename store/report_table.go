@@ -252,9 +252,11 @@ func (c *tableCache) lookup(ref []byte, bin [16]byte) ([]byte, bool) {
 		if ct == nil {
 			return nil, false
 		}
+		// Stamped when it becomes the last: while it stays so, no other
+		// entry is used, so its stamp stays the newest.
+		ct.used.Store(c.clock.Add(1))
 		c.last.Store(ct)
 	}
-	ct.used.Store(c.clock.Add(1))
 	return ct.t.Get(bin)
 }
 
