@@ -275,6 +275,7 @@ func (c *tableCache) load(refb []byte, raw []byte) (*block.Table, error) {
 	if ct := c.byRef[ref]; ct != nil && ct.tag == tag {
 		c.mu.Unlock()
 		ct.used.Store(c.clock.Add(1))
+		c.last.Store(ct)
 		return ct.t, nil
 	}
 	c.mu.Unlock()
@@ -307,6 +308,7 @@ func (c *tableCache) load(refb []byte, raw []byte) (*block.Table, error) {
 		ct.used.Store(c.clock.Add(1))
 		c.byRef[ref] = ct
 		c.bytes += size
+		c.last.Store(ct)
 	}
 	return t, nil
 }
