@@ -97,19 +97,7 @@ type sealGroup struct {
 }
 
 func (g *sealGroup) due(o *SealOptions) bool {
-	dayAge, quiet := o.DayAge, o.Quiet
-	if dayAge <= 0 {
-		dayAge = DefaultSealDayAge
-	}
-	if quiet <= 0 {
-		quiet = DefaultSealQuiet
-	}
-	switch {
-	case o.All || g.records >= sealBlockRecords:
-		return true
-	default:
-		return !days.Start(g.day).Add(dayAge).After(o.Now) && !g.newest.Add(quiet).After(o.Now)
-	}
+	return g.records >= sealBlockRecords || dayClosed(o, g.day, g.newest)
 }
 
 func sealRecords(ctx context.Context, bdb *bolt.DB, o SealOptions) (SealStats, error) {

@@ -34,9 +34,10 @@ const (
 	sealRollupBatchDays  = 256
 )
 
-// dayClosed is the day half of sealGroup.due (keep the two alike): the
-// day started DayAge ago and no report of it arrived within Quiet (newest
-// is the latest arrival seen), or o.All.
+// dayClosed reports whether a day is closed (sealGroup.due's rule, which
+// also seals a group that fills a block): the day started DayAge ago and
+// no report of it arrived within Quiet (newest is the latest arrival
+// seen), or o.All.
 func dayClosed(o *SealOptions, day uint32, newest time.Time) bool {
 	dayAge, quiet := o.DayAge, o.Quiet
 	if dayAge <= 0 {
