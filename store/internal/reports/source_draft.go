@@ -49,7 +49,9 @@ type Sources struct {
 	perm []int32  // scratch of sum
 	tab  []int32  // scratch of distinct and sum
 	strs strTable // scratch of encode
-	ev   []Evidence
+	// geoRefs and domRefs are encode's string references of each
+	// geolocation (its country's and AS name's) and domain.
+	geoRefs, domRefs []uint64
 	// spareAuths is what sum and prune write the evidence into; they then
 	// swap it with auths, so that a report whose sources repeat sums them
 	// without new slices.
@@ -89,11 +91,13 @@ const evKeySPF = 1
 // interner numbers distinct values in the order they first come, from 0.
 // A report has a few countries, ASes and domains, looked up in the list
 // itself while it is short; a map takes over past internScan of them.
+// The last two numbers returned are tried first: a report's records come
+// in runs from one AS, each with its DKIM and its SPF domain.
 type interner[K comparable] struct {
-	list []K
-	idx  map[K]int32 // in use when big
-	big  bool
-	last int32 // the number ref returned last
+	list       []K
+	idx        map[K]int32 // in use when big
+	big        bool
+	last, prev int32 // the numbers ref returned last
 }
 
 const internScan = 8
@@ -103,11 +107,21 @@ func (t *interner[K]) ref(k K) int32 {
 	if int(t.last) < len(t.list) && t.list[t.last] == k {
 		return t.last
 	}
+	if int(t.prev) < len(t.list) && t.list[t.prev] == k {
+		t.last, t.prev = t.prev, t.last
+		return t.last
+	}
+	i := t.find(k)
+	t.last, t.prev = i, t.last
+	return i
+}
+
+// find returns the number of k, adding it.
+func (t *interner[K]) find(k K) int32 {
 	if !t.big {
 		for i := len(t.list) - 1; i >= 0; i-- {
 			if t.list[i] == k {
-				t.last = int32(i)
-				return t.last
+				return int32(i)
 			}
 		}
 		if len(t.list) >= internScan {
@@ -120,15 +134,14 @@ func (t *interner[K]) ref(k K) int32 {
 			t.big = true
 		}
 	} else if i, ok := t.idx[k]; ok {
-		t.last = i
 		return i
 	}
-	t.last = int32(len(t.list))
+	i := int32(len(t.list))
 	t.list = append(t.list, k)
 	if t.big {
-		t.idx[k] = t.last
+		t.idx[k] = i
 	}
-	return t.last
+	return i
 }
 
 // reset empties t, keeping its slice and map (not their values) unless
@@ -146,7 +159,7 @@ func (t *interner[K]) reset(keep int) {
 	if cap(t.list) > keep {
 		t.list = nil
 	}
-	t.big, t.last = false, 0
+	t.big, t.last, t.prev = false, 0, 0
 }
 
 // compactEvery is how many rows are appended before they are summed: it
@@ -183,7 +196,7 @@ type sourceBufs struct {
 	strs                  strTable
 	geos                  interner[srcGeo]
 	doms                  interner[string]
-	ev                    []Evidence
+	geoRefs, domRefs      []uint64
 }
 
 // take gives s the slices of a finished report, or new ones sized by the
@@ -195,7 +208,7 @@ func (s *Sources) take() {
 		if b, _ := s.Pool.bufs.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
 			s.rows, s.auths, s.perm, s.tab, s.strs = b.rows[:0], b.auths[:0], b.perm[:0], b.tab, b.strs
 			s.spareAuths, s.grp, s.first = b.spareAuths[:0], b.grp[:0], b.first[:0]
-			s.geos, s.doms, s.ev = b.geos, b.doms, b.ev
+			s.geos, s.doms, s.geoRefs, s.domRefs = b.geos, b.doms, b.geoRefs, b.domRefs
 			*b = sourceBufs{}
 			s.Pool.bufs.Put(b)
 		}
@@ -219,10 +232,9 @@ func (s *Sources) Release() {
 		s.strs.s = SourceRollup{}
 		s.geos.reset(4 * compactEvery)
 		s.doms.reset(4 * compactEvery)
-		clear(s.ev[:cap(s.ev)])
 		b.rows, b.auths, b.perm, b.tab, b.strs = s.rows[:0], s.auths[:0], s.perm[:0], s.tab, s.strs
 		b.spareAuths, b.grp, b.first = s.spareAuths[:0], s.grp[:0], s.first[:0]
-		b.geos, b.doms, b.ev = s.geos, s.doms, s.ev[:0]
+		b.geos, b.doms, b.geoRefs, b.domRefs = s.geos, s.doms, s.geoRefs[:0], s.domRefs[:0]
 		s.Pool.bufs.Put(b)
 	}
 	*s = Sources{}
@@ -606,38 +618,6 @@ func keepMarked[K comparable](t *interner[K], mark []int32) {
 	}
 }
 
-// evidence appends row r's evidence to out.
-func (s *Sources) evidence(out []Evidence, r *srcRow) []Evidence {
-	for _, a := range s.auths[r.a0:r.a1] {
-		kind := EvidenceDKIM
-		if a.key&evKeySPF != 0 {
-			kind = EvidenceSPF
-		}
-		out = append(out, Evidence{Kind: kind, Domain: s.doms.list[a.key>>1], Messages: a.messages, Pass: a.pass})
-	}
-	return out
-}
-
-// rollup returns row r as a SourceRollup for the encoder: it points into
-// the geolocations and a scratch slice of evidence, so it is only read
-// until the next call.
-func (s *Sources) rollup(r *srcRow, out *SourceRollup) {
-	s.ev = s.evidence(s.ev[:0], r)
-	*out = SourceRollup{SourceIP: r.ip, Messages: r.messages, DMARCPass: r.pass, SPFAligned: r.spf, DKIMAligned: r.dkim,
-		Disposition: DispositionCount{None: r.messages - r.quarantine - r.reject, Quarantine: r.quarantine, Reject: r.reject},
-		Evidence:    s.ev}
-	g := &s.geos.list[r.geo]
-	if g.hasCC {
-		out.CountryCode = &g.cc
-	}
-	if g.hasASN {
-		out.ASN = &g.asn
-	}
-	if g.hasASOrg {
-		out.ASOrg = &g.asOrg
-	}
-}
-
 // IPCount is one source of a report as the day roll-up and the alert
 // rules count it.
 type IPCount struct {
@@ -721,6 +701,78 @@ func (s *Sources) Encode(begin, end time.Time) SourceEntries {
 	}
 	e := make(codec.Enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
 	e = append(e, segVersion)
-	e = appendSourceBlock(e, &s.strs, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
+	e = s.appendBlock(e, begin.Unix(), end.Unix())
 	return SourceEntries{n: len(s.rows), body: e}
+}
+
+// noRef is a string reference not looked up yet.
+const noRef = ^uint64(0)
+
+// appendBlock appends the rows as appendSourceBlock does, byte for byte,
+// without making a SourceRollup of each row twice: a geolocation's and a
+// domain's strings are looked up in the block's table once each, the first
+// time a row refers to them, which is when appendSourceBlock would have
+// added them.
+func (s *Sources) appendBlock(e codec.Enc, first, last int64) codec.Enc {
+	t := &s.strs
+	t.reset()
+	gr := fillRefs(&s.geoRefs, 2*len(s.geos.list))
+	dr := fillRefs(&s.domRefs, len(s.doms.list))
+	for i := range s.rows {
+		r := &s.rows[i]
+		if ref := gr[2*r.geo:]; ref[0] == noRef {
+			g := &s.geos.list[r.geo]
+			ref[0], ref[1] = 0, 0
+			if g.hasCC {
+				ref[0] = t.ref(g.cc)
+			}
+			if g.hasASOrg {
+				ref[1] = t.ref(g.asOrg)
+			}
+		}
+		for _, a := range s.auths[r.a0:r.a1] {
+			if d := a.key >> 1; dr[d] == noRef {
+				dr[d] = t.ref(s.doms.list[d])
+			}
+		}
+	}
+	e = appendBlockHeader(e, first, last, len(s.rows))
+	e = e.Uvarint(uint64(len(t.list)))
+	for _, str := range t.list {
+		e = e.Str(str)
+	}
+	for i := range s.rows {
+		r := &s.rows[i]
+		g := &s.geos.list[r.geo]
+		e = e.Addr(r.ip) // OtherSources is "": no address
+		e = e.Varint(r.messages).Varint(r.pass).Varint(r.spf).Varint(r.dkim)
+		e = e.Varint(r.messages - r.quarantine - r.reject).Varint(r.quarantine).Varint(r.reject)
+		e = e.Uvarint(gr[2*r.geo])
+		if g.hasASN {
+			e = append(e, 1).Uvarint(uint64(g.asn))
+		} else {
+			e = append(e, 0)
+		}
+		e = e.Uvarint(gr[2*r.geo+1])
+		e = e.Uvarint(uint64(r.a1 - r.a0))
+		for _, a := range s.auths[r.a0:r.a1] {
+			kind := byte(evKindDKIM)
+			if a.key&evKeySPF != 0 {
+				kind = evKindSPF
+			}
+			e = append(e, kind)
+			e = e.Uvarint(dr[a.key>>1]).Varint(a.messages).Varint(a.pass)
+		}
+	}
+	return e
+}
+
+// fillRefs returns *refs made n long, each noRef.
+func fillRefs(refs *[]uint64, n int) []uint64 {
+	r := slices.Grow((*refs)[:0], n)[:n]
+	for i := range r {
+		r[i] = noRef
+	}
+	*refs = r
+	return r
 }

@@ -280,3 +280,15 @@ func TestPruneReusesSlices(t *testing.T) {
 		}
 	}
 }
+
+// evidence appends row r's evidence to out, as Evidence.
+func (s *Sources) evidence(out []Evidence, r *srcRow) []Evidence {
+	for _, a := range s.auths[r.a0:r.a1] {
+		kind := EvidenceDKIM
+		if a.key&evKeySPF != 0 {
+			kind = EvidenceSPF
+		}
+		out = append(out, Evidence{Kind: kind, Domain: s.doms.list[a.key>>1], Messages: a.messages, Pass: a.pass})
+	}
+	return out
+}

@@ -175,3 +175,48 @@ func BenchmarkSources(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 	})
 }
+
+// BenchmarkSourcesSmall is BenchmarkSources for reports of 50 records from
+// distinct sources of one AS with two auth results each (most reports):
+// the per-report costs. Both without a pool, and the new one with it.
+func BenchmarkSourcesSmall(b *testing.B) {
+	cc, org := "US", "Example Net"
+	asn := uint32(64500)
+	geo := &Geo{CountryCode: &cc, ASN: &asn, ASOrg: &org}
+	recs := make([]Record, 50)
+	for i := range recs {
+		recs[i] = Record{SourceIP: fmt.Sprintf("209.85.%d.%d", i, 7*i), Count: int64(1 + i%6), Disposition: "none", DKIM: "pass", SPF: "pass", Geo: geo,
+			AuthResults: AuthResults{DKIM: []DKIMAuth{{Domain: "example.com", Result: "pass"}}, SPF: []SPFAuth{{Domain: "example.com", Result: "pass"}}}}
+		if i%5 == 0 {
+			recs[i].AuthResults.DKIM[0].Domain = "sendgrid.net"
+		}
+	}
+	begin := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
+	for _, pool := range []*SourcePool{nil, {}} {
+		b.Run(fmt.Sprintf("compact/pool=%v", pool != nil), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s := Sources{Pool: pool}
+				for i := range recs {
+					s.Add(&recs[i])
+				}
+				s.Compact()
+				s.Counts()
+				s.Encode(begin, begin)
+				s.Release()
+			}
+		})
+	}
+	b.Run("legacy", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var s legacySources
+			for i := range recs {
+				s.Add(&recs[i])
+			}
+			s.Compact()
+			s.Counts()
+			s.Encode(begin, begin)
+		}
+	})
+}
