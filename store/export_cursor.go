@@ -232,7 +232,7 @@ func (db *DB) ReportsStoredAfter(kind ExportKind, after string, limit int, skip 
 			r := StoredReport{Kind: kind, ID: id}
 			switch kind {
 			case ExportAggregate:
-				rep, _, err := getReport(tx, id, false)
+				rep, _, err := getReport(tx, &db.tables, id, false)
 				if err != nil {
 					return fmt.Errorf("report %s: %w", id, err)
 				}

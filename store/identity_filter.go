@@ -149,14 +149,14 @@ func buildIdentityFilter(tx *bolt.Tx) *identityFilter {
 // nothing is read. Otherwise the exact key is read first (a report sent
 // again usually carries its dates), then the domain's keys. An index entry
 // whose report is missing is passed over.
-func (f *identityFilter) storedReport(tx *bolt.Tx, key []byte) (rep *Report, exact bool, err error) {
+func (f *identityFilter) storedReport(tx *bolt.Tx, tables *tableCache, key []byte) (rep *Report, exact bool, err error) {
 	domainID, ident := key[:idLen], key[idLen+8:]
 	if !f.mayContain(domainID, ident) {
 		return nil, false, nil
 	}
 	byDomain := tx.Bucket(bucketReportsByDomain)
 	if v := byDomain.Get(key); v != nil {
-		if rep, err := indexedReport(tx, v); rep != nil || err != nil {
+		if rep, err := indexedReport(tx, tables, v); rep != nil || err != nil {
 			return rep, true, err
 		}
 		exact = true
@@ -167,7 +167,7 @@ func (f *identityFilter) storedReport(tx *bolt.Tx, key []byte) (rep *Report, exa
 		if len(k) != reportKeyLen || !bytes.Equal(k[idLen+8:], ident) || bytes.Equal(k, key) {
 			continue
 		}
-		if rep, err := indexedReport(tx, v); rep != nil || err != nil {
+		if rep, err := indexedReport(tx, tables, v); rep != nil || err != nil {
 			return rep, false, err
 		}
 	}
@@ -176,12 +176,12 @@ func (f *identityFilter) storedReport(tx *bolt.Tx, key []byte) (rep *Report, exa
 
 // indexedReport returns the report of a date index value (report id |
 // date_end), or nil when it is missing.
-func indexedReport(tx *bolt.Tx, v []byte) (*Report, error) {
+func indexedReport(tx *bolt.Tx, tables *tableCache, v []byte) (*Report, error) {
 	id := indexedID(v)
 	if id == "" {
 		return nil, errorf(ErrInvalid, "malformed report index entry")
 	}
-	rep, _, err := getReport(tx, id, false)
+	rep, _, err := getReport(tx, tables, id, false)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}

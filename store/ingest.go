@@ -135,7 +135,7 @@ func (in *Ingester) commitTx(tx *bolt.Tx, b *IngestBatch, now time.Time) ([]Repo
 	orgAdds := map[string]int64{} // org id -> reports new to its index
 	idents := in.db.identities(tx)
 	for i, d := range b.Reports {
-		out, err := storeDraft(tx, idents, records, d, owners, orgAdds)
+		out, err := storeDraft(tx, idents, &in.db.tables, records, d, owners, orgAdds)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +227,7 @@ func putRecords(records *bolt.Bucket, report [16]byte, first uint32, buf []byte,
 // storeDraft makes one report visible unless its domain is gone or its
 // identity is taken; it counts a report new to its organization's index in
 // orgAdds, which the commit adds to the stored counts once per organization.
-func storeDraft(tx *bolt.Tx, idents *identityFilter, records *bolt.Bucket, d *ReportDraft, owners map[string]string, orgAdds map[string]int64) (ReportOutcome, error) {
+func storeDraft(tx *bolt.Tx, idents *identityFilter, tables *tableCache, records *bolt.Bucket, d *ReportDraft, owners map[string]string, orgAdds map[string]int64) (ReportOutcome, error) {
 	owner, err := domainOwner(tx, owners, d.rep.DomainID)
 	if err != nil {
 		return ReportOutcome{}, err
@@ -235,7 +235,7 @@ func storeDraft(tx *bolt.Tx, idents *identityFilter, records *bolt.Bucket, d *Re
 	if owner == "" || owner != d.rep.OrgID {
 		return ReportOutcome{DomainGone: true}, nil
 	}
-	existing, exact, err := idents.storedReport(tx, d.key)
+	existing, exact, err := idents.storedReport(tx, tables, d.key)
 	if err != nil {
 		return ReportOutcome{}, err
 	}

@@ -122,6 +122,6 @@ func domainsNamed(tx *bolt.Tx, orgID, name string) ([]DomainRef, error) {
 // findDuplicate returns the stored report with the identity of key, a
 // reportKey, or nil.
 func (db *DB) findDuplicate(tx *bolt.Tx, key []byte) (*Report, error) {
-	rep, _, err := db.identities(tx).storedReport(tx, key)
+	rep, _, err := db.identities(tx).storedReport(tx, &db.tables, key)
 	return rep, err
 }

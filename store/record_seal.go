@@ -173,7 +173,9 @@ func sealRecords(ctx context.Context, bdb *bolt.DB, o SealOptions) (SealStats, e
 // visible) are left alone: their commit, or their discard, decides.
 func scanUnsealed(tx *bolt.Tx, after []byte, max int) ([]*sealGroup, []byte, error) {
 	byKey := map[string]*sealGroup{}
-	reps := tx.Bucket(bucketReports)
+	// A report in the table form still has rows only while a report
+	// larger than a block is sealed: few, so a cache of the scan's own.
+	var tables tableCache
 	c := tx.Bucket(bucketRecords).Cursor()
 	n := 0
 	var k []byte
@@ -190,7 +192,11 @@ func scanUnsealed(tx *bolt.Tx, after []byte, max int) ([]*sealGroup, []byte, err
 		copy(bin[:], k)
 		end := prefixEnd(bin[:])
 		id := formatUUID(bin)
-		if raw := reps.Get(idKey(id)); raw != nil {
+		raw, err := reportValue(tx, &tables, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if raw != nil {
 			rep, _, err := reports.DecodeReport(id, raw, false)
 			if err != nil {
 				return nil, nil, err
@@ -307,16 +313,32 @@ func sealBlock(tx *bolt.Tx, g *sealGroup) (int, SealStats, error) {
 	if len(entries) == 0 {
 		return done, st, nil
 	}
+	// The next seq after the day's blocks and report tables: a table
+	// outlives its block when record retention drops the block.
 	seq := uint32(0)
 	prefix := blockKey(g.domainID, g.day, 0)[:idLen+4]
-	if last := lastWithPrefix(blocks.Cursor(), prefix); last != nil {
-		seq = binary.BigEndian.Uint32(last[idLen+4:]) + 1
+	for _, b := range []*bolt.Bucket{blocks, tx.Bucket(bucketReportTables)} {
+		if last := lastWithPrefix(b.Cursor(), prefix); last != nil {
+			seq = max(seq, binary.BigEndian.Uint32(last[idLen+4:])+1)
+		}
 	}
 	val, err := encodeBlock(entries, rows)
 	if err != nil {
 		return 0, st, err
 	}
-	if err := blocks.Put(blockKey(g.domainID, g.day, seq), val); err != nil {
+	key := blockKey(g.domainID, g.day, seq)
+	if err := blocks.Put(key, val); err != nil {
+		return 0, st, err
+	}
+	// The values of the reports whose first records are here move to the
+	// block's report table (report_table.go), in this transaction.
+	var firsts [][16]byte
+	for _, e := range entries {
+		if e.first == 0 {
+			firsts = append(firsts, e.report)
+		}
+	}
+	if err := putReportTable(tx, key, g.domainID, g.day, seq, firsts); err != nil {
 		return 0, st, err
 	}
 	for _, k := range dels {

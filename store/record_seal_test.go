@@ -62,6 +62,10 @@ func checkStored(t *testing.T, db *store.DB, orgID string) {
 	if err := db.Check(); err != nil {
 		t.Fatal(err)
 	}
+	// Every report's value in one form or the other (report tables).
+	if _, err := store.CheckReportTables(db); err != nil {
+		t.Fatal(err)
+	}
 	rows, sealed, err := store.RecordsStored(db)
 	if err != nil {
 		t.Fatal(err)

@@ -103,7 +103,7 @@ func (db *DB) ListReportsPage(orgID string, f ReportFilter) (*ReportPage, error)
 			page.Total, ids, page.Next = scanReports(tx, domains, f, skip, f.Page.Limit)
 		}
 		for _, id := range ids {
-			rec, _, err := getReport(tx, id, false)
+			rec, _, err := getReport(tx, &db.tables, id, false)
 			if err != nil {
 				return err
 			}
@@ -123,7 +123,7 @@ func (db *DB) FindReport(orgID, id string) (*Report, error) {
 	var rec *Report
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
-		rec, _, err = getOrgReport(tx, orgID, id, false)
+		rec, _, err = getOrgReport(tx, &db.tables, orgID, id, false)
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (db *DB) ReportRecords(orgID, id string, fn func(*Record) error) error {
 	for {
 		batch = batch[:0]
 		err := db.bolt.View(func(tx *bolt.Tx) error {
-			rep, _, err := getOrgReport(tx, orgID, id, false)
+			rep, _, err := getOrgReport(tx, &db.tables, orgID, id, false)
 			if err != nil {
 				return err
 			}
@@ -313,7 +313,7 @@ func (db *DB) DeleteReportsBefore(t time.Time) (int, error) {
 		var gone [][16]byte
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
 			var err error
-			gone, err = hideOldReports(tx, cutoff, retentionStep)
+			gone, err = hideOldReports(tx, &db.tables, cutoff, retentionStep)
 			return err
 		})
 		if err != nil {
@@ -367,7 +367,7 @@ type ReportStats struct {
 func (db *DB) ReportStatistics(orgID, id string) (*ReportStats, error) {
 	var st *ReportStats
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		rec, sum, err := getOrgReport(tx, orgID, id, true)
+		rec, sum, err := getOrgReport(tx, &db.tables, orgID, id, true)
 		if err != nil {
 			return err
 		}
@@ -551,13 +551,17 @@ const recordsPerBatch = 4096
 
 func errReportNotFound() error { return errorf(ErrNotFound, "report not found") }
 
-// getReport reads report id, with its summary when withSummary is set.
-// ErrNotFound when absent or id malformed.
-func getReport(tx *bolt.Tx, id string, withSummary bool) (*Report, *Summary, error) {
+// getReport reads report id, with its summary when withSummary is set,
+// whatever form it is stored in (report_table.go), decoding tables
+// through tables. ErrNotFound when absent or id malformed.
+func getReport(tx *bolt.Tx, tables *tableCache, id string, withSummary bool) (*Report, *Summary, error) {
 	if !ValidID(id) {
 		return nil, nil, errReportNotFound()
 	}
-	raw := tx.Bucket(bucketReports).Get(idKey(id))
+	raw, err := reportValue(tx, tables, id)
+	if err != nil {
+		return nil, nil, err
+	}
 	if raw == nil {
 		return nil, nil, errReportNotFound()
 	}
@@ -565,8 +569,8 @@ func getReport(tx *bolt.Tx, id string, withSummary bool) (*Report, *Summary, err
 }
 
 // getOrgReport is getReport that also hides other organizations' reports.
-func getOrgReport(tx *bolt.Tx, orgID, id string, withSummary bool) (*Report, *Summary, error) {
-	rec, sum, err := getReport(tx, id, withSummary)
+func getOrgReport(tx *bolt.Tx, tables *tableCache, orgID, id string, withSummary bool) (*Report, *Summary, error) {
+	rec, sum, err := getReport(tx, tables, id, withSummary)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -577,8 +581,8 @@ func getOrgReport(tx *bolt.Tx, orgID, id string, withSummary bool) (*Report, *Su
 }
 
 // deleteDomainReports removes everything ingest stored for a domain: its
-// reports with their records and index entries, its roll-ups,
-// and records of its reports still pending. It runs inside DeleteDomain.
+// reports with their records, report tables and index entries, its
+// roll-ups, and records of its reports still pending. It runs inside DeleteDomain.
 func deleteDomainReports(tx *bolt.Tx, domainID string) error {
 	prefix := []byte(domainID)
 	idx := tx.Bucket(bucketReportsByDomain)
@@ -600,7 +604,7 @@ func deleteDomainReports(tx *bolt.Tx, domainID string) error {
 	if err := deletePendingOf(tx, domainID); err != nil {
 		return err
 	}
-	for _, b := range [][]byte{bucketReportsByDomain, bucketRollups, bucketDayTotals, bucketRecordBlocks} {
+	for _, b := range [][]byte{bucketReportsByDomain, bucketRollups, bucketDayTotals, bucketRecordBlocks, bucketReportTables} {
 		if _, err := deletePrefix(tx.Bucket(b), prefix, -1); err != nil {
 			return err
 		}
@@ -649,8 +653,9 @@ func deletePrefix(b *bolt.Bucket, prefix []byte, max int) (int, error) {
 
 // hideOldReports removes the metadata and index entries of up to max
 // reports whose date_end is before cutoff (Unix seconds), marks their
-// records pending, and returns their binary ids.
-func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
+// records pending, and returns their binary ids. The report tables left
+// without a report (report_table.go) go with them.
+func hideOldReports(tx *bolt.Tx, tables *tableCache, cutoff uint64, max int) ([][16]byte, error) {
 	type victim struct {
 		key []byte
 		id  string
@@ -675,6 +680,7 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 		}
 	}
 	gone := make([][16]byte, 0, len(victims))
+	dead := map[string]bool{} // tables that lost a report
 	for _, vic := range victims {
 		if err := byDomain.Delete(vic.key); err != nil {
 			return nil, err
@@ -686,12 +692,17 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 		} else if !isKind(err, ErrNotFound) {
 			return nil, err
 		}
-		rep, _, err := getReport(tx, vic.id, false)
+		rep, _, err := getReport(tx, tables, vic.id, false)
 		if isKind(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
+		}
+		if v := tx.Bucket(bucketReports).Get(idKey(rep.ID)); isReportPointer(v) {
+			if k, err := pointerTableKey(v); err == nil {
+				dead[string(k)] = true
+			}
 		}
 		if err := tx.Bucket(bucketReports).Delete(idKey(rep.ID)); err != nil {
 			return nil, err
@@ -701,6 +712,9 @@ func hideOldReports(tx *bolt.Tx, cutoff uint64, max int) ([][16]byte, error) {
 			return nil, err
 		}
 		gone = append(gone, bin)
+	}
+	if err := dropDeadTables(tx, tables, dead); err != nil {
+		return nil, err
 	}
 	return gone, nil
 }

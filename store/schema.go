@@ -74,6 +74,13 @@ var (
 	// the read-optimized form records of bucketRecords move to once their
 	// day is closed (record_seal.go).
 	bucketRecordBlocks = []byte("record_blocks")
+	// bucketReportTables: blockKey(domain id, UTC day of date_begin, seq)
+	// -> the report table of the record block of that key: the values
+	// (reports.AppendReport) of the reports whose first records it holds,
+	// compressed together (block.EncodeTable); each of those reports'
+	// values in bucketReports is then a pointer to it (report_table.go).
+	// Record retention drops blocks, never tables.
+	bucketReportTables = []byte("report_tables")
 
 	// bucketQuarantine: entry id -> quarantineRecord JSON.
 	bucketQuarantine = []byte("quarantine")
@@ -247,6 +254,7 @@ var allBuckets = [][]byte{
 	bucketExportCursors,
 	bucketDigestSent,
 	bucketRecordBlocks,
+	bucketReportTables,
 }
 
 // keySchemaVersion is the key in bucketMeta holding the schema version.

@@ -98,9 +98,15 @@ func backfillStep(tx *bolt.Tx, maxRecords int) (nreports int, done bool, err err
 	}
 	records := tx.Bucket(bucketRecords)
 	sources := newSourceRollups()
+	var tables tableCache
 	var last []byte
 	read := 0
 	for ; k != nil && bytes.Compare(k, until) <= 0 && read < maxRecords; k, v = c.Next() {
+		if isReportPointer(v) {
+			if v, err = reportValue(tx, &tables, string(k)); err != nil {
+				return 0, false, err
+			}
+		}
 		rep, _, err := reports.DecodeReport(string(k), v, false)
 		if err != nil {
 			return 0, false, fmt.Errorf("report %s: %w", k, err)

@@ -52,6 +52,8 @@ type DB struct {
 	drafts draftHints
 	// blocks caches the sealed record blocks read last (record_block.go).
 	blocks blockCache
+	// tables caches the report tables read last (report_table.go).
+	tables tableCache
 }
 
 // defaultLockTimeout is how long Open waits for the lock when Options say 0.

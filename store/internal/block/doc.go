@@ -26,6 +26,13 @@
 //	func EncodeReports(dst []byte, list []reports.Report) []byte
 //	func DecodeReports(b []byte) ([]reports.Report, error)
 //
+//	// Report tables: opaque values by 16-byte id (the store's report values).
+//	func EncodeTable(dst []byte, entries []TableEntry) ([]byte, error)
+//	func DecodeTable(b []byte) (*Table, error)
+//	func Tag(b []byte) ([TagLen]byte, error)              // the header only
+//	func (*Table) Get(id [16]byte) ([]byte, bool)
+//	func (*Table) Len() int; ID(i int) [16]byte; Tag() [TagLen]byte; Size() int
+//
 //	var ErrCorrupt error // wrapped by every decoding error
 //	const Version = 1    // first byte of every block
 //
@@ -55,7 +62,7 @@
 //
 // A block (either kind) is a frame: Version (1 byte), the CRC-32C
 // (4 bytes, little-endian) of the header part, the header part (a kind
-// byte, 'R' records or 'M' report metadata, the header's length as a
+// byte, 'R' records, 'M' report metadata or 'V' a report table, the header's length as a
 // uvarint and the header), the CRC-32C of the body part, the body part
 // (the payload's length, uvarint, and the payload compressed as one zstd
 // frame). Decode refuses another version or kind, a wrong checksum, a
@@ -98,6 +105,13 @@
 // differences (date_begin from the previous report's, date_end from
 // date_begin, received_at from date_end) and nanoseconds, and the counts
 // as zigzag varints.
+//
+// A report table ('V') has a header of a random 16-byte tag (each table
+// written has its own, so a cache tells two tables under one key apart
+// reading the header only) and the entry count; its payload is three
+// columns, each its length and bytes (the ids' first 8 bytes as uvarint
+// differences, ids being sorted; their last 8 bytes; the values'
+// lengths), then the values back to back.
 //
 // A new layout gets the next Version; readers of this one stay, so that
 // blocks written before are read until the store rewrites them.
