@@ -442,14 +442,21 @@ func (j *job) found() *store.Geo {
 }
 
 // flush hands the draft's buffered records to the writer. It first waits
-// for the previous chunk, so at most one chunk per input is in flight.
+// for the previous chunk, so at most one chunk per input is in flight,
+// and only then takes the chunk: TakeChunk gives the draft a new buffer
+// the size of the chunk, which taken before the wait made three chunks'
+// bytes at once (the one committed, the one waiting, the new buffer) and
+// 1.2 MB more live heap in a large report's import (issue 25).
 func (j *job) flush(d *store.ReportDraft) error {
-	c := d.TakeChunk()
-	if c == nil {
+	if d.Buffered() == 0 {
 		return nil
 	}
 	if err := j.waitInflight(); err != nil {
 		return err
+	}
+	c := d.TakeChunk()
+	if c == nil {
+		return nil
 	}
 	w := j.newWork(store.IngestBatch{Chunks: []*store.RecordChunk{c}}, c.Len(), true)
 	if err := j.p.submit(j.ctx, w); err != nil {

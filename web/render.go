@@ -56,7 +56,11 @@ func (h *Handler) render(w http.ResponseWriter, r *req, status int, name, title 
 		h.fillPerson(&l, r)
 	}
 	var buf bytes.Buffer
-	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", l); err != nil {
+	t, err := h.page(name)
+	if err == nil {
+		err = t.ExecuteTemplate(&buf, "layout.html", l)
+	}
+	if err != nil {
 		h.log.Error("rendering a page", "page", name, "error", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return

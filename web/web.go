@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -75,16 +76,19 @@ type Handler struct {
 	now    func() time.Time
 	public *url.URL
 	router *httprouter.Router
-	pages  map[string]*template.Template
-	assets map[string]asset // by hashed path
-	css    string           // hashed path of app.css
-	js     string           // hashed path of app.js
-	icon   string           // hashed path of favicon.svg
+	pages  map[string]*pageTemplate
+	base   *template.Template // layout.html and parts.html, which each page clones
+	assets map[string]asset   // by hashed path
+	css    string             // hashed path of app.css
+	js     string             // hashed path of app.js
+	icon   string             // hashed path of favicon.svg
 	views  *senders.Views
 	stages *stageCache
 	checks *checkCache
 	oidc   *oidcClient // nil without single sign-on
 	steps  *totpSteps
+	// cloneMu makes the clones of base one at a time.
+	cloneMu sync.Mutex
 }
 
 // asset is one embedded static file.
@@ -184,15 +188,52 @@ func (h *Handler) loadTemplates() error {
 	if err != nil {
 		return err
 	}
-	h.pages = map[string]*template.Template{}
+	h.base = base
+	h.pages = map[string]*pageTemplate{}
 	for _, name := range pageNames {
-		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
-		if err != nil {
-			return fmt.Errorf("web: template %s: %w", name, err)
+		// Each page is parsed here, so that a broken one stops the start,
+		// and again at its first render (pageTemplate).
+		if _, err := h.parsePage(name); err != nil {
+			return err
 		}
-		h.pages[name] = t
+		h.pages[name] = &pageTemplate{}
 	}
 	return nil
+}
+
+// pageTemplate is a page's template set, made at the page's first render:
+// each page clones the layout and the parts (120 KB of parse trees each,
+// 3.5 MB for all pages), and a server mostly shows a few of its pages, if
+// any: a server that only receives reports held them for nothing, 7 MB of
+// its peak RSS when it imported a report of a million records (issue 25).
+type pageTemplate struct {
+	once sync.Once
+	t    *template.Template
+	err  error
+}
+
+// parsePage returns a new template set of the layout with page name.
+func (h *Handler) parsePage(name string) (*template.Template, error) {
+	h.cloneMu.Lock()
+	c, err := h.base.Clone()
+	h.cloneMu.Unlock()
+	if err == nil {
+		c, err = c.ParseFS(templateFS, "templates/"+name+".html")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("web: template %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// page returns the template set of page name.
+func (h *Handler) page(name string) (*template.Template, error) {
+	p := h.pages[name]
+	if p == nil {
+		return nil, fmt.Errorf("web: no page %q", name)
+	}
+	p.once.Do(func() { p.t, p.err = h.parsePage(name) })
+	return p.t, p.err
 }
 
 // ServeHTTP serves one UI request with the security headers of UI.md.

@@ -93,17 +93,19 @@ func TestSourceSegmentRoundTrip(t *testing.T) {
 // records and days add up, and past maxSourceEvidence entries a domain
 // with more messages than the smallest entry takes its place.
 func TestAddEvidence(t *testing.T) {
-	var out []Evidence
-	out = addRecordEvidence(out, 0, EvidenceDKIM, "Example.COM", "fail", 5)
-	out = addRecordEvidence(out, 0, EvidenceDKIM, "example.com", "pass", 5)
-	out = addRecordEvidence(out, 0, EvidenceSPF, "example.com", "softfail", 5)
-	out = addRecordEvidence(out, 0, EvidenceSPF, "", "pass", 5)
+	var s Sources
+	s.addRecordEvidence(0, 0, "Example.COM", "fail", 5)
+	s.addRecordEvidence(0, 0, "example.com", "pass", 5)
+	s.addRecordEvidence(0, evKeySPF, "example.com", "softfail", 5)
+	s.addRecordEvidence(0, evKeySPF, "", "pass", 5)
+	out := s.evidence(nil, &srcRow{a1: int32(len(s.auths))})
 	want := []Evidence{{EvidenceDKIM, "example.com", 5, 5}, {EvidenceSPF, "example.com", 5, 0}}
-	if !reflect.DeepEqual(out, want) {
-		t.Fatalf("one record: %+v, want %+v", out, want)
+	if !reflect.DeepEqual(out, want) || len(s.doms.list) != 1 {
+		t.Fatalf("one record: %+v (domains %q), want %+v", out, s.doms.list, want)
 	}
-	if u := addRecordEvidence(nil, 0, EvidenceDKIM, "BÜCHER.Example", "pass", 1); u[0].Domain != "bücher.example" {
-		t.Errorf("a domain past ASCII: %q", u[0].Domain)
+	var u Sources
+	if u.addRecordEvidence(0, 0, "BÜCHER.Example", "pass", 1); u.evidence(nil, &srcRow{a1: 1})[0].Domain != "bücher.example" {
+		t.Errorf("a domain past ASCII: %q", u.doms.list)
 	}
 	out = addEvidence(out, 0, Evidence{EvidenceDKIM, "example.com", 3, 0})
 	if out[0] != (Evidence{EvidenceDKIM, "example.com", 8, 5}) {

@@ -26,21 +26,36 @@ import (
 // appears (at most maxSourceEvidence entries, see addEvidence), and past
 // maxDraftSourceIPs distinct sources the ones with the fewest messages are
 // folded into the row of OtherSources, down to keepDraftSourceIPs.
+//
+// The rows and their evidence are what a report of a million records
+// holds while it is read (up to maxDraftSourceIPs+compactEvery rows and
+// two or three times as much evidence), so they are compact: a row numbers
+// its geolocation in geos and an evidence entry its domain in doms (a
+// report's sources share a few of each), a row has no count of the
+// disposition none (its messages less the others), and rows are summed in
+// place (issue 25: 80 bytes a row instead of 120, 24 an evidence entry
+// instead of 48, and no second array of rows).
 type Sources struct {
 	rows []srcRow
 	// auths holds the rows' evidence: row i's are auths[a0:a1].
-	auths []Evidence
+	auths []srcEvidence
 	// summed is how many leading rows are summed: one per source, in no
 	// particular order (the encoding and the counts need none).
 	summed int
-	perm   []int32  // scratch of compact
-	tab    []int32  // scratch of distinct
-	strs   strTable // scratch of encode
-	// spare and spareAuths are what sum writes the summed rows into; it
-	// then swaps them with rows and auths, so that a report whose sources
-	// repeat sums them without new slices.
-	spare      []srcRow
-	spareAuths []Evidence
+	// geos numbers the rows' geolocations, the first (0) being none; doms
+	// the evidence's domains (in lower case).
+	geos interner[srcGeo]
+	doms interner[string]
+	perm []int32  // scratch of sum
+	tab  []int32  // scratch of distinct and sum
+	strs strTable // scratch of encode
+	// geoRefs and domRefs are encode's string references of each
+	// geolocation (its country's and AS name's) and domain.
+	geoRefs, domRefs []uint64
+	// spareAuths is what sum and prune write the evidence into; they then
+	// swap it with auths, so that a report whose sources repeat sums them
+	// without new slices.
+	spareAuths []srcEvidence
 	grp, first []int32 // scratch of sum
 	// Pool is the DB's, which hands the slices on from report to report;
 	// nil: new slices, sized for 4 sources.
@@ -48,15 +63,103 @@ type Sources struct {
 }
 
 // srcRow is one record's contribution to its source, or (once compacted)
-// the sum of its source's records.
+// the sum of its source's records. Its messages with the disposition none
+// are messages-quarantine-reject: a record has one disposition.
 type srcRow struct {
-	ip                        string
-	messages, pass, spf, dkim int64
-	none, quarantine, reject  int64
-	cc, asOrg                 string
-	asn                       uint32
-	hasCC, hasASN, hasASOrg   bool
-	a0, a1                    int32
+	ip                                            string
+	messages, pass, spf, dkim, quarantine, reject int64
+	geo                                           int32 // in Sources.geos
+	a0, a1                                        int32
+}
+
+// srcGeo is a geolocation of rows.
+type srcGeo struct {
+	cc, asOrg               string
+	asn                     uint32
+	hasCC, hasASN, hasASOrg bool
+}
+
+// srcEvidence is an Evidence of a row: key is the number of its domain in
+// Sources.doms, shifted left by one, plus evKeySPF for SPF.
+type srcEvidence struct {
+	key            uint32
+	messages, pass int64
+}
+
+const evKeySPF = 1
+
+// interner numbers distinct values in the order they first come, from 0.
+// A report has a few countries, ASes and domains, looked up in the list
+// itself while it is short; a map takes over past internScan of them.
+// The last two numbers returned are tried first: a report's records come
+// in runs from one AS, each with its DKIM and its SPF domain.
+type interner[K comparable] struct {
+	list       []K
+	idx        map[K]int32 // in use when big
+	big        bool
+	last, prev int32 // the numbers ref returned last
+}
+
+const internScan = 8
+
+// ref returns the number of k, adding it.
+func (t *interner[K]) ref(k K) int32 {
+	if int(t.last) < len(t.list) && t.list[t.last] == k {
+		return t.last
+	}
+	if int(t.prev) < len(t.list) && t.list[t.prev] == k {
+		t.last, t.prev = t.prev, t.last
+		return t.last
+	}
+	i := t.find(k)
+	t.last, t.prev = i, t.last
+	return i
+}
+
+// find returns the number of k, adding it.
+func (t *interner[K]) find(k K) int32 {
+	if !t.big {
+		for i := len(t.list) - 1; i >= 0; i-- {
+			if t.list[i] == k {
+				return int32(i)
+			}
+		}
+		if len(t.list) >= internScan {
+			if t.idx == nil {
+				t.idx = make(map[K]int32, 4*internScan)
+			}
+			for i, v := range t.list {
+				t.idx[v] = int32(i)
+			}
+			t.big = true
+		}
+	} else if i, ok := t.idx[k]; ok {
+		return i
+	}
+	i := int32(len(t.list))
+	t.list = append(t.list, k)
+	if t.big {
+		t.idx[k] = i
+	}
+	return i
+}
+
+// reset empties t, keeping its slice and map (not their values) unless
+// they grew past keep entries.
+func (t *interner[K]) reset(keep int) {
+	clear(t.list)
+	t.list = t.list[:0]
+	if t.idx != nil {
+		if len(t.idx) > keep {
+			t.idx = nil
+		} else {
+			clear(t.idx)
+		}
+	}
+	if cap(t.list) > keep {
+		t.list = nil
+	}
+	t.big, t.last, t.prev = false, 0, 0
 }
 
 // compactEvery is how many rows are appended before they are summed: it
@@ -87,28 +190,33 @@ func (p *SourcePool) rows() int {
 // report: a report of 50 records took 12 KB of them, which made a fifth of
 // the bytes the store allocated per record.
 type sourceBufs struct {
-	rows, spare           []srcRow
-	auths, spareAuths     []Evidence
+	rows                  []srcRow
+	auths, spareAuths     []srcEvidence
 	perm, tab, grp, first []int32
 	strs                  strTable
+	geos                  interner[srcGeo]
+	doms                  interner[string]
+	geoRefs, domRefs      []uint64
 }
 
 // take gives s the slices of a finished report, or new ones sized by the
 // pool's hint.
 func (s *Sources) take() {
 	n := s.Pool.rows()
-	if s.Pool == nil {
-		s.rows, s.auths = make([]srcRow, 0, n), make([]Evidence, 0, 2*n)
-		return
+	s.rows, s.auths = nil, nil
+	if s.Pool != nil {
+		if b, _ := s.Pool.bufs.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
+			s.rows, s.auths, s.perm, s.tab, s.strs = b.rows[:0], b.auths[:0], b.perm[:0], b.tab, b.strs
+			s.spareAuths, s.grp, s.first = b.spareAuths[:0], b.grp[:0], b.first[:0]
+			s.geos, s.doms, s.geoRefs, s.domRefs = b.geos, b.doms, b.geoRefs, b.domRefs
+			*b = sourceBufs{}
+			s.Pool.bufs.Put(b)
+		}
 	}
-	if b, _ := s.Pool.bufs.Get().(*sourceBufs); b != nil && cap(b.rows) >= n {
-		s.rows, s.auths, s.perm, s.tab, s.strs = b.rows[:0], b.auths[:0], b.perm[:0], b.tab, b.strs
-		s.spare, s.spareAuths, s.grp, s.first = b.spare[:0], b.spareAuths[:0], b.grp[:0], b.first[:0]
-		*b = sourceBufs{}
-		s.Pool.bufs.Put(b)
-		return
+	if s.rows == nil {
+		s.rows, s.auths = make([]srcRow, 0, n), make([]srcEvidence, 0, 2*n)
 	}
-	s.rows, s.auths = make([]srcRow, 0, n), make([]Evidence, 0, 2*n)
+	s.geos.ref(srcGeo{}) // 0: none
 }
 
 // Release hands s's slices to the next report and empties s. Nothing may
@@ -120,13 +228,13 @@ func (s *Sources) Release() {
 			b = new(sourceBufs)
 		}
 		clear(s.rows[:cap(s.rows)]) // the strings of the report go with it
-		clear(s.auths[:cap(s.auths)])
-		clear(s.spare[:cap(s.spare)])
-		clear(s.spareAuths[:cap(s.spareAuths)])
 		s.strs.reset()
 		s.strs.s = SourceRollup{}
+		s.geos.reset(4 * compactEvery)
+		s.doms.reset(4 * compactEvery)
 		b.rows, b.auths, b.perm, b.tab, b.strs = s.rows[:0], s.auths[:0], s.perm[:0], s.tab, s.strs
-		b.spare, b.spareAuths, b.grp, b.first = s.spare[:0], s.spareAuths[:0], s.grp[:0], s.first[:0]
+		b.spareAuths, b.grp, b.first = s.spareAuths[:0], s.grp[:0], s.first[:0]
+		b.geos, b.doms, b.geoRefs, b.domRefs = s.geos, s.doms, s.geoRefs[:0], s.domRefs[:0]
 		s.Pool.bufs.Put(b)
 	}
 	*s = Sources{}
@@ -146,30 +254,30 @@ func (s *Sources) Add(r *Record) {
 		row.quarantine = n
 	case "reject":
 		row.reject = n
-	default:
-		row.none = n
 	}
-	if g := r.Geo; g != nil {
+	if g := r.Geo; g != nil && (g.CountryCode != nil || g.ASN != nil || g.ASOrg != nil) {
+		var sg srcGeo
 		if g.CountryCode != nil {
-			row.cc, row.hasCC = *g.CountryCode, true
+			sg.cc, sg.hasCC = *g.CountryCode, true
 		}
 		if g.ASN != nil {
-			row.asn, row.hasASN = *g.ASN, true
+			sg.asn, sg.hasASN = *g.ASN, true
 		}
 		if g.ASOrg != nil {
-			row.asOrg, row.hasASOrg = *g.ASOrg, true
+			sg.asOrg, sg.hasASOrg = *g.ASOrg, true
 		}
+		row.geo = s.geos.ref(sg)
 	}
 	// A row alone is a summed source: its evidence is distinct and at
 	// most maxSourceEvidence entries, as the sum of several would be.
 	row.a0 = int32(len(s.auths))
 	for i := range r.AuthResults.DKIM {
 		a := &r.AuthResults.DKIM[i]
-		s.auths = addRecordEvidence(s.auths, row.a0, EvidenceDKIM, a.Domain, a.Result, n)
+		s.addRecordEvidence(row.a0, 0, a.Domain, a.Result, n)
 	}
 	for i := range r.AuthResults.SPF {
 		a := &r.AuthResults.SPF[i]
-		s.auths = addRecordEvidence(s.auths, row.a0, EvidenceSPF, a.Domain, a.Result, n)
+		s.addRecordEvidence(row.a0, evKeySPF, a.Domain, a.Result, n)
 	}
 	row.a1 = int32(len(s.auths))
 	s.rows = append(s.rows, row)
@@ -199,10 +307,13 @@ func (s *Sources) Compact() {
 }
 
 // sum replaces the rows by one per source, in the order the sources first
-// came. The rows are grouped by source with a hash table of the sources
-// and a counting sort, which keeps each source's rows in the order they
-// came (the first one's geolocation and auth order win), the summed row
-// first.
+// came, each the sum of its rows in the order they came (the first one's
+// geolocation and auth order win). The rows are grouped by source with a
+// hash table of the sources; the evidence is summed source by source
+// through a counting sort of the rows into the spare evidence, then the
+// rows are summed in place: a source's place (its number in the order of
+// first coming) is never after its first row, so every row is read
+// before a place is written over it.
 func (s *Sources) sum() {
 	n := len(s.rows)
 	tab := s.table(n)
@@ -241,30 +352,38 @@ func (s *Sources) sum() {
 		at[g]++
 	}
 	s.perm = perm
-	summed := slices.Grow(s.spare[:0], len(first))
+	// The evidence, source by source; the first row of each gets its new
+	// range, which it takes to its place below.
 	auths := slices.Grow(s.spareAuths[:0], len(s.auths))
 	for i := 0; i < len(perm); {
 		j := i + 1
 		for j < len(perm) && grp[perm[j]] == grp[perm[i]] {
 			j++
 		}
-		out := s.rows[perm[i]]
-		out.a0 = int32(len(auths))
+		a0 := int32(len(auths))
 		for _, k := range perm[i:j] {
-			if k != perm[i] {
-				out.sum(&s.rows[k])
-			}
 			for _, a := range s.auths[s.rows[k].a0:s.rows[k].a1] {
-				auths = addEvidence(auths, out.a0, a)
+				auths = addSrcEvidence(auths, a0, a)
 			}
 		}
-		out.a1 = int32(len(auths))
-		summed = append(summed, out)
+		f := &s.rows[perm[i]]
+		f.a0, f.a1 = a0, int32(len(auths))
 		i = j
 	}
-	// The rows summed become the spare ones: nothing points into them
-	// (what the report keeps of them is copied by counts and encode).
-	s.rows, s.auths, s.spare, s.spareAuths = summed, auths, s.rows[:0], s.auths[:0]
+	// The counts, in place: source g's first row moves up to row g (g is
+	// at most its index), the others add to it.
+	next := int32(0)
+	for i, g := range grp {
+		if g == next {
+			s.rows[g] = s.rows[i]
+			next++
+		} else {
+			s.sumRow(&s.rows[g], &s.rows[i])
+		}
+	}
+	clear(s.rows[len(first):]) // the strings of the rows summed
+	s.rows = s.rows[:len(first)]
+	s.auths, s.spareAuths = auths, s.auths[:0]
 }
 
 // table returns the scratch hash table for n rows, empty: a power of two
@@ -304,29 +423,56 @@ func (s *Sources) distinct() bool {
 var sourceSeed = maphash.MakeSeed()
 
 // addRecordEvidence counts the n messages of one record with one auth
-// result in the evidence of its row, which starts at out[e0]: a domain
+// result in the evidence of its row, which starts at auths[e0]: a domain
 // the record names twice (two signatures) counts its messages once,
 // passing when either result passed. An empty domain is no evidence.
-func addRecordEvidence(out []Evidence, e0 int32, kind, domain, result string, n int64) []Evidence {
+// kind is 0 for DKIM, evKeySPF for SPF.
+func (s *Sources) addRecordEvidence(e0 int32, kind uint32, domain, result string, n int64) {
 	if domain == "" {
-		return out
+		return
 	}
 	if needsLower(domain) {
 		domain = strings.ToLower(domain)
 	}
+	key := uint32(s.doms.ref(domain))<<1 | kind
 	pass := ifPass(result == "pass", n)
-	have := out[e0:]
+	have := s.auths[e0:]
 	for i := range have {
-		if h := &have[i]; h.Domain == domain && h.Kind == kind {
-			h.Pass = max(h.Pass, pass)
-			return out
+		if h := &have[i]; h.key == key {
+			h.pass = max(h.pass, pass)
+			return
 		}
 	}
-	e := Evidence{Kind: kind, Domain: domain, Messages: n, Pass: pass}
+	e := srcEvidence{key: key, messages: n, pass: pass}
 	if len(have) < maxSourceEvidence {
-		return append(out, e)
+		s.auths = append(s.auths, e)
+		return
 	}
-	return addEvidence(out, e0, e)
+	s.auths = addSrcEvidence(s.auths, e0, e)
+}
+
+// addSrcEvidence is addEvidence for the rows' evidence.
+func addSrcEvidence(out []srcEvidence, e0 int32, e srcEvidence) []srcEvidence {
+	have := out[e0:]
+	least := -1
+	for i := range have {
+		h := &have[i]
+		if h.key == e.key {
+			h.messages += e.messages
+			h.pass += e.pass
+			return out
+		}
+		if least < 0 || h.messages < have[least].messages {
+			least = i
+		}
+	}
+	switch {
+	case len(have) < maxSourceEvidence:
+		out = append(out, e)
+	case e.messages > have[least].messages:
+		have[least] = e
+	}
+	return out
 }
 
 // needsLower reports whether s has a byte strings.ToLower may change: an
@@ -342,21 +488,33 @@ func needsLower(s string) bool {
 	return false
 }
 
-// sum adds o's counts into r (not its auth results, nor its geolocation
-// when r has one).
-func (r *srcRow) sum(o *srcRow) {
+// sumCounts adds o's counts into r.
+func (r *srcRow) sumCounts(o *srcRow) {
 	r.messages += o.messages
 	r.pass += o.pass
 	r.spf += o.spf
 	r.dkim += o.dkim
-	r.none += o.none
 	r.quarantine += o.quarantine
 	r.reject += o.reject
-	if !r.hasCC && o.hasCC {
-		r.cc, r.hasCC = o.cc, true
+}
+
+// sumRow adds o's counts into r, and the parts of o's geolocation r lacks
+// (a country, an AS with its name), not its auth results.
+func (s *Sources) sumRow(r, o *srcRow) {
+	r.sumCounts(o)
+	if r.geo == o.geo || o.geo == 0 {
+		return
 	}
-	if !r.hasASN && o.hasASN {
-		r.asn, r.hasASN, r.asOrg, r.hasASOrg = o.asn, true, o.asOrg, o.hasASOrg
+	g, og := s.geos.list[r.geo], s.geos.list[o.geo]
+	changed := false
+	if !g.hasCC && og.hasCC {
+		g.cc, g.hasCC, changed = og.cc, true, true
+	}
+	if !g.hasASN && og.hasASN {
+		g.asn, g.hasASN, g.asOrg, g.hasASOrg, changed = og.asn, true, og.asOrg, og.hasASOrg, true
+	}
+	if changed {
+		r.geo = s.geos.ref(g)
 	}
 }
 
@@ -383,17 +541,17 @@ func (s *Sources) prune(keep int) {
 	})
 	auths := s.spareAuths[:0]
 	for _, a := range s.auths[other.a0:other.a1] {
-		auths = addEvidence(auths, 0, a)
+		auths = addSrcEvidence(auths, 0, a)
 	}
 	k := min(keep, len(rest))
-	for _, o := range rest[k:] {
-		other.sum(&o)
+	for i := range rest[k:] {
+		o := &rest[k+i]
+		other.sumCounts(o)
 		for _, a := range s.auths[o.a0:o.a1] {
-			auths = addEvidence(auths, 0, a)
+			auths = addSrcEvidence(auths, 0, a)
 		}
 	}
-	other.ip, other.cc, other.asOrg, other.asn = OtherSources, "", "", 0
-	other.hasCC, other.hasASN, other.hasASOrg = false, false, false
+	other.ip, other.geo = OtherSources, 0
 	other.a0, other.a1 = 0, int32(len(auths))
 	// The other row first, then the rows kept, moved up by one.
 	rows := slices.Grow(rest[:k], 1)[:k+1]
@@ -410,22 +568,53 @@ func (s *Sources) prune(keep int) {
 	}
 	s.rows, s.auths, s.spareAuths = rows, auths, s.auths[:0]
 	s.summed = len(rows)
+	s.shrinkTables()
 }
 
-// rollup returns row r as a SourceRollup for the encoder: it points into
-// r and the auth results, so it is only read while they are.
-func (s *Sources) rollup(r *srcRow, out *SourceRollup) {
-	*out = SourceRollup{SourceIP: r.ip, Messages: r.messages, DMARCPass: r.pass, SPFAligned: r.spf, DKIMAligned: r.dkim,
-		Disposition: DispositionCount{None: r.none, Quarantine: r.quarantine, Reject: r.reject},
-		Evidence:    s.auths[r.a0:r.a1]}
-	if r.hasCC {
-		out.CountryCode = &r.cc
+// shrinkTables drops the geolocations and domains no row refers to any
+// more once they are many more than the rows could: a report of a million
+// sources from as many ASes and domains keeps only those of the sources
+// it keeps. They keep their order; nothing depends on their numbers.
+func (s *Sources) shrinkTables() {
+	if len(s.geos.list) > 2*len(s.rows)+1024 {
+		remap := make([]int32, len(s.geos.list))
+		for i := range s.rows {
+			remap[s.rows[i].geo] = 1
+		}
+		remap[0] = 1 // none stays 0
+		keepMarked(&s.geos, remap)
+		for i := range s.rows {
+			r := &s.rows[i]
+			r.geo = remap[r.geo]
+		}
 	}
-	if r.hasASN {
-		out.ASN = &r.asn
+	if len(s.doms.list) > 2*len(s.auths)+1024 {
+		remap := make([]int32, len(s.doms.list))
+		for _, a := range s.auths {
+			remap[a.key>>1] = 1
+		}
+		keepMarked(&s.doms, remap)
+		for i := range s.auths {
+			a := &s.auths[i]
+			a.key = uint32(remap[a.key>>1])<<1 | a.key&evKeySPF
+		}
 	}
-	if r.hasASOrg {
-		out.ASOrg = &r.asOrg
+}
+
+// keepMarked keeps the values of t whose mark is 1, in order, and turns
+// each mark into the value's new number.
+func keepMarked[K comparable](t *interner[K], mark []int32) {
+	list := t.list
+	kept := make([]K, 0, len(list)/2)
+	for i, v := range list {
+		if mark[i] == 1 {
+			mark[i] = int32(len(kept))
+			kept = append(kept, v)
+		}
+	}
+	t.reset(0)
+	for _, v := range kept {
+		t.ref(v)
 	}
 }
 
@@ -451,14 +640,15 @@ func (s *Sources) Counts() []IPCount {
 			continue
 		}
 		c := IPCount{IP: r.ip, SourceCount: SourceCount{Messages: r.messages, Pass: r.pass, Fail: r.messages - r.pass}}
-		if r.hasCC {
-			c.CC = g.str(r.cc)
+		geo := &s.geos.list[r.geo]
+		if geo.hasCC {
+			c.CC = g.str(geo.cc)
 		}
-		if r.hasASN {
-			c.ASN = g.num(r.asn)
+		if geo.hasASN {
+			c.ASN = g.num(geo.asn)
 		}
-		if r.hasASOrg {
-			c.ASOrg = g.str(r.asOrg)
+		if geo.hasASOrg {
+			c.ASOrg = g.str(geo.asOrg)
 		}
 		out = append(out, c)
 	}
@@ -511,6 +701,78 @@ func (s *Sources) Encode(begin, end time.Time) SourceEntries {
 	}
 	e := make(codec.Enc, 0, 64+64*len(s.rows)) // about what an entry takes with two auth results
 	e = append(e, segVersion)
-	e = appendSourceBlock(e, &s.strs, begin.Unix(), end.Unix(), len(s.rows), func(i int, sr *SourceRollup) { s.rollup(&s.rows[i], sr) })
+	e = s.appendBlock(e, begin.Unix(), end.Unix())
 	return SourceEntries{n: len(s.rows), body: e}
+}
+
+// noRef is a string reference not looked up yet.
+const noRef = ^uint64(0)
+
+// appendBlock appends the rows as appendSourceBlock does, byte for byte,
+// without making a SourceRollup of each row twice: a geolocation's and a
+// domain's strings are looked up in the block's table once each, the first
+// time a row refers to them, which is when appendSourceBlock would have
+// added them.
+func (s *Sources) appendBlock(e codec.Enc, first, last int64) codec.Enc {
+	t := &s.strs
+	t.reset()
+	gr := fillRefs(&s.geoRefs, 2*len(s.geos.list))
+	dr := fillRefs(&s.domRefs, len(s.doms.list))
+	for i := range s.rows {
+		r := &s.rows[i]
+		if ref := gr[2*r.geo:]; ref[0] == noRef {
+			g := &s.geos.list[r.geo]
+			ref[0], ref[1] = 0, 0
+			if g.hasCC {
+				ref[0] = t.ref(g.cc)
+			}
+			if g.hasASOrg {
+				ref[1] = t.ref(g.asOrg)
+			}
+		}
+		for _, a := range s.auths[r.a0:r.a1] {
+			if d := a.key >> 1; dr[d] == noRef {
+				dr[d] = t.ref(s.doms.list[d])
+			}
+		}
+	}
+	e = appendBlockHeader(e, first, last, len(s.rows))
+	e = e.Uvarint(uint64(len(t.list)))
+	for _, str := range t.list {
+		e = e.Str(str)
+	}
+	for i := range s.rows {
+		r := &s.rows[i]
+		g := &s.geos.list[r.geo]
+		e = e.Addr(r.ip) // OtherSources is "": no address
+		e = e.Varint(r.messages).Varint(r.pass).Varint(r.spf).Varint(r.dkim)
+		e = e.Varint(r.messages - r.quarantine - r.reject).Varint(r.quarantine).Varint(r.reject)
+		e = e.Uvarint(gr[2*r.geo])
+		if g.hasASN {
+			e = append(e, 1).Uvarint(uint64(g.asn))
+		} else {
+			e = append(e, 0)
+		}
+		e = e.Uvarint(gr[2*r.geo+1])
+		e = e.Uvarint(uint64(r.a1 - r.a0))
+		for _, a := range s.auths[r.a0:r.a1] {
+			kind := byte(evKindDKIM)
+			if a.key&evKeySPF != 0 {
+				kind = evKindSPF
+			}
+			e = append(e, kind)
+			e = e.Uvarint(dr[a.key>>1]).Varint(a.messages).Varint(a.pass)
+		}
+	}
+	return e
+}
+
+// fillRefs returns *refs made n long, each noRef.
+func fillRefs(refs *[]uint64, n int) []uint64 {
+	r := slices.Grow((*refs)[:0], n)[:n]
+	for i := range r {
+		r[i] = noRef
+	}
+	*refs = r
+	return r
 }

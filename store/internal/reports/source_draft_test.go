@@ -70,10 +70,10 @@ func TestReportSourcesMatchesOneRollupPerSource(t *testing.T) {
 						one.CountryCode, one.ASN, one.ASOrg = r.Geo.CountryCode, r.Geo.ASN, r.Geo.ASOrg
 					}
 					for _, a := range r.AuthResults.DKIM {
-						one.Evidence = addRecordEvidence(one.Evidence, 0, EvidenceDKIM, a.Domain, a.Result, n)
+						one.Evidence = legacyAddRecordEvidence(one.Evidence, 0, EvidenceDKIM, a.Domain, a.Result, n)
 					}
 					for _, a := range r.AuthResults.SPF {
-						one.Evidence = addRecordEvidence(one.Evidence, 0, EvidenceSPF, a.Domain, a.Result, n)
+						one.Evidence = legacyAddRecordEvidence(one.Evidence, 0, EvidenceSPF, a.Domain, a.Result, n)
 					}
 					if g := want[ip]; g != nil {
 						g.Merge(one)
@@ -196,18 +196,17 @@ func pruneReference(s *Sources, keep int) {
 	slices.SortFunc(rest, func(a, b srcRow) int {
 		return cmp.Or(cmp.Compare(b.messages, a.messages), strings.Compare(a.ip, b.ip))
 	})
-	auths := make([]Evidence, 0, len(s.auths))
+	auths := make([]srcEvidence, 0, len(s.auths))
 	for _, a := range s.auths[other.a0:other.a1] {
-		auths = addEvidence(auths, 0, a)
+		auths = addSrcEvidence(auths, 0, a)
 	}
 	for _, o := range rest[min(keep, len(rest)):] {
-		other.sum(&o)
+		other.sumCounts(&o)
 		for _, a := range s.auths[o.a0:o.a1] {
-			auths = addEvidence(auths, 0, a)
+			auths = addSrcEvidence(auths, 0, a)
 		}
 	}
-	other.ip, other.cc, other.asOrg, other.asn = OtherSources, "", "", 0
-	other.hasCC, other.hasASN, other.hasASOrg = false, false, false
+	other.ip, other.geo = OtherSources, 0
 	other.a0, other.a1 = 0, int32(len(auths))
 	kept := rest[:min(keep, len(rest))]
 	rows := make([]srcRow, 0, len(kept)+1)
@@ -280,4 +279,16 @@ func TestPruneReusesSlices(t *testing.T) {
 			t.Fatalf("round %d: %d rows, want %d", round, len(got), len(want))
 		}
 	}
+}
+
+// evidence appends row r's evidence to out, as Evidence.
+func (s *Sources) evidence(out []Evidence, r *srcRow) []Evidence {
+	for _, a := range s.auths[r.a0:r.a1] {
+		kind := EvidenceDKIM
+		if a.key&evKeySPF != 0 {
+			kind = EvidenceSPF
+		}
+		out = append(out, Evidence{Kind: kind, Domain: s.doms.list[a.key>>1], Messages: a.messages, Pass: a.pass})
+	}
+	return out
 }
