@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"sync"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/dmarcd/dmarcd/store/internal/zst"
 )
 
 // A frame is what Encode and EncodeReports return: a version byte, the
@@ -41,38 +40,9 @@ func corrupt(format string, args ...any) error {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// The zstd encoder and decoder are expensive to make and safe for
-// concurrent EncodeAll and DecodeAll: one of each for the process, made
-// at first use.
-var (
-	zOnce sync.Once
-	zEnc  *zstd.Encoder
-	zDec  *zstd.Decoder
-)
-
-func zstdCodecs() (*zstd.Encoder, *zstd.Decoder) {
-	zOnce.Do(func() {
-		var err error
-		// Blocks are sealed in the background and read many times: the
-		// better level is worth its time. The checksum is ours (CRC-32C
-		// up front), so zstd's is off.
-		zEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
-			zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-		if err != nil {
-			panic(err) // only for invalid options
-		}
-		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxPayload),
-			zstd.IgnoreChecksum(true))
-		if err != nil {
-			panic(err)
-		}
-	})
-	return zEnc, zDec
-}
-
 // seal appends to dst the frame of header and payload.
 func seal(dst []byte, kind byte, header, payload []byte) []byte {
-	enc, _ := zstdCodecs()
+	enc, _ := zst.Codecs()
 	start := len(dst)
 	dst = append(dst, Version, 0, 0, 0, 0, kind)
 	dst = binary.AppendUvarint(dst, uint64(len(header)))
@@ -129,7 +99,7 @@ func openBody(b []byte) ([]byte, error) {
 	if n > uint64(len(z))*32768+64 {
 		return nil, corrupt("payload length %d for %d compressed bytes", n, len(z))
 	}
-	_, dec := zstdCodecs()
+	_, dec := zst.Codecs()
 	out, err := dec.DecodeAll(z, make([]byte, 0, n))
 	if err != nil {
 		return nil, corrupt("zstd: %v", err)

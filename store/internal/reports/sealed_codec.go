@@ -6,12 +6,10 @@ import (
 	"math"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/dmarcd/dmarcd/store/internal/codec"
+	"github.com/dmarcd/dmarcd/store/internal/zst"
 )
 
 // Sealed roll-ups (issue 25): once a domain-day is closed, the seal job
@@ -38,36 +36,9 @@ const (
 // that a corrupt length cannot make a decoder allocate without bound.
 const maxSealedPayload = 1 << 30
 
-// The zstd encoder and decoder are made once (they are expensive) and are
-// safe for concurrent EncodeAll and DecodeAll.
-var (
-	zOnce sync.Once
-	zEnc  *zstd.Encoder
-	zDec  *zstd.Decoder
-)
-
-func zstdCodecs() (*zstd.Encoder, *zstd.Decoder) {
-	zOnce.Do(func() {
-		var err error
-		// Sealing runs in the background and a sealed day is read many
-		// times: the better level is worth its time.
-		zEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
-			zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-		if err != nil {
-			panic(err) // only for invalid options
-		}
-		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxSealedPayload),
-			zstd.IgnoreChecksum(true))
-		if err != nil {
-			panic(err)
-		}
-	})
-	return zEnc, zDec
-}
-
 // appendZstd appends the length of payload and payload compressed.
 func appendZstd(e []byte, payload []byte) []byte {
-	enc, _ := zstdCodecs()
+	enc, _ := zst.Codecs()
 	e = binary.AppendUvarint(e, uint64(len(payload)))
 	return enc.EncodeAll(payload, e)
 }
@@ -85,7 +56,7 @@ func openZstd(b []byte) ([]byte, error) {
 	if n > uint64(len(z))*32768+64 {
 		return nil, errCorrupt
 	}
-	_, dec := zstdCodecs()
+	_, dec := zst.Codecs()
 	out, err := dec.DecodeAll(z, make([]byte, 0, n))
 	if err != nil || uint64(len(out)) != n {
 		return nil, errCorrupt
