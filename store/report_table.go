@@ -80,14 +80,9 @@ func reportValue(tx *bolt.Tx, tables *tableCache, id string) ([]byte, error) {
 	if len(v) != reportPointerLen {
 		return nil, fmt.Errorf("report %s: pointer %x: %w", id, v, errCorrupt)
 	}
-	if len(id) != idLen {
+	bin, ok := binID(id)
+	if !ok {
 		return nil, fmt.Errorf("report %q: %w", id, errCorrupt)
-	}
-	// The id is checked by the key it was found under: parsed unchecked
-	// (binID's check costs as much as the rest of a hit).
-	var bin [16]byte
-	for j, i := range idHexAt {
-		bin[j] = hexValue[id[i]]<<4 | hexValue[id[i+1]]
 	}
 	ref := v[1:]
 	if val, ok := tables.lookup(ref, bin); ok {
@@ -104,21 +99,6 @@ func reportValue(tx *bolt.Tx, tables *tableCache, id string) ([]byte, error) {
 	}
 	return val, nil
 }
-
-// hexValue is the value of a lowercase hex digit (0 for any other byte),
-// without unhex's branch: a random id's digits mispredict it.
-var hexValue = func() (t [256]byte) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = byte(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = byte(c - 'a' + 10)
-	}
-	return t
-}()
-
-// idHexAt are the offsets of the 16 bytes' hex digits in a canonical id.
-var idHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
 // putReportTable writes the table of the reports whose first records the
 // block under key holds (their binary ids) and points their values at it,
