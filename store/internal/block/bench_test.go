@@ -24,12 +24,11 @@ var shapes = []struct {
 }
 
 // BenchmarkShapes encodes and decodes one block of each shape and reports
-// its size: B/record of the records block, B/report of the metadata
-// table, and all-B/record of both, what h25store's budget is left after.
+// its size in B/record.
 func BenchmarkShapes(b *testing.B) {
 	day := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	for _, sh := range shapes {
-		ids, rows, metas := genReports(b, 1, sh.reports, sh.records, day)
+		ids, rows := genReports(b, 1, sh.reports, sh.records, day)
 		if sh.chunk > 0 {
 			// The size of all the blocks of the shape; the runs time the first.
 			total := 0
@@ -47,11 +46,8 @@ func BenchmarkShapes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		meta := EncodeReports(nil, metas)
 		raw := int64(len(rows))
 		perRecord := float64(len(enc)) / float64(raw)
-		perReport := float64(len(meta)) / float64(len(metas))
-		all := float64(len(enc)+len(meta)) / float64(raw)
 		b.Run("encode/"+sh.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var buf []byte
@@ -60,8 +56,6 @@ func BenchmarkShapes(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)*float64(raw)/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(perRecord, "B/record")
-			b.ReportMetric(perReport, "meta-B/report")
-			b.ReportMetric(all, "all-B/record")
 		})
 		b.Run("decode/"+sh.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -88,7 +82,6 @@ func BenchmarkShapes(b *testing.B) {
 				}
 			}
 		})
-		fmt.Printf("%s: %d rows, %d B (%.2f B/record), meta %d B (%.1f B/report), all %.2f B/record\n",
-			sh.name, raw, len(enc), perRecord, len(meta), perReport, all)
+		fmt.Printf("%s: %d rows, %d B (%.2f B/record)\n", sh.name, raw, len(enc), perRecord)
 	}
 }

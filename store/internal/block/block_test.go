@@ -262,8 +262,12 @@ func TestCorrupt(t *testing.T) {
 	v := slices.Clone(enc)
 	v[0] = Version + 1
 	bad("version", v)
-	bad("report table", EncodeReports(nil, []reports.Report{{ID: "x"}}))
-	if _, err := DecodeReports(enc); !errors.Is(err, ErrCorrupt) {
+	table, err := EncodeTable(nil, []TableEntry{{ID: [16]byte{1}, Val: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad("report table", table)
+	if _, err := DecodeTable(enc); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("records read as a report table: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 // Package block is the columnar, compressed form of aggregate records the
 // store seals them into: one immutable block holds the records of many
 // reports (one organization, domain and UTC day), column by column, and a
-// sibling table holds those reports' metadata. It is pure (no bbolt): the
+// sibling table holds those reports' values. It is pure (no bbolt): the
 // store decides which key holds which block.
 //
 // # API
@@ -21,10 +21,6 @@
 //	func (*Block) Rows() ([]Row, error)                    // all rows, block order, lists owned
 //	func (*Block) ReportRows(report uint32, fn func(index uint32, rec *reports.Record) error) error
 //	func (*Block) ReportRange(report, from, to uint32, fn func(index uint32, rec *reports.Record) error) error
-//
-//	// Report metadata (reports.Report, Summary not included).
-//	func EncodeReports(dst []byte, list []reports.Report) []byte
-//	func DecodeReports(b []byte) ([]reports.Report, error)
 //
 //	// Report tables: opaque values by 16-byte id (the store's report values).
 //	func EncodeTable(dst []byte, entries []TableEntry) ([]byte, error)
@@ -62,7 +58,7 @@
 //
 // A block (either kind) is a frame: Version (1 byte), the CRC-32C
 // (4 bytes, little-endian) of the header part, the header part (a kind
-// byte, 'R' records, 'M' report metadata or 'V' a report table, the header's length as a
+// byte, 'R' records or 'V' a report table, the header's length as a
 // uvarint and the header), the CRC-32C of the body part, the body part
 // (the payload's length, uvarint, and the payload compressed as one zstd
 // frame). Decode refuses another version or kind, a wrong checksum, a
@@ -75,7 +71,7 @@
 // big-endian number, as the zigzag difference from the report before's:
 // UUIDv7 ids are time-ordered; then the last 8 bytes), its number of runs
 // and each run (first index, as the difference from the end of the run
-// before, and the count). A report metadata block has an empty header.
+// before, and the count).
 //
 // A records payload is the row count, the dictionary, the geo table, then 27 columns,
 // each its length and bytes. The dictionary holds every string of the
@@ -96,15 +92,6 @@
 // items) and a column per field of its items: reasons (type, comment),
 // DKIM results (domain, selector, result), SPF results (domain, scope,
 // result); last the geo reference.
-//
-// A report metadata payload is the count, a dictionary, then 26 columns:
-// id kind (canonical lowercase UUIDs in binary, as the records' report
-// table; anything else as text), the repeated strings by reference
-// (domain id and name, organization, reporter, policy), the reporter's
-// report id as text, the three times as flags for the zero time, second
-// differences (date_begin from the previous report's, date_end from
-// date_begin, received_at from date_end) and nanoseconds, and the counts
-// as zigzag varints.
 //
 // A report table ('V') has a header of a random 16-byte tag (each table
 // written has its own, so a cache tells two tables under one key apart

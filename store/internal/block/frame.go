@@ -9,9 +9,9 @@ import (
 	"github.com/dmarcd/dmarcd/store/internal/zst"
 )
 
-// A frame is what Encode and EncodeReports return: a version byte, the
+// A frame is what Encode and EncodeTable return: a version byte, the
 // CRC-32C (Castagnoli, little-endian) of the header part, the header part
-// (a kind byte, kindRecords or kindReports, the header's length as a
+// (a kind byte, kindRecords or kindTable, the header's length as a
 // uvarint and the header: what a block says of itself uncompressed), the
 // CRC-32C of the body part, and the body part (the payload's length
 // before compression, uvarint, then the payload as one zstd frame). Two
@@ -22,7 +22,6 @@ const (
 	Version = 1
 
 	kindRecords = 'R'
-	kindReports = 'M'
 
 	// maxPayload caps what a frame may claim to decompress to, so a
 	// corrupt or hostile length cannot make Decode allocate without bound.

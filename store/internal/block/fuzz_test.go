@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/dmarcd/dmarcd/store/internal/reports"
 )
 
 // FuzzDecode ensures no input makes the decoders panic: whole frames
@@ -17,21 +15,20 @@ func FuzzDecode(f *testing.F) {
 	f.Add(enc)
 	_, p, _ := open(enc, kindRecords)
 	f.Add(p)
-	meta := EncodeReports(nil, []reports.Report{randReport(r, 0)})
-	f.Add(meta)
-	_, mp, _ := open(meta, kindReports)
-	f.Add(mp)
+	table, _ := EncodeTable(nil, []TableEntry{{ID: ids[0], Val: []byte("report value")}})
+	f.Add(table)
+	_, tp, _ := open(table, kindTable)
+	f.Add(tp)
 	f.Add([]byte{})
 	f.Add([]byte{Version, 0, 0, 0, 0, kindRecords, 0xff, 0xff, 0xff, 0xff, 0x07})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if blk, err := Decode(b); err == nil {
 			_, _ = blk.Rows()
 		}
-		_, _ = DecodeReports(b)
+		_, _ = DecodeTable(b)
 		_ = ScanRuns(b, func(uint32, [16]byte, uint32, uint32) error { return nil })
 		_, _ = readHeader(b)
 		readAll(b)
-		_, _ = decodeReportsPayload(b)
 	})
 }
 
@@ -45,12 +42,5 @@ func FuzzRoundTrip(f *testing.F) {
 		r := rand.New(rand.NewPCG(seed, binary.LittleEndian.Uint64([]byte("roundtri"))))
 		ids, rows := randBlock(r, int(nReports)+1, int(nRows%2000))
 		roundTrip(t, ids, rows)
-		list := make([]reports.Report, int(nReports))
-		for i := range list {
-			list[i] = randReport(r, i)
-		}
-		if got, err := DecodeReports(EncodeReports(nil, list)); err != nil || len(got) != len(list) {
-			t.Fatalf("reports: %v, %d of %d", err, len(got), len(list))
-		}
 	})
 }

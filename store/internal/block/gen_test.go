@@ -312,15 +312,12 @@ func roundTrip(t testing.TB, ids [][16]byte, rows []Row) []byte {
 // the store has them after ingest (the converter of ingest, DMARC
 // derived as the store does): the benchmarks' realistic input.
 func genRows(tb testing.TB, seed0, n, m int) ([][16]byte, []Row) {
-	ids, rows, _ := genReports(tb, seed0, n, m, time.Time{})
-	return ids, rows
+	return genReports(tb, seed0, n, m, time.Time{})
 }
 
-// genReports is genRows with the reports' metadata as the store keeps it;
-// begin is the reports' day (zero: each seed's own).
-func genReports(tb testing.TB, seed0, n, m int, begin time.Time) ([][16]byte, []Row, []reports.Report) {
+// genReports is genRows of reports of day begin (zero: each seed's own).
+func genReports(tb testing.TB, seed0, n, m int, begin time.Time) ([][16]byte, []Row) {
 	ids := make([][16]byte, n)
-	metas := make([]reports.Report, n)
 	var rows []Row
 	base := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {
@@ -336,31 +333,15 @@ func genReports(tb testing.TB, seed0, n, m int, begin time.Time) ([][16]byte, []
 		}
 		ids[i][6] = 0x70 | ids[i][6]&0x0f
 		xml := reportgen.Generate(seed, m, reportgen.Options{Begin: begin})
-		h, recs, err := aggregate.Parse(bytes.NewReader(xml), container.Limits{})
+		_, recs, err := aggregate.Parse(bytes.NewReader(xml), container.Limits{})
 		if err != nil {
 			tb.Fatal(err)
 		}
-		rep := reports.Report{ID: formatUUID(ids[i]), DomainID: "0190aaaa-0000-7000-8000-000000000001", Domain: "example.com",
-			OrgID: "0190bbbb-0000-7000-8000-000000000001", OrgName: h.OrgName, OrgEmail: h.Email, ExternalReportID: h.ReportID,
-			DateBegin: h.DateBegin, DateEnd: h.DateEnd, ReceivedAt: base.Add(time.Duration(i) * 7 * time.Millisecond).Truncate(time.Second),
-			PolicyPublished: reports.PolicyPublished{Domain: h.Policy.Domain, P: h.Policy.P, ADKIM: h.Policy.ADKIM, ASPF: h.Policy.ASPF, PCT: 100},
-			RecordCount:     len(recs)}
-		if h.Policy.SP != "" {
-			rep.PolicyPublished.SP = &h.Policy.SP
-		}
 		for k := range recs {
-			rec := convert(&recs[k])
-			rows = append(rows, Row{Report: uint32(i), Index: uint32(k), Rec: rec})
-			rep.MessageCount += rec.Count
-			if rec.DMARC == "pass" {
-				rep.DMARCPassCount += rec.Count
-			} else {
-				rep.DMARCFailCount += rec.Count
-			}
+			rows = append(rows, Row{Report: uint32(i), Index: uint32(k), Rec: convert(&recs[k])})
 		}
-		metas[i] = rep
 	}
-	return ids, rows, metas
+	return ids, rows
 }
 
 // convert is ingest's conversion of a parsed record (ingest_job.go add).

@@ -123,12 +123,15 @@ func TestTableCorrupt(t *testing.T) {
 	if _, err := DecodeTable(append(slices.Clone(enc), 0)); !errors.Is(err, ErrCorrupt) {
 		t.Error("trailing byte accepted")
 	}
-	meta := EncodeReports(nil, nil)
-	if _, err := DecodeTable(meta); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("report metadata read as a table: %v", err)
+	recs, err := Encode(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := Tag(meta); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Tag of report metadata: %v", err)
+	if _, err := DecodeTable(recs); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a block of records read as a table: %v", err)
+	}
+	if _, err := Tag(recs); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Tag of a block of records: %v", err)
 	}
 	h, p, err := open(enc, kindTable)
 	if err != nil {
