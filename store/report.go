@@ -424,44 +424,64 @@ func listedDomains(tx *bolt.Tx, orgID, domainID string) ([]string, error) {
 	return ids, nil
 }
 
-// scanReports walks the date index of the domains newest first, merging
-// their ranges, and returns the number of reports that pass the filter and
-// the ids of those on the page.
+// scanReports lists the reports of one domain (listedDomains checked it
+// is the organization's): the page from the cursor, merged as the
+// organization listing merges its domains, and every report that passes
+// the filter counted. A position of this listing is date_begin |
+// identity hash (reportKeyLen-idLen bytes).
 func scanReports(tx *bolt.Tx, domains []string, f ReportFilter, skip, limit int) (int, []string, []byte) {
+	prefixes := make([][]byte, len(domains))
+	for i, id := range domains {
+		prefixes[i] = []byte(id)
+	}
+	ids, next := mergeReports(tx, prefixes, f, skip, limit, false)
+	return countReports(tx, prefixes, f), ids, next
+}
+
+// mergeReports merges the date indexes of the domains prefixes newest
+// first (then the greater domain id) from the position f.After (or the
+// newest) and returns the ids of the page that passes f and, when a
+// report follows it, the position to resume after its last: an
+// organization position (orgPositionLen bytes) with org, else the key
+// without the domain id.
+func mergeReports(tx *bolt.Tx, prefixes [][]byte, f ReportFilter, skip, limit int, org bool) ([]string, []byte) {
 	var from []byte
 	if f.DateFrom != nil {
 		from = binary.BigEndian.AppendUint64(nil, unixKey(*f.DateFrom))
 	}
-	h := make(reportHeap, 0, len(domains))
 	b := tx.Bucket(bucketReportsByDomain)
-	for _, id := range domains {
-		it := &reportIter{c: b.Cursor(), prefix: []byte(id), from: from}
-		if it.k = lastWithPrefix(it.c, it.prefix); it.valid() {
+	its := make([]reportIter, len(prefixes))
+	h := make(reportHeap, 0, len(prefixes))
+	for i, prefix := range prefixes {
+		it := &its[i]
+		*it = reportIter{c: b.Cursor(), prefix: prefix, from: from}
+		if f.After != nil {
+			it.k = seekBeforeOrgPosition(it.c, prefix, f.After)
+		} else {
+			it.k = lastWithPrefix(it.c, prefix)
+		}
+		if it.valid() {
 			h = append(h, it)
 		}
 	}
 	heap.Init(&h)
-	total, seen := 0, 0
+	seen := 0
 	var ids []string
 	var last, next []byte
-	for len(h) > 0 {
+	for len(h) > 0 && next == nil {
 		it := h[0]
 		v := b.Get(it.k)
 		if f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo) {
-			// The position of a report is its key without the domain id:
-			// date_begin | identity hash, the order of the merge.
-			pos := it.k[len(it.prefix):]
-			if f.After == nil || bytes.Compare(pos, f.After) < 0 {
-				switch {
-				case seen >= skip && len(ids) < limit:
-					ids = append(ids, indexedID(v))
-					last = pos
-				case len(ids) == limit && next == nil:
-					next = bytes.Clone(last)
-				}
-				seen++
+			switch {
+			case seen >= skip && len(ids) < limit:
+				ids = append(ids, indexedID(v))
+				last = it.k
+			case len(ids) == limit && org:
+				next = orgPosition(last)
+			case len(ids) == limit:
+				next = bytes.Clone(last[idLen:])
 			}
-			total++
+			seen++
 		}
 		if it.k = prevWithPrefix(it.c, it.prefix); it.valid() {
 			heap.Fix(&h, 0)
@@ -469,7 +489,28 @@ func scanReports(tx *bolt.Tx, domains []string, f ReportFilter, skip, limit int)
 			heap.Pop(&h)
 		}
 	}
-	return total, ids, next
+	return ids, next
+}
+
+// countReports counts the reports of the domains prefixes that pass f's
+// date filters: a scan of each domain's range, no merge.
+func countReports(tx *bolt.Tx, prefixes [][]byte, f ReportFilter) int {
+	var from []byte
+	if f.DateFrom != nil {
+		from = binary.BigEndian.AppendUint64(nil, unixKey(*f.DateFrom))
+	}
+	total := 0
+	c := tx.Bucket(bucketReportsByDomain).Cursor()
+	var start []byte
+	for _, prefix := range prefixes {
+		start = append(append(start[:0], prefix...), from...)
+		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) == reportKeyLen && (f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo)) {
+				total++
+			}
+		}
+	}
+	return total
 }
 
 // reportIter walks one domain's date index backwards.

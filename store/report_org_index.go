@@ -2,10 +2,8 @@ package store
 
 import (
 	"bytes"
-	"container/heap"
 	"encoding/binary"
 	"errors"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -73,72 +71,12 @@ func orgPosition(k []byte) []byte {
 // reports that pass it, counted apart (a scan of its range, no merge).
 // after is an organization position (orgPositionLen bytes) or nil.
 func scanOrgReports(tx *bolt.Tx, orgID string, f ReportFilter, skip, limit int) (int, []string, []byte) {
-	var from []byte
-	if f.DateFrom != nil {
-		from = binary.BigEndian.AppendUint64(nil, unixKey(*f.DateFrom))
-	}
 	prefixes := orgDomainPrefixes(tx, orgID)
-	b := tx.Bucket(bucketReportsByDomain)
-	its := make([]reportIter, len(prefixes))
-	h := make(reportHeap, 0, len(prefixes))
-	var end []byte
-	for i, prefix := range prefixes {
-		it := &its[i]
-		*it = reportIter{c: b.Cursor(), prefix: prefix, from: from}
-		c := it.c
-		if f.After != nil {
-			it.k = seekBeforeOrgPosition(c, prefix, f.After)
-		} else {
-			end = append(append(end[:0], prefix...), 0xff) // ids are text: no key of the domain starts with 0xff
-			if k, _ := c.Seek(end); k == nil {
-				it.k, _ = c.Last()
-			} else {
-				it.k, _ = c.Prev()
-			}
-			if !bytes.HasPrefix(it.k, prefix) {
-				it.k = nil
-			}
-		}
-		if it.valid() {
-			h = append(h, it)
-		}
-	}
-	heap.Init(&h)
-	seen := 0
-	var ids []string
-	var last, next []byte
-	for len(h) > 0 && next == nil {
-		it := h[0]
-		v := b.Get(it.k)
-		if f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo) {
-			switch {
-			case seen >= skip && len(ids) < limit:
-				ids = append(ids, indexedID(v))
-				last = it.k
-			case len(ids) == limit:
-				next = orgPosition(last)
-			}
-			seen++
-		}
-		if it.k = prevWithPrefix(it.c, it.prefix); it.valid() {
-			heap.Fix(&h, 0)
-		} else {
-			heap.Pop(&h)
-		}
-	}
+	ids, next := mergeReports(tx, prefixes, f, skip, limit, true)
 	if f.DateFrom == nil && f.DateTo == nil {
 		return orgReportCount(tx, orgID), ids, next
 	}
-	total := 0
-	c := b.Cursor()
-	for _, prefix := range prefixes {
-		for k, v := c.Seek(append(append(end[:0], prefix...), from...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(k) == reportKeyLen && (f.DateTo == nil || !time.Unix(int64(indexedEnd(v)), 0).After(*f.DateTo)) {
-				total++
-			}
-		}
-	}
-	return total, ids, next
+	return countReports(tx, prefixes, f), ids, next
 }
 
 // orgDomainPrefixes returns the ids of the organization's domains, as
@@ -156,7 +94,9 @@ func orgDomainPrefixes(tx *bolt.Tx, orgID string) [][]byte {
 }
 
 // seekBeforeOrgPosition returns the newest key of the domain prefix that
-// lists after the organization position pos, nil when none does.
+// lists after the position pos, nil when none does: an organization
+// position, or a domain listing's (without the domain id, which then
+// lists after every key of that date_begin and identity).
 func seekBeforeOrgPosition(c *bolt.Cursor, prefix, pos []byte) []byte {
 	bound := make([]byte, 0, reportKeyLen)
 	bound = append(bound, prefix...)
